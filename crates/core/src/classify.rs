@@ -1,0 +1,123 @@
+//! Operator classification rules (SecureClaw paper §3.3; DESIGN.md §3 "Summaries").
+//!
+//! A rule names (upstream, tool, JSON pointer) with `*` wildcards and gives the field a label
+//! and sensitivity, the sinks a `high` value may flow to, and whether the field is a trusted
+//! attribute of its source object (so that a handle to it inherits the object's anchoring).
+//! Rules are consulted first; the detectors in [`crate::detect`] then catch identifiers
+//! anywhere else (recall first).
+
+use crate::detect::IdentifierKind;
+use crate::handle::{Sensitivity, glob_match};
+use serde::{Deserialize, Serialize};
+
+/// One operator rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldRule {
+    /// Upstream id pattern (`*` wildcards).
+    #[serde(default = "star")]
+    pub upstream: String,
+    /// Tool name pattern.
+    #[serde(default = "star")]
+    pub tool: String,
+    /// JSON pointer pattern into the result's structured content (`/iban`, `/items/*/email`).
+    pub path: String,
+    /// Label (for example `iban`, `counterparty_email`).
+    pub label: String,
+    /// Sensitivity.
+    #[serde(default)]
+    pub sensitivity: Sensitivity,
+    /// Sinks (`upstream__tool` patterns) a `high` value may flow to.
+    #[serde(default)]
+    pub allowed_sinks: Vec<String>,
+    /// The field is a trusted attribute of its object: a handle to it is anchored when the
+    /// object was read by an anchored request (for example the payee IBAN of an invoice the
+    /// user named).
+    #[serde(default)]
+    pub anchor: bool,
+}
+
+fn star() -> String {
+    "*".to_owned()
+}
+
+/// Pointer match: segments compared with [`glob_match`]; `*` matches one segment.
+#[must_use]
+pub fn pointer_match(pattern: &str, path: &str) -> bool {
+    let p: Vec<&str> = pattern.split('/').collect();
+    let t: Vec<&str> = path.split('/').collect();
+    p.len() == t.len() && p.iter().zip(&t).all(|(a, b)| glob_match(a, b))
+}
+
+/// The rule set plus defaults for detected identifiers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Classifier {
+    /// Operator rules, first match wins.
+    pub rules: Vec<FieldRule>,
+}
+
+impl Classifier {
+    /// The first rule matching (`upstream`, `tool`, `path`).
+    #[must_use]
+    pub fn rule_for(&self, upstream: &str, tool: &str, path: &str) -> Option<&FieldRule> {
+        self.rules.iter().find(|r| {
+            glob_match(&r.upstream, upstream)
+                && glob_match(&r.tool, tool)
+                && pointer_match(&r.path, path)
+        })
+    }
+
+    /// Sensitivity given to an identifier found by a detector outside any rule: secrets, card
+    /// numbers and IBANs are `high` (they flow nowhere unless a rule names sinks), the rest
+    /// `medium`.
+    #[must_use]
+    pub fn detected_sensitivity(kind: IdentifierKind) -> Sensitivity {
+        match kind {
+            IdentifierKind::Secret | IdentifierKind::CardNumber | IdentifierKind::Iban => {
+                Sensitivity::High
+            }
+            IdentifierKind::Email | IdentifierKind::Phone | IdentifierKind::Url => {
+                Sensitivity::Medium
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_matching_rule_wins() {
+        let c = Classifier {
+            rules: vec![
+                FieldRule {
+                    upstream: "office".into(),
+                    tool: "read_*".into(),
+                    path: "/iban".into(),
+                    label: "iban".into(),
+                    sensitivity: Sensitivity::High,
+                    allowed_sinks: vec!["office__pay_invoice".into()],
+                    anchor: true,
+                },
+                FieldRule {
+                    upstream: "*".into(),
+                    tool: "*".into(),
+                    path: "/items/*/email".into(),
+                    label: "email".into(),
+                    sensitivity: Sensitivity::Medium,
+                    allowed_sinks: vec![],
+                    anchor: false,
+                },
+            ],
+        };
+        assert_eq!(
+            c.rule_for("office", "read_invoice", "/iban")
+                .map(|r| r.label.as_str()),
+            Some("iban")
+        );
+        assert!(c.rule_for("office", "list", "/iban").is_none());
+        assert!(c.rule_for("x", "y", "/items/3/email").is_some());
+        assert!(c.rule_for("x", "y", "/items/3/email/x").is_none());
+    }
+}

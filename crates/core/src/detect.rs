@@ -1,0 +1,1322 @@
+//! Recall-first detectors for sensitive identifiers in free text (SecureClaw paper §3.3,
+//! planning summary / declassification).
+//!
+//! The summary operator D ([`crate::summary`]) replaces every identifier found here by a handle
+//! token before a tool result reaches the runtime, so a miss is a leak and a false positive only
+//! costs planning detail. The detectors therefore lean towards recall, with validation where a
+//! checksum exists:
+//!
+//! - **email**: RFC 5322-ish `local@domain.tld`, case-insensitive, Unicode letters allowed,
+//!   and obfuscated spellings (`name [at] example [dot] com`);
+//! - **IBAN**: `CC##` followed by the BBAN, compact or printed in groups of four, validated with
+//!   ISO 13616 mod-97 and, for countries in a built-in table, the national length;
+//! - **card number**: 13–19 digits with optional single space or dash separators, Luhn-checked;
+//! - **phone**: `+`-prefixed international forms and separated national forms with at least 7
+//!   digits; dates, year ranges, decimals, IPv4 addresses and thousands-grouped amounts are
+//!   rejected;
+//! - **URL**: `http://`, `https://`, `ftp://` and `www.` forms;
+//! - **secret**: well-known API-key formats (AWS, GitHub, Slack, Stripe, OpenAI/Anthropic,
+//!   Google), JWTs, whole PEM private-key blocks (header through footer, or through the end of
+//!   the text when the footer is missing), `password=`/`token:`-style assignments and
+//!   `Bearer`/`Basic` credentials (the value only), and high-entropy hex or base64 runs of 32
+//!   characters or more.
+//!
+//! The **whole** text is scanned. The authors' DLP only looked at the first 35 characters, so any
+//! secret after that position went through (`research/secureclaw-reference.md` §6); the PEM
+//! redaction there removed only the header line, leaving the key body in place.
+//!
+//! Overlapping candidates from different detectors are merged into one finding covering their
+//! union, so no byte that any detector flagged is left in clear text. The merged finding takes the
+//! kind [`IdentifierKind::Secret`] if any candidate was a secret (a secret inside a URL keeps the
+//! stricter kind); otherwise the kind of the longest candidate, ties broken by priority
+//! Secret > Iban > Card > Email > Url > Phone.
+//!
+//! [`is_credential_name`] complements the text detectors for structured data: a field *named*
+//! like a credential (`password`, `apiKey`, `client_secret`, …) is protected whatever its value
+//! looks like.
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+/// Kind of sensitive identifier found by [`detect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentifierKind {
+    /// An e-mail address.
+    Email,
+    /// An International Bank Account Number (mod-97 valid).
+    Iban,
+    /// A payment card number (Luhn valid).
+    CardNumber,
+    /// A telephone number.
+    Phone,
+    /// A URL (`http`, `https`, `ftp` or `www.`).
+    Url,
+    /// A credential: API key, token, password, private key, high-entropy string.
+    Secret,
+}
+
+impl IdentifierKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 6] = [
+        Self::Email,
+        Self::Iban,
+        Self::CardNumber,
+        Self::Phone,
+        Self::Url,
+        Self::Secret,
+    ];
+
+    /// Short stable name: `"email"`, `"iban"`, `"card"`, `"phone"`, `"url"`, `"secret"`.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Email => "email",
+            Self::Iban => "iban",
+            Self::CardNumber => "card",
+            Self::Phone => "phone",
+            Self::Url => "url",
+            Self::Secret => "secret",
+        }
+    }
+
+    /// Prefix used in handle tokens for this kind: `"em"`, `"ib"`, `"cc"`, `"ph"`, `"url"`,
+    /// `"sk"` (e.g. a summary shows `h:em:3k9x…` for an e-mail address).
+    #[must_use]
+    pub fn token_prefix(&self) -> &'static str {
+        match self {
+            Self::Email => "em",
+            Self::Iban => "ib",
+            Self::CardNumber => "cc",
+            Self::Phone => "ph",
+            Self::Url => "url",
+            Self::Secret => "sk",
+        }
+    }
+
+    /// Overlap priority: higher wins a tie between candidates of equal length.
+    fn priority(self) -> u8 {
+        match self {
+            Self::Secret => 5,
+            Self::Iban => 4,
+            Self::CardNumber => 3,
+            Self::Email => 2,
+            Self::Url => 1,
+            Self::Phone => 0,
+        }
+    }
+}
+
+impl fmt::Display for IdentifierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One detection: the byte range `start..end` of an identifier in the scanned text. Both ends
+/// lie on `char` boundaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What was found.
+    pub kind: IdentifierKind,
+    /// Byte offset of the first byte.
+    pub start: usize,
+    /// Byte offset one past the last byte.
+    pub end: usize,
+}
+
+impl Finding {
+    /// The byte range `start..end`.
+    #[must_use]
+    pub fn range(&self) -> Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// Scan the whole of `text` for identifiers (SecureClaw paper §3.3, planning summary /
+/// declassification).
+///
+/// Returns non-overlapping findings sorted by `start`; each is a byte range on `char`
+/// boundaries. Candidates of different detectors that overlap are merged into one finding that
+/// covers their union (see the module docs for which kind it gets), so replacing every finding
+/// leaves nothing any detector flagged. Infallible; linear in the text length up to small
+/// constant factors.
+#[must_use]
+pub fn detect(text: &str) -> Vec<Finding> {
+    let mut candidates = Vec::new();
+    scan_secrets(text, &mut candidates);
+    scan_ibans(text, &mut candidates);
+    scan_cards(text, &mut candidates);
+    scan_emails(text, &mut candidates);
+    scan_urls(text, &mut candidates);
+    scan_phones(text, &mut candidates);
+    resolve(candidates)
+}
+
+/// Whether `s` is a valid IBAN (ISO 13616): two letters, two check digits, an alphanumeric BBAN;
+/// 15–34 characters (exactly the national length for countries in the built-in table), ASCII
+/// spaces anywhere ignored, letters case-insensitive, and the mod-97 remainder of the rearranged
+/// number equal to 1. Used by [`detect`] (SecureClaw paper §3.3, validated detectors).
+#[must_use]
+pub fn iban_valid(s: &str) -> bool {
+    let compact: Vec<u8> = s
+        .bytes()
+        .filter(|b| *b != b' ')
+        .map(|b| b.to_ascii_uppercase())
+        .collect();
+    if !(15..=34).contains(&compact.len()) || !compact.iter().all(u8::is_ascii_alphanumeric) {
+        return false;
+    }
+    let Some(([c0, c1, d0, d1], bban)) = compact.split_first_chunk::<4>() else {
+        return false;
+    };
+    if !(c0.is_ascii_uppercase()
+        && c1.is_ascii_uppercase()
+        && d0.is_ascii_digit()
+        && d1.is_ascii_digit())
+    {
+        return false;
+    }
+    // Check digits are 02..=98; 00, 01 and 99 are congruent to valid ones but never issued.
+    if matches!((d0, d1), (b'0', b'0' | b'1') | (b'9', b'9')) {
+        return false;
+    }
+    if let Some(len) = iban_country_length(*c0, *c1)
+        && len != compact.len()
+    {
+        return false;
+    }
+    let mut rem: u32 = 0;
+    for &b in bban.iter().chain([*c0, *c1, *d0, *d1].iter()) {
+        rem = if b.is_ascii_digit() {
+            (rem * 10 + u32::from(b - b'0')) % 97
+        } else {
+            (rem * 100 + u32::from(b - b'A') + 10) % 97
+        };
+    }
+    rem == 1
+}
+
+/// Whether `digits` is a Luhn-valid card number: 13–19 ASCII digits, with ASCII spaces and
+/// dashes allowed anywhere and ignored; any other character makes it invalid. Used by
+/// [`detect`] (SecureClaw paper §3.3, validated detectors).
+#[must_use]
+pub fn luhn_valid(digits: &str) -> bool {
+    let mut values = Vec::with_capacity(19);
+    for b in digits.bytes() {
+        match b {
+            b'0'..=b'9' => values.push(u32::from(b - b'0')),
+            b' ' | b'-' => {}
+            _ => return false,
+        }
+    }
+    if !(13..=19).contains(&values.len()) {
+        return false;
+    }
+    let sum: u32 = values
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                let doubled = d * 2;
+                if doubled > 9 { doubled - 9 } else { doubled }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+/// Whether a structured field called `name` holds a credential, judged by its name alone
+/// (`password`, `api_key`, `apiKey`, `X-Api-Key`, `client_secret`, `access_token`,
+/// `Authorization`, `Set-Cookie`, `pin`, `cvv`, …). Case-insensitive; camelCase, `-`, `.` and
+/// spaces count as word separators. Pagination cursors (`next_page_token`, `sync_token`, …) are
+/// not credentials. The summary operator protects the whole value of such a field (SecureClaw
+/// paper §3.3, field classification).
+#[must_use]
+pub fn is_credential_name(name: &str) -> bool {
+    let mut norm = String::with_capacity(name.len() + 4);
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c.is_uppercase() && prev_lower {
+            norm.push('_');
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        if c.is_alphanumeric() {
+            norm.extend(c.to_lowercase());
+        } else {
+            norm.push('_');
+        }
+    }
+    let words: Vec<&str> = norm.split('_').filter(|w| !w.is_empty()).collect();
+    let (last, before) = match words.as_slice() {
+        [.., before, last] => (*last, Some(*before)),
+        [last] => (*last, None),
+        [] => return false,
+    };
+    const SINGLE: &[&str] = &[
+        "password",
+        "passwords",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "passcode",
+        "secret",
+        "secrets",
+        "token",
+        "credential",
+        "credentials",
+        "authorization",
+        "cookie",
+        "cookies",
+        "apikey",
+        "apikeys",
+        "pin",
+        "cvv",
+        "cvv2",
+        "cvc",
+        "otp",
+    ];
+    const KEY_QUALIFIERS: &[&str] = &[
+        "api",
+        "private",
+        "access",
+        "secret",
+        "signing",
+        "encryption",
+        "master",
+    ];
+    const CURSORS: &[&str] = &[
+        "page",
+        "next",
+        "sync",
+        "continuation",
+        "cursor",
+        "pagination",
+    ];
+    if last == "token" && before.is_some_and(|b| CURSORS.contains(&b)) {
+        return false;
+    }
+    if SINGLE.contains(&last) {
+        return true;
+    }
+    matches!(last, "key" | "keys") && before.is_some_and(|b| KEY_QUALIFIERS.contains(&b))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidate collection and overlap resolution
+// ---------------------------------------------------------------------------------------------
+
+/// Merge overlapping candidates into their union; see the module docs for the kind chosen.
+fn resolve(mut candidates: Vec<Finding>) -> Vec<Finding> {
+    candidates.retain(|f| f.start < f.end);
+    candidates.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    let mut out: Vec<Finding> = Vec::with_capacity(candidates.len());
+    // (union end, representative candidate) of the cluster being built.
+    let mut current: Option<(Finding, Finding)> = None;
+    for cand in candidates {
+        current = match current {
+            Some((mut union, best)) if cand.start < union.end => {
+                union.end = union.end.max(cand.end);
+                let best = if better(&cand, &best) { cand } else { best };
+                Some((union, best))
+            }
+            other => {
+                if let Some((union, best)) = other {
+                    out.push(Finding {
+                        kind: best.kind,
+                        ..union
+                    });
+                }
+                Some((cand.clone(), cand))
+            }
+        };
+    }
+    if let Some((union, best)) = current {
+        out.push(Finding {
+            kind: best.kind,
+            ..union
+        });
+    }
+    out
+}
+
+/// Whether `a` should name a merged cluster rather than `b`.
+fn better(a: &Finding, b: &Finding) -> bool {
+    let key = |f: &Finding| {
+        (
+            f.kind == IdentifierKind::Secret,
+            f.end - f.start,
+            f.kind.priority(),
+            std::cmp::Reverse(f.start),
+        )
+    };
+    key(a) > key(b)
+}
+
+/// Compile a static pattern; `None` (detector skipped) only if the pattern is broken, which the
+/// unit test `all_patterns_compile` rules out.
+fn compile(pattern: &str) -> Option<Regex> {
+    Regex::new(pattern).ok()
+}
+
+fn push(out: &mut Vec<Finding>, kind: IdentifierKind, start: usize, end: usize) {
+    out.push(Finding { kind, start, end });
+}
+
+fn byte_at(text: &str, i: usize) -> Option<u8> {
+    text.as_bytes().get(i).copied()
+}
+
+fn byte_before(text: &str, i: usize) -> Option<u8> {
+    i.checked_sub(1).and_then(|j| byte_at(text, j))
+}
+
+fn is_word_byte(b: Option<u8>) -> bool {
+    b.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets
+// ---------------------------------------------------------------------------------------------
+
+/// A secret pattern: regex source, the capture group that holds the secret (0 = whole match)
+/// and a post-filter on that group's text.
+struct SecretSource {
+    pattern: &'static str,
+    group: usize,
+    filter: fn(&str) -> bool,
+}
+
+fn any_value(_: &str) -> bool {
+    true
+}
+
+fn has_digit(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+}
+
+fn digit_or_mixed_case(s: &str) -> bool {
+    has_digit(s)
+        || (s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase()))
+}
+
+fn assignment_value(s: &str) -> bool {
+    // `Authorization: Bearer xyz` — the scheme word is not the secret; the bearer pattern
+    // catches the credential that follows it.
+    !["bearer", "basic", "token", "digest"]
+        .iter()
+        .any(|w| s.eq_ignore_ascii_case(w))
+}
+
+const SECRET_SOURCES: &[SecretSource] = &[
+    // PEM private key: the whole block, or through the end of the text if the footer is missing.
+    SecretSource {
+        pattern: r"(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
+        group: 0,
+        filter: any_value,
+    },
+    // AWS access key id.
+    SecretSource {
+        pattern: r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}",
+        group: 0,
+        filter: any_value,
+    },
+    // GitHub tokens.
+    SecretSource {
+        pattern: r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}",
+        group: 0,
+        filter: any_value,
+    },
+    // Slack tokens.
+    SecretSource {
+        pattern: r"xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}",
+        group: 0,
+        filter: any_value,
+    },
+    // Stripe secret and restricted keys, webhook secrets.
+    SecretSource {
+        pattern: r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{20,}",
+        group: 0,
+        filter: any_value,
+    },
+    // OpenAI / Anthropic style keys.
+    SecretSource {
+        pattern: r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+        group: 0,
+        filter: has_digit,
+    },
+    // Google API key.
+    SecretSource {
+        pattern: r"AIza[0-9A-Za-z_-]{35}",
+        group: 0,
+        filter: any_value,
+    },
+    // JWT (header and payload are base64url JSON objects, so both start with `eyJ`).
+    SecretSource {
+        pattern: r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
+        group: 0,
+        filter: any_value,
+    },
+    // HTTP credentials: `Bearer <token>`, `Basic <base64>`, `token <value>`.
+    SecretSource {
+        pattern: r"(?i)\b(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{12,})",
+        group: 1,
+        filter: digit_or_mixed_case,
+    },
+    // Assignments: `api_key=…`, `"password": "…"`, `token: …`, `client_secret=…` (value only).
+    SecretSource {
+        pattern: r#"(?i)\b[a-z0-9_-]*(?:api[_-]?key|apikey|secret|access[_-]?key|private[_-]?key|token|passw(?:or)?d|pwd|passphrase|credentials?|authorization|auth)s?\b[\\"'*\]]{0,4}\s*[:=]\s*[\\"']{0,3}([^\s"'\\<>,;&`]{6,})"#,
+        group: 1,
+        filter: assignment_value,
+    },
+];
+
+/// A compiled [`SecretSource`].
+struct SecretPattern {
+    re: Regex,
+    group: usize,
+    filter: fn(&str) -> bool,
+}
+
+static SECRET_PATTERNS: LazyLock<Vec<SecretPattern>> = LazyLock::new(|| {
+    SECRET_SOURCES
+        .iter()
+        .filter_map(|s| {
+            compile(s.pattern).map(|re| SecretPattern {
+                re,
+                group: s.group,
+                filter: s.filter,
+            })
+        })
+        .collect()
+});
+
+static HEX_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[0-9A-Fa-f]{32,}"));
+static B64_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[A-Za-z0-9+/=_-]{32,}"));
+
+fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
+    for pattern in SECRET_PATTERNS.iter() {
+        for caps in pattern.re.captures_iter(text) {
+            if let Some(m) = caps.get(pattern.group)
+                && (pattern.filter)(m.as_str())
+            {
+                push(out, IdentifierKind::Secret, m.start(), m.end());
+            }
+        }
+    }
+    if let Some(re) = HEX_RUN.as_ref() {
+        for m in re.find_iter(text) {
+            if high_entropy_hex(m.as_str()) {
+                push(out, IdentifierKind::Secret, m.start(), m.end());
+            }
+        }
+    }
+    if let Some(re) = B64_RUN.as_ref() {
+        for m in re.find_iter(text) {
+            if high_entropy_base64(m.as_str()) {
+                push(out, IdentifierKind::Secret, m.start(), m.end());
+            }
+        }
+    }
+}
+
+/// Shannon entropy in bits per byte.
+fn entropy(s: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    let mut total = 0u32;
+    for b in s.bytes() {
+        if let Some(c) = counts.get_mut(usize::from(b)) {
+            *c += 1;
+        }
+        total += 1;
+    }
+    if total == 0 {
+        return 0.0;
+    }
+    let n = f64::from(total);
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+fn high_entropy_hex(s: &str) -> bool {
+    has_digit(s) && s.bytes().any(|b| b.is_ascii_alphabetic()) && entropy(s) >= 3.0
+}
+
+fn high_entropy_base64(s: &str) -> bool {
+    has_digit(s)
+        && s.bytes().any(|b| b.is_ascii_uppercase())
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && entropy(s) >= 4.0
+}
+
+// ---------------------------------------------------------------------------------------------
+// IBAN
+// ---------------------------------------------------------------------------------------------
+
+/// National IBAN lengths for countries whose length we are sure of; others get 15..=34.
+fn iban_country_length(c0: u8, c1: u8) -> Option<usize> {
+    let len = match [c0, c1] {
+        [b'N', b'O'] => 15,
+        [b'B', b'E'] => 16,
+        [b'D', b'K'] | [b'F', b'I'] | [b'F', b'O'] | [b'G', b'L'] | [b'N', b'L'] => 18,
+        [b'S', b'I'] | [b'M', b'K'] => 19,
+        [b'A', b'T'] | [b'E', b'E'] | [b'L', b'T'] | [b'L', b'U'] | [b'K', b'Z'] | [b'X', b'K'] => {
+            20
+        }
+        [b'C', b'H'] | [b'L', b'I'] | [b'H', b'R'] | [b'L', b'V'] => 21,
+        [b'D', b'E']
+        | [b'G', b'B']
+        | [b'I', b'E']
+        | [b'B', b'G']
+        | [b'B', b'H']
+        | [b'C', b'R']
+        | [b'G', b'E']
+        | [b'M', b'E']
+        | [b'R', b'S']
+        | [b'V', b'A'] => 22,
+        [b'A', b'E'] | [b'G', b'I'] | [b'I', b'L'] => 23,
+        [b'C', b'Z']
+        | [b'E', b'S']
+        | [b'S', b'E']
+        | [b'S', b'K']
+        | [b'R', b'O']
+        | [b'S', b'A']
+        | [b'T', b'N']
+        | [b'M', b'D']
+        | [b'A', b'D']
+        | [b'P', b'K'] => 24,
+        [b'P', b'T'] => 25,
+        [b'I', b'S'] | [b'T', b'R'] => 26,
+        [b'F', b'R'] | [b'I', b'T'] | [b'G', b'R'] | [b'M', b'C'] | [b'S', b'M'] | [b'M', b'R'] => {
+            27
+        }
+        [b'P', b'L']
+        | [b'H', b'U']
+        | [b'C', b'Y']
+        | [b'A', b'L']
+        | [b'A', b'Z']
+        | [b'D', b'O']
+        | [b'L', b'B'] => 28,
+        [b'B', b'R'] | [b'Q', b'A'] | [b'U', b'A'] => 29,
+        [b'J', b'O'] | [b'K', b'W'] | [b'M', b'U'] => 30,
+        [b'M', b'T'] | [b'S', b'C'] => 31,
+        _ => return None,
+    };
+    Some(len)
+}
+
+/// Find IBANs, compact (`DE89370400440532013000`) or printed in groups of four
+/// (`DE89 3704 0044 0532 0130 00`). Candidates start at any `LLdd` (no left boundary needed for
+/// countries with a known length; unknown countries need word boundaries on both sides to keep
+/// chance mod-97 hits down).
+fn scan_ibans(text: &str, out: &mut Vec<Finding>) {
+    let bytes = text.as_bytes();
+    for (i, window) in bytes.windows(4).enumerate() {
+        let [c0, c1, d0, d1] = window else { continue };
+        if !(c0.is_ascii_alphabetic()
+            && c1.is_ascii_alphabetic()
+            && d0.is_ascii_digit()
+            && d1.is_ascii_digit())
+        {
+            continue;
+        }
+        let known = iban_country_length(c0.to_ascii_uppercase(), c1.to_ascii_uppercase());
+        if known.is_none() && is_word_byte(byte_before(text, i)) {
+            continue;
+        }
+        // Walk the BBAN: alphanumerics, single spaces only after a multiple of four characters.
+        let mut ends: Vec<(usize, usize)> = Vec::new(); // (alnum count, byte end)
+        let mut count = 4;
+        let mut j = i + 4;
+        while count < 34 {
+            match bytes.get(j) {
+                Some(b) if b.is_ascii_alphanumeric() => {
+                    count += 1;
+                    j += 1;
+                    ends.push((count, j));
+                }
+                Some(b' ')
+                    if count.is_multiple_of(4)
+                        && bytes.get(j + 1).is_some_and(u8::is_ascii_alphanumeric) =>
+                {
+                    j += 1;
+                }
+                _ => break,
+            }
+        }
+        let found = match known {
+            Some(len) => ends
+                .iter()
+                .find(|(n, _)| *n == len)
+                .filter(|(_, end)| text.get(i..*end).is_some_and(iban_valid))
+                .map(|(_, end)| *end),
+            None => ends
+                .iter()
+                .rev()
+                .filter(|(n, end)| *n >= 15 && !is_word_byte(byte_at(text, *end)))
+                .find(|(_, end)| text.get(i..*end).is_some_and(iban_valid))
+                .map(|(_, end)| *end),
+        };
+        if let Some(end) = found {
+            push(out, IdentifierKind::Iban, i, end);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Card numbers
+// ---------------------------------------------------------------------------------------------
+
+/// Find card numbers: from every digit group start, the longest Luhn-valid run of 13–19 digits
+/// (single space or dash separators) that ends at a group end.
+fn scan_cards(text: &str, out: &mut Vec<Finding>) {
+    let bytes = text.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if !b.is_ascii_digit() || byte_before(text, i).is_some_and(|p| p.is_ascii_digit()) {
+            continue;
+        }
+        let mut digits = 0;
+        let mut j = i;
+        let mut ends: Vec<usize> = Vec::new();
+        while digits < 19 {
+            match bytes.get(j) {
+                Some(d) if d.is_ascii_digit() => {
+                    digits += 1;
+                    j += 1;
+                    let group_end = !bytes.get(j).is_some_and(u8::is_ascii_digit);
+                    if group_end && digits >= 13 {
+                        ends.push(j);
+                    }
+                }
+                Some(b' ' | b'-') if bytes.get(j + 1).is_some_and(u8::is_ascii_digit) => j += 1,
+                _ => break,
+            }
+        }
+        if let Some(end) = ends
+            .iter()
+            .rev()
+            .find(|end| text.get(i..**end).is_some_and(luhn_valid))
+        {
+            push(out, IdentifierKind::CardNumber, i, *end);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Email and URL
+// ---------------------------------------------------------------------------------------------
+
+static EMAIL: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(
+        r"(?i)[\p{L}\p{N}._%+-]+@(?:[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?\.)+\p{L}[\p{L}\p{N}-]*[\p{L}\p{N}]",
+    )
+});
+
+/// Obfuscated addresses: `name [at] example [dot] com`, `name (at) example.com`,
+/// `name AT example DOT com` (the spelled-out words only in capitals, to spare prose).
+static EMAIL_OBFUSCATED: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(
+        r"[\p{L}\p{N}._%+-]+(?:\s*[\[({]\s*(?i:at)\s*[\])}]\s*|\s+AT\s+)[\p{L}\p{N}-]+(?:(?:\s*[\[({]\s*(?i:dot)\s*[\])}]\s*|\s+DOT\s+|\.)[\p{L}\p{N}-]+)+",
+    )
+});
+
+fn scan_emails(text: &str, out: &mut Vec<Finding>) {
+    for re in [EMAIL.as_ref(), EMAIL_OBFUSCATED.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        for m in re.find_iter(text) {
+            push(out, IdentifierKind::Email, m.start(), m.end());
+        }
+    }
+}
+
+static URL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r#"(?i)(?:(?:https?|ftp)://|\bwww\.)[^\s<>"'`{}|\\^\[\]]+"#));
+
+fn scan_urls(text: &str, out: &mut Vec<Finding>) {
+    let Some(re) = URL.as_ref() else { return };
+    for m in re.find_iter(text) {
+        let mut url = m.as_str();
+        // Trailing sentence punctuation and an unbalanced closing parenthesis are not part of it.
+        loop {
+            let trimmed = url.trim_end_matches(['.', ',', ';', ':', '!', '?', '*']);
+            let trimmed = if trimmed.ends_with(')')
+                && trimmed.matches(')').count() > trimmed.matches('(').count()
+            {
+                trimmed.get(..trimmed.len() - 1).unwrap_or(trimmed)
+            } else {
+                trimmed
+            };
+            if trimmed.len() == url.len() {
+                break;
+            }
+            url = trimmed;
+        }
+        let body = url
+            .find("://")
+            .map_or_else(|| url.len().saturating_sub(4), |p| url.len() - p - 3);
+        if body > 0 {
+            push(out, IdentifierKind::Url, m.start(), m.start() + url.len());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phone numbers
+// ---------------------------------------------------------------------------------------------
+
+static PHONE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r"\+?(?:\(\d{1,5}\)|\d{1,5})(?:[ ./-]?(?:\(\d{1,5}\)|\d{1,5})){1,7}"));
+
+fn scan_phones(text: &str, out: &mut Vec<Finding>) {
+    let Some(re) = PHONE.as_ref() else { return };
+    for m in re.find_iter(text) {
+        if phone_plausible(text, m.start(), m.end()) {
+            push(out, IdentifierKind::Phone, m.start(), m.end());
+        }
+    }
+}
+
+/// Post-filter for phone candidates: 7–15 digits, not glued to a longer token, and not shaped
+/// like a date, year range, decimal, IPv4 address or thousands-grouped amount.
+fn phone_plausible(text: &str, start: usize, end: usize) -> bool {
+    let Some(cand) = text.get(start..end) else {
+        return false;
+    };
+    // Left context: not inside a word, a code like `INV-2026-0042`, or a longer number.
+    let prev = byte_before(text, start);
+    if is_word_byte(prev) || prev == Some(b'#') {
+        return false;
+    }
+    if prev.is_some_and(|p| matches!(p, b'.' | b',' | b'-' | b'/'))
+        && is_word_byte(start.checked_sub(2).and_then(|j| byte_at(text, j)))
+    {
+        return false;
+    }
+    // Right context: not followed by a word character or a decimal/date continuation.
+    let next = byte_at(text, end);
+    if is_word_byte(next) {
+        return false;
+    }
+    if next.is_some_and(|n| matches!(n, b'.' | b',' | b'-' | b'/'))
+        && byte_at(text, end + 1).is_some_and(|d| d.is_ascii_digit())
+    {
+        return false;
+    }
+
+    let mut groups: Vec<&str> = Vec::new();
+    let mut seps: Vec<u8> = Vec::new();
+    for part in cand.split(|c: char| !c.is_ascii_digit()) {
+        if !part.is_empty() {
+            groups.push(part);
+        }
+    }
+    for b in cand.bytes() {
+        if matches!(b, b' ' | b'.' | b'-' | b'/') && !seps.contains(&b) {
+            seps.push(b);
+        }
+    }
+    let digits: usize = groups.iter().map(|g| g.len()).sum();
+    if !(7..=15).contains(&digits) {
+        return false;
+    }
+    if cand.starts_with('+') {
+        return true;
+    }
+    let lens: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    let has_parens = cand.contains('(');
+    match lens.as_slice() {
+        // Unseparated: only national forms with a trunk prefix (`0301234567`, `0041…`).
+        [n] => return !has_parens && cand.starts_with('0') && (10..=13).contains(n),
+        // Dates: 2026-12-15, 15.12.2026, 12/15/26 (also as the prefix of a longer candidate).
+        [4, m, d, ..] if *m <= 2 && *d <= 2 => return false,
+        [d, m, y] if *d <= 2 && *m <= 2 && (*y == 2 || *y == 4) => return false,
+        _ => {}
+    }
+    // Year ranges: 2024-2025, 1999/2000.
+    if groups.len() == 2
+        && groups
+            .iter()
+            .all(|g| g.len() == 4 && (g.starts_with("19") || g.starts_with("20")))
+    {
+        return false;
+    }
+    if !has_parens && seps.as_slice() == [b'.'] {
+        // Decimals (3.14159265) and IPv4 addresses (192.168.100.200).
+        if groups.len() == 2 || (groups.len() == 4 && lens.iter().all(|l| *l <= 3)) {
+            return false;
+        }
+    }
+    // Thousands-grouped amounts: 1 299 900, 12.999.000.
+    if !has_parens
+        && (seps.as_slice() == [b' '] || seps.as_slice() == [b'.'])
+        && let [first, rest @ ..] = lens.as_slice()
+        && (1..=3).contains(first)
+        && !rest.is_empty()
+        && rest.iter().all(|l| *l == 3)
+    {
+        return false;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(IdentifierKind, String)> {
+        detect(text)
+            .into_iter()
+            .map(|f| (f.kind, text.get(f.range()).unwrap_or_default().to_owned()))
+            .collect()
+    }
+
+    fn found(text: &str, kind: IdentifierKind, value: &str) -> bool {
+        kinds(text).iter().any(|(k, v)| *k == kind && v == value)
+    }
+
+    fn covered(text: &str, value: &str) -> bool {
+        let Some(pos) = text.find(value) else {
+            return false;
+        };
+        let end = pos + value.len();
+        detect(text).iter().any(|f| f.start <= pos && f.end >= end)
+    }
+
+    #[test]
+    fn all_patterns_compile() {
+        assert_eq!(SECRET_PATTERNS.len(), SECRET_SOURCES.len());
+        assert!(HEX_RUN.is_some());
+        assert!(B64_RUN.is_some());
+        assert!(EMAIL.is_some());
+        assert!(EMAIL_OBFUSCATED.is_some());
+        assert!(URL.is_some());
+        assert!(PHONE.is_some());
+    }
+
+    #[test]
+    fn kind_names() {
+        let names: Vec<&str> = IdentifierKind::ALL
+            .iter()
+            .map(IdentifierKind::as_str)
+            .collect();
+        assert_eq!(names, ["email", "iban", "card", "phone", "url", "secret"]);
+        let prefixes: Vec<&str> = IdentifierKind::ALL
+            .iter()
+            .map(IdentifierKind::token_prefix)
+            .collect();
+        assert_eq!(prefixes, ["em", "ib", "cc", "ph", "url", "sk"]);
+        assert_eq!(
+            serde_json::to_string(&IdentifierKind::CardNumber).unwrap_or_default(),
+            "\"card_number\""
+        );
+    }
+
+    // --- IBAN ---
+
+    #[test]
+    fn iban_validation() {
+        assert!(iban_valid("DE89370400440532013000"));
+        assert!(iban_valid("GB82WEST12345698765432"));
+        assert!(iban_valid("DE89 3704 0044 0532 0130 00"));
+        assert!(iban_valid("gb82 west 1234 5698 7654 32"));
+        assert!(iban_valid("FR1420041010050500013M02606"));
+        assert!(iban_valid("NO9386011117947"));
+        assert!(!iban_valid("DE89370400440532013001"), "mod-97 invalid");
+        assert!(
+            !iban_valid("DE8937040044053201300"),
+            "wrong national length"
+        );
+        assert!(!iban_valid("DE89-3704-0044-0532-0130-00"));
+        assert!(!iban_valid("1289370400440532013000"));
+        assert!(!iban_valid(""));
+    }
+
+    #[test]
+    fn iban_detected_compact_and_grouped() {
+        let t = "Pay to DE89370400440532013000 or GB82WEST12345698765432 please.";
+        assert!(found(t, IdentifierKind::Iban, "DE89370400440532013000"));
+        assert!(found(t, IdentifierKind::Iban, "GB82WEST12345698765432"));
+        let t = "IBAN: DE89 3704 0044 0532 0130 00 is the account";
+        assert!(found(
+            t,
+            IdentifierKind::Iban,
+            "DE89 3704 0044 0532 0130 00"
+        ));
+        let t = "iban=de89370400440532013000;";
+        assert!(found(t, IdentifierKind::Iban, "de89370400440532013000"));
+    }
+
+    #[test]
+    fn iban_invalid_not_detected_as_iban() {
+        let t = "Pay to DE89370400440532013001 today";
+        assert!(kinds(t).iter().all(|(k, _)| *k != IdentifierKind::Iban));
+    }
+
+    #[test]
+    fn iban_glued_to_text_still_detected() {
+        let t = "refXDE89370400440532013000";
+        assert!(covered(t, "DE89370400440532013000"));
+    }
+
+    // --- cards ---
+
+    #[test]
+    fn luhn_validation() {
+        assert!(luhn_valid("4111 1111 1111 1111"));
+        assert!(luhn_valid("4111-1111-1111-1111"));
+        assert!(luhn_valid("378282246310005"));
+        assert!(luhn_valid("4222222222222"));
+        assert!(!luhn_valid("4111 1111 1111 1112"));
+        assert!(!luhn_valid("4111x1111111111111"));
+        assert!(!luhn_valid("424242424242"), "12 digits is too short");
+        assert!(!luhn_valid("42424242424242424242"), "20 digits is too long");
+    }
+
+    #[test]
+    fn card_detected() {
+        let t = "card 4111 1111 1111 1111 exp 12/27";
+        assert!(found(t, IdentifierKind::CardNumber, "4111 1111 1111 1111"));
+        let t = "card:4111-1111-1111-1111.";
+        assert!(found(t, IdentifierKind::CardNumber, "4111-1111-1111-1111"));
+        let t = "amex 378282246310005, visa 4242424242424242";
+        assert!(found(t, IdentifierKind::CardNumber, "378282246310005"));
+        assert!(found(t, IdentifierKind::CardNumber, "4242424242424242"));
+        // Trailing group after a valid number.
+        let t = "4111 1111 1111 1111 22";
+        assert!(covered(t, "4111 1111 1111 1111"));
+    }
+
+    #[test]
+    fn card_invalid_not_detected() {
+        let t = "card 4111 1111 1111 1112 exp";
+        assert!(
+            kinds(t)
+                .iter()
+                .all(|(k, _)| *k != IdentifierKind::CardNumber),
+            "{:?}",
+            kinds(t)
+        );
+    }
+
+    // --- email ---
+
+    #[test]
+    fn email_detected() {
+        assert!(found(
+            "mail Bob.Smith+x@Example.COM now",
+            IdentifierKind::Email,
+            "Bob.Smith+x@Example.COM"
+        ));
+        assert!(found(
+            "<alice@mail.example.co.uk>",
+            IdentifierKind::Email,
+            "alice@mail.example.co.uk"
+        ));
+        assert!(found(
+            "to: jürgen@bücher.de.",
+            IdentifierKind::Email,
+            "jürgen@bücher.de"
+        ));
+    }
+
+    #[test]
+    fn obfuscated_email_detected() {
+        for e in [
+            "attacker [at] evil [dot] example",
+            "max.mustermann (at) example.com",
+            "bob{AT}mail{dot}example{dot}org",
+            "john AT example DOT com",
+        ] {
+            let t = format!("forward to {e} now");
+            assert!(found(&t, IdentifierKind::Email, e), "{e}: {:?}", kinds(&t));
+        }
+        assert!(kinds("we met at the station. Look at example.com").is_empty());
+    }
+
+    #[test]
+    fn email_negatives() {
+        assert!(kinds("@mention and user@localhost and a@b").is_empty());
+        assert!(kinds("price: 5 @ 10").is_empty());
+    }
+
+    // --- URL ---
+
+    #[test]
+    fn url_detected() {
+        assert!(found(
+            "see https://evil.example/a?b=c.",
+            IdentifierKind::Url,
+            "https://evil.example/a?b=c"
+        ));
+        assert!(found(
+            "(at www.example.com/path)",
+            IdentifierKind::Url,
+            "www.example.com/path"
+        ));
+        assert!(found(
+            "FTP://files.example.org/x",
+            IdentifierKind::Url,
+            "FTP://files.example.org/x"
+        ));
+        assert!(found(
+            "[wiki](https://en.wikipedia.org/wiki/Foo_(bar))",
+            IdentifierKind::Url,
+            "https://en.wikipedia.org/wiki/Foo_(bar)"
+        ));
+    }
+
+    #[test]
+    fn url_negatives() {
+        assert!(kinds("the www is big; https:// alone; example.com").is_empty());
+    }
+
+    // --- phone ---
+
+    #[test]
+    fn phone_detected() {
+        for p in [
+            "+1 (415) 555-2671",
+            "+44 20 7946 0958",
+            "+4915123456789",
+            "(415) 555-2671",
+            "415-555-2671",
+            "415.555.2671",
+            "020 7946 0958",
+            "030/1234567",
+            "01 23 45 67 89",
+            "03012345678",
+        ] {
+            let t = format!("Call {p} today");
+            assert!(found(&t, IdentifierKind::Phone, p), "{p}: {:?}", kinds(&t));
+        }
+    }
+
+    #[test]
+    fn phone_negatives() {
+        for t in [
+            "due 2026-12-15",
+            "due 2026-12-15 10:30",
+            "due 2026-12-15T10:30:00Z",
+            "on 15.12.2026",
+            "on 12/15/2026",
+            "amount 129900",
+            "amount 129900.00 EUR",
+            "amount 1 299 900",
+            "amount 12.999.000,00",
+            "invoice INV-2026-0042",
+            "order #12345678",
+            "season 2024-2025",
+            "pi 3.14159265",
+            "host 192.168.100.200",
+            "id 20260115",
+            "v1.2.3",
+        ] {
+            assert!(kinds(t).is_empty(), "{t}: {:?}", kinds(t));
+        }
+    }
+
+    // --- secrets ---
+
+    #[test]
+    fn secret_formats_detected() {
+        for s in [
+            "AKIAIOSFODNN7EXAMPLE",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+            "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "sk_live_51H8abcdefghijklmnop",
+            "sk_test_abcdefghij1234",
+            "rk_live_abcdefghij1234",
+            "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+            "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        ] {
+            let t = format!("value: {s} end");
+            assert!(found(&t, IdentifierKind::Secret, s), "{s}: {:?}", kinds(&t));
+        }
+    }
+
+    #[test]
+    fn secret_assignments_detect_value_only() {
+        assert!(found(
+            "api_key=abcd1234efgh",
+            IdentifierKind::Secret,
+            "abcd1234efgh"
+        ));
+        assert!(found(
+            r#"{"password": "hunter22"}"#,
+            IdentifierKind::Secret,
+            "hunter22"
+        ));
+        assert!(found(
+            "client_secret: s3cr3tvalue",
+            IdentifierKind::Secret,
+            "s3cr3tvalue"
+        ));
+        assert!(found(
+            "TOKEN = tok_998877",
+            IdentifierKind::Secret,
+            "tok_998877"
+        ));
+        assert!(found(
+            "https://x.example/cb?access_token=zzz999yyy&x=1",
+            IdentifierKind::Secret,
+            "https://x.example/cb?access_token=zzz999yyy&x=1"
+        ));
+        assert!(found(
+            "Authorization: Bearer abc.DEF-123_456",
+            IdentifierKind::Secret,
+            "abc.DEF-123_456"
+        ));
+        assert!(found(
+            "Authorization: Basic dXNlcjpwYXNz",
+            IdentifierKind::Secret,
+            "dXNlcjpwYXNz"
+        ));
+    }
+
+    #[test]
+    fn secret_negatives() {
+        assert!(kinds("the task-force-members-of-the-team met").is_empty());
+        assert!(kinds("max_tokens=4096 and tokens: 1500").is_empty());
+        assert!(kinds("token authentication is enabled").is_empty());
+        assert!(kinds("this_is_a_very_long_snake_case_identifier_name").is_empty());
+        assert!(kinds("id 550e8400-e29b-41d4-a716-446655440000").is_empty());
+    }
+
+    #[test]
+    fn high_entropy_strings() {
+        let hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        assert!(found(&format!("sha {hex}."), IdentifierKind::Secret, hex));
+        let b64 = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        assert!(found(
+            &format!("aws secret {b64} x"),
+            IdentifierKind::Secret,
+            b64
+        ));
+        assert!(kinds("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa0").is_empty());
+    }
+
+    #[test]
+    fn secret_after_position_1000_detected() {
+        let filler = "lorem ipsum dolor sit amet ".repeat(50);
+        assert!(filler.len() > 1000);
+        let key = "AKIAIOSFODNN7EXAMPLE";
+        let t = format!("{filler}here is the key {key} and more text");
+        assert!(found(&t, IdentifierKind::Secret, key));
+        let t = format!("{filler}api_key=abcd1234efgh");
+        assert!(found(&t, IdentifierKind::Secret, "abcd1234efgh"));
+    }
+
+    #[test]
+    fn pem_block_fully_covered() {
+        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx1\nshortline\nabc==\n-----END RSA PRIVATE KEY-----";
+        let t = format!("key:\n{pem}\nthanks");
+        let f = detect(&t);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(found(&t, IdentifierKind::Secret, pem));
+        // Footer missing (cut upstream): covered through the end.
+        let t = "x -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nmore body";
+        assert!(found(
+            t,
+            IdentifierKind::Secret,
+            t.get(2..).unwrap_or_default()
+        ));
+        // Certificates are public.
+        assert!(kinds("-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----").is_empty());
+    }
+
+    // --- overlaps ---
+
+    #[test]
+    fn overlaps_are_merged_and_sorted() {
+        let t = "https://pay.example/?iban=DE89370400440532013000 and mail bob@example.com";
+        let f = detect(t);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(
+            f.windows(2)
+                .all(|w| matches!(w, [a, b] if a.end <= b.start))
+        );
+        assert!(found(
+            t,
+            IdentifierKind::Url,
+            "https://pay.example/?iban=DE89370400440532013000"
+        ));
+        // Email inside a www. host: the longer email wins.
+        assert!(found(
+            "x info@www.example.com y",
+            IdentifierKind::Email,
+            "info@www.example.com"
+        ));
+        // Card vs phone of equal span: card has priority.
+        assert!(found(
+            "4111 1111 1111 1111",
+            IdentifierKind::CardNumber,
+            "4111 1111 1111 1111"
+        ));
+    }
+
+    #[test]
+    fn credential_names() {
+        for n in [
+            "password",
+            "Password",
+            "api_key",
+            "apiKey",
+            "X-Api-Key",
+            "client_secret",
+            "clientSecret",
+            "access_token",
+            "refreshToken",
+            "Authorization",
+            "Set-Cookie",
+            "pin",
+            "cvv",
+            "private_key",
+            "AWS_SECRET_ACCESS_KEY",
+            "credentials",
+        ] {
+            assert!(is_credential_name(n), "{n}");
+        }
+        for n in [
+            "key",
+            "author",
+            "spin",
+            "max_tokens",
+            "tokens",
+            "input_tokens",
+            "next_page_token",
+            "password_hint",
+            "shipping",
+            "name",
+            "",
+            "monkey",
+        ] {
+            assert!(!is_credential_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn findings_on_char_boundaries() {
+        let t = "ü bob@example.com ß +49 30 1234567 ✓ AKIAIOSFODNN7EXAMPLE é";
+        for f in detect(t) {
+            assert!(t.get(f.range()).is_some());
+        }
+        assert_eq!(detect(t).len(), 3);
+    }
+}

@@ -1,0 +1,298 @@
+//! Reason codes and deny-aware recovery (SecureClaw paper §3.5).
+//!
+//! Every denial carries a [`ReasonCode`] and a fixed template: the action class, the reason and
+//! safe next steps. Templates are static text with at most an action id or tool name filled
+//! in — never exception text, upstream error bodies, user request text or protected values (the
+//! authors' templates echoed raw exceptions and the user request:
+//! `research/secureclaw-reference.md` §6 item 10).
+
+use serde::{Deserialize, Serialize};
+
+/// Why something was denied or held. Stable snake_case strings on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    // -- executor acceptance predicate, in check order --
+    /// No artifact was presented.
+    ArtifactMissing,
+    /// The artifact is not a well-formed token.
+    ArtifactMalformed,
+    /// Unsupported artifact version.
+    ArtifactVersion,
+    /// Unknown key id (artifact or binding key).
+    KeyUnknown,
+    /// Retired key id.
+    KeyRetired,
+    /// Artifact MAC does not verify.
+    ArtifactMac,
+    /// The artifact belongs to another action.
+    ActionMismatch,
+    /// The call to execute differs from the one previewed.
+    BindingMismatch,
+    /// The policy set changed since preview.
+    PolicyChanged,
+    /// The artifact's freshness window has passed.
+    ArtifactExpired,
+    /// The artifact is dated in the future beyond the allowed skew.
+    ArtifactNotYetValid,
+    /// The recorded decision is not allow.
+    DecisionNotAllow,
+    /// Confirmation required but absent.
+    ConfirmationMissing,
+    /// A confirmation is present but bound to another action or request, forged or expired.
+    ConfirmationInvalid,
+    /// The action id was already used.
+    Replay,
+    /// The store could not be reached; nothing was executed (fail closed).
+    StoreUnavailable,
+    // -- policy and gateway decisions --
+    /// The policy denied the call.
+    PolicyDeny,
+    /// A trusted confirmation is needed before this call can run.
+    ConfirmationRequired,
+    /// The human (or operator) declined.
+    ConfirmationDenied,
+    /// The tool is not known to the gateway or not visible to this caller.
+    UnknownTool,
+    /// A handle is unknown, expired, revoked or belongs to another session.
+    HandleUnavailable,
+    /// A handle may not flow to this sink.
+    HandleSinkForbidden,
+    /// Arguments are malformed, too large, too deep or not exactly representable.
+    InvalidArguments,
+    /// The upstream tool failed or returned an error.
+    UpstreamError,
+    /// The upstream tool did not answer in time.
+    UpstreamTimeout,
+    /// The session is unknown or closed.
+    SessionUnknown,
+    /// An internal error; nothing was executed.
+    Internal,
+}
+
+impl ReasonCode {
+    /// The wire string (`binding_mismatch`, …).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::ArtifactMissing => "artifact_missing",
+            ReasonCode::ArtifactMalformed => "artifact_malformed",
+            ReasonCode::ArtifactVersion => "artifact_version",
+            ReasonCode::KeyUnknown => "key_unknown",
+            ReasonCode::KeyRetired => "key_retired",
+            ReasonCode::ArtifactMac => "artifact_mac",
+            ReasonCode::ActionMismatch => "action_mismatch",
+            ReasonCode::BindingMismatch => "binding_mismatch",
+            ReasonCode::PolicyChanged => "policy_changed",
+            ReasonCode::ArtifactExpired => "artifact_expired",
+            ReasonCode::ArtifactNotYetValid => "artifact_not_yet_valid",
+            ReasonCode::DecisionNotAllow => "decision_not_allow",
+            ReasonCode::ConfirmationMissing => "confirmation_missing",
+            ReasonCode::ConfirmationInvalid => "confirmation_invalid",
+            ReasonCode::Replay => "replay",
+            ReasonCode::StoreUnavailable => "store_unavailable",
+            ReasonCode::PolicyDeny => "policy_deny",
+            ReasonCode::ConfirmationRequired => "confirmation_required",
+            ReasonCode::ConfirmationDenied => "confirmation_denied",
+            ReasonCode::UnknownTool => "unknown_tool",
+            ReasonCode::HandleUnavailable => "handle_unavailable",
+            ReasonCode::HandleSinkForbidden => "handle_sink_forbidden",
+            ReasonCode::InvalidArguments => "invalid_arguments",
+            ReasonCode::UpstreamError => "upstream_error",
+            ReasonCode::UpstreamTimeout => "upstream_timeout",
+            ReasonCode::SessionUnknown => "session_unknown",
+            ReasonCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Coarse class of the action that was denied, shown to the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionClass {
+    /// A read-only tool.
+    Read,
+    /// An effectful tool.
+    Effect,
+}
+
+/// A deny-aware recovery message: reason, action class and safe next steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// Always `"denied"` or `"pending_confirmation"`.
+    pub status: &'static str,
+    /// Reason code.
+    pub reason: ReasonCode,
+    /// Action class.
+    pub action_class: ActionClass,
+    /// Tool (namespaced) the runtime called; echoes the runtime's own input only.
+    pub tool: String,
+    /// Action id when one exists (needed to ask for approval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// One-line fixed explanation.
+    pub message: &'static str,
+    /// Safe next steps.
+    pub next_steps: Vec<String>,
+}
+
+impl Recovery {
+    /// The template for `reason`.
+    #[must_use]
+    pub fn new(
+        reason: ReasonCode,
+        action_class: ActionClass,
+        tool: &str,
+        action_id: Option<&str>,
+    ) -> Self {
+        let approve = |id: Option<&str>| match id {
+            Some(id) => format!(
+                "ask the user to approve action {id} (secureclaw approvals approve {id}), then re-issue the identical call with _meta \"dev.secureclaw/approval\": \"{id}\""
+            ),
+            None => "ask the user to approve this action".to_owned(),
+        };
+        let (message, steps): (&'static str, Vec<String>) = match reason {
+            ReasonCode::ConfirmationRequired => (
+                "this action needs the user's confirmation before it can run",
+                vec![approve(action_id), "or save a draft instead".into()],
+            ),
+            ReasonCode::ConfirmationDenied => (
+                "the user declined this action",
+                vec!["do not retry; tell the user what you intended and ask how to proceed".into()],
+            ),
+            ReasonCode::ConfirmationMissing | ReasonCode::ConfirmationInvalid => (
+                "no valid confirmation is bound to this exact request",
+                vec![
+                    approve(action_id),
+                    "re-issue exactly the approved call; any change needs a new approval".into(),
+                ],
+            ),
+            ReasonCode::PolicyDeny => (
+                "the policy does not allow this action for this task",
+                vec![
+                    "use only recipients, paths and accounts named by the user".into(),
+                    "save a draft instead".into(),
+                    "ask the user to add the target to the task".into(),
+                ],
+            ),
+            ReasonCode::HandleSinkForbidden => (
+                "a protected value cannot be sent to this destination",
+                vec![
+                    "send a summary without the protected value".into(),
+                    "save a draft instead".into(),
+                ],
+            ),
+            ReasonCode::HandleUnavailable => (
+                "a referenced handle is not available in this session",
+                vec!["read the source again to obtain a fresh handle".into()],
+            ),
+            ReasonCode::UnknownTool => (
+                "this tool is not available",
+                vec!["call tools/list and pick an available tool".into()],
+            ),
+            ReasonCode::InvalidArguments => (
+                "the arguments are malformed, too large, too deeply nested or contain numbers that cannot be represented exactly",
+                vec![
+                    "send plain JSON arguments within the limits; pass large numbers as strings"
+                        .into(),
+                ],
+            ),
+            ReasonCode::UpstreamError => (
+                "the tool reported an error",
+                vec!["check the arguments and try again once".into()],
+            ),
+            ReasonCode::UpstreamTimeout => (
+                "the tool did not answer in time; the call may or may not have taken effect",
+                vec!["check the result with a read-only tool before retrying".into()],
+            ),
+            ReasonCode::SessionUnknown => (
+                "the session is unknown or closed",
+                vec!["ask the operator to start a new session".into()],
+            ),
+            ReasonCode::StoreUnavailable | ReasonCode::Internal => (
+                "the gateway could not complete the check; nothing was executed",
+                vec!["retry later".into()],
+            ),
+            ReasonCode::Replay => (
+                "this action was already executed or attempted",
+                vec!["do not repeat it; preview a new action if another effect is intended".into()],
+            ),
+            ReasonCode::ArtifactExpired | ReasonCode::ArtifactNotYetValid => (
+                "the authorization is not fresh",
+                vec!["preview the action again".into()],
+            ),
+            ReasonCode::ArtifactMissing
+            | ReasonCode::ArtifactMalformed
+            | ReasonCode::ArtifactVersion
+            | ReasonCode::KeyUnknown
+            | ReasonCode::KeyRetired
+            | ReasonCode::ArtifactMac
+            | ReasonCode::ActionMismatch
+            | ReasonCode::BindingMismatch
+            | ReasonCode::PolicyChanged
+            | ReasonCode::DecisionNotAllow => (
+                "the commit does not match an authorized preview",
+                vec!["preview the exact call again and commit it unchanged".into()],
+            ),
+        };
+        Self {
+            status: if reason == ReasonCode::ConfirmationRequired {
+                "pending_confirmation"
+            } else {
+                "denied"
+            },
+            reason,
+            action_class,
+            tool: tool.to_owned(),
+            action_id: action_id.map(str::to_owned),
+            message,
+            next_steps: steps,
+        }
+    }
+
+    /// Human/LLM-readable one-paragraph rendering.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "SecureClaw {} `{}` ({}): {}.",
+            self.status, self.tool, self.reason, self.message
+        );
+        for step in &self.next_steps {
+            out.push_str("\n- ");
+            out.push_str(step);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_never_include_foreign_text() {
+        let r = Recovery::new(
+            ReasonCode::PolicyDeny,
+            ActionClass::Effect,
+            "mail__send_email",
+            Some("act_x"),
+        );
+        let text = r.render();
+        assert!(text.contains("policy_deny"));
+        assert!(text.contains("save a draft instead"));
+        let r = Recovery::new(
+            ReasonCode::ConfirmationRequired,
+            ActionClass::Effect,
+            "t",
+            Some("act_abc"),
+        );
+        assert!(r.render().contains("act_abc"));
+        assert_eq!(r.status, "pending_confirmation");
+    }
+}

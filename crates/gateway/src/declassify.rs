@@ -1,0 +1,216 @@
+//! The read path's declassification (SecureClaw paper §3.2–§3.3): every tool result is passed
+//! through the summary operator D before the runtime sees it. Protected values — fields named
+//! by operator rules and identifiers the detectors find — go to the vault, and the runtime gets
+//! a handle in their place. `structuredContent` and the text blocks are rewritten with the same
+//! handles (one value → one handle per read), so both carry the same information. Non-text
+//! blocks (images, audio, embedded resources) are withheld.
+
+use crate::catalog::ToolEntry;
+use crate::upstream::ToolOutput;
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::classify::{Classifier, FieldRule};
+use secureclaw_core::handle::{HandleId, HandleRecord, mint_handle_id};
+use secureclaw_core::keys::KeyRing;
+use secureclaw_core::summary::{
+    Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
+};
+use secureclaw_core::time::UnixMillis;
+use secureclaw_store::{SessionRecord, SqliteStore};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// Text that replaces content blocks the gateway cannot declassify.
+pub(crate) const WITHHELD: &str = "[non-text content withheld by SecureClaw]";
+
+pub(crate) struct Declassifier<'a> {
+    pub keys: &'a KeyRing,
+    pub store: &'a SqliteStore,
+    pub classifier: &'a Classifier,
+    pub summary: &'a SummaryConfig,
+    pub handle_ttl_ms: u64,
+    pub now: UnixMillis,
+}
+
+/// Handles minted during one read, keyed by value so a value repeated in the structured and
+/// text forms maps to one handle.
+struct Minter<'a, 'b> {
+    d: &'b Declassifier<'a>,
+    session: &'b SessionRecord,
+    entry: &'b ToolEntry,
+    anchored: bool,
+    minted: HashMap<String, HandleId>,
+    failed: bool,
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // getrandom fails only if the OS has no entropy source; the zero nonce is then still
+    // unique per record because object ids differ, but the failure is logged.
+    if getrandom::fill(&mut b).is_err() {
+        tracing::error!("operating system random source failed");
+    }
+    b
+}
+
+impl Minter<'_, '_> {
+    fn rule(&self, path: &str) -> Option<&FieldRule> {
+        self.d
+            .classifier
+            .rule_for(&self.entry.upstream, &self.entry.name, path)
+    }
+
+    fn mint(&mut self, p: &Protected) -> String {
+        if let Some(id) = self.minted.get(&p.value) {
+            return id.0.clone();
+        }
+        match self.issue(p) {
+            Ok(id) => {
+                let text = id.0.clone();
+                self.minted.insert(p.value.clone(), id);
+                text
+            }
+            Err(()) => {
+                self.failed = true;
+                "[withheld]".to_owned()
+            }
+        }
+    }
+
+    fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
+        let (label, kind_tag, sensitivity, allowed_sinks, anchor) = match &p.kind {
+            ProtectedKind::Identifier(kind) => (
+                kind.as_str().to_owned(),
+                kind.token_prefix().to_owned(),
+                Classifier::detected_sensitivity(*kind),
+                Vec::new(),
+                false,
+            ),
+            ProtectedKind::Field { label } => {
+                let rule = self.rule(&p.path);
+                (
+                    label.clone(),
+                    "fld".to_owned(),
+                    rule.map(|r| r.sensitivity).unwrap_or_default(),
+                    rule.map(|r| r.allowed_sinks.clone()).unwrap_or_default(),
+                    rule.is_some_and(|r| r.anchor),
+                )
+            }
+        };
+        let object_id = format!("obj_{}", secureclaw_core::encoding::base32(&random::<16>()));
+        let id = mint_handle_id(
+            self.d.keys,
+            &kind_tag,
+            &random::<16>(),
+            &self.session.id,
+            &object_id,
+        )
+        .map_err(|_| ())?;
+        self.d
+            .store
+            .put_object(&object_id, 1, p.value.as_bytes(), random::<12>())
+            .map_err(|_| ())?;
+        let record = HandleRecord {
+            id: id.clone(),
+            caller: self.session.caller.clone(),
+            session: self.session.id.clone(),
+            object_id,
+            version: 1,
+            label: label.clone(),
+            sensitivity,
+            source: format!("{}__{}", self.entry.upstream, self.entry.name),
+            anchored: anchor && self.anchored,
+            allowed_sinks,
+            created_at: self.d.now,
+            expires_at: self.d.now.plus_millis(self.d.handle_ttl_ms),
+            revoked: false,
+        };
+        self.d.store.put_handle(&record).map_err(|_| ())?;
+        let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
+        ev.session = Some(self.session.id.clone());
+        ev.caller = Some(self.session.caller.clone());
+        ev.tool = Some(self.entry.exposed.clone());
+        ev.detail = json!({
+            "handle": id, "label": label, "sensitivity": sensitivity, "path": p.path,
+            "anchored": record.anchored,
+        });
+        self.d.store.append_audit(ev).map_err(|_| ())?;
+        Ok(id)
+    }
+}
+
+impl Declassifier<'_> {
+    /// Declassify one tool result. Returns the rewritten output and the number of handles
+    /// issued, or `Err(())` if a store failure prevented vaulting a value (the caller must
+    /// then return nothing: fail closed).
+    pub(crate) fn declassify(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        anchored: bool,
+        output: ToolOutput,
+    ) -> Result<(ToolOutput, usize), ()> {
+        let mut m = Minter {
+            d: self,
+            session,
+            entry,
+            anchored,
+            minted: HashMap::new(),
+            failed: false,
+        };
+        let mut truncated = false;
+        let labels = |path: &str| -> Option<String> {
+            self.classifier
+                .rule_for(&entry.upstream, &entry.name, path)
+                .map(|r| r.label.clone())
+        };
+        let structured = output.structured.as_ref().map(|v| {
+            let s = summarize(v, self.summary, &labels, &mut |p| m.mint(p));
+            truncated |= s.truncated;
+            s.value
+        });
+        let mut content = Vec::with_capacity(output.content.len());
+        for block in &output.content {
+            let text = match (
+                block.get("type").and_then(Value::as_str),
+                block.get("text").and_then(Value::as_str),
+            ) {
+                (Some("text"), Some(t)) => t,
+                _ => {
+                    content.push(json!({"type": "text", "text": WITHHELD}));
+                    continue;
+                }
+            };
+            let parsed: Option<Value> = serde_json::from_str(text)
+                .ok()
+                .filter(|v: &Value| v.is_object() || v.is_array());
+            let new_text = match (parsed, &structured, &output.structured) {
+                (Some(v), Some(summarized), Some(original)) if &v == original => {
+                    serde_json::to_string(summarized).unwrap_or_default()
+                }
+                (Some(v), _, _) => {
+                    let s = summarize(&v, self.summary, &labels, &mut |p| m.mint(p));
+                    truncated |= s.truncated;
+                    serde_json::to_string(&s.value).unwrap_or_default()
+                }
+                (None, _, _) => {
+                    let (t, cut) = summarize_text(text, self.summary, &mut |p| m.mint(p));
+                    truncated |= cut;
+                    t
+                }
+            };
+            content.push(json!({"type": "text", "text": new_text}));
+        }
+        if m.failed {
+            return Err(());
+        }
+        let _ = truncated;
+        Ok((
+            ToolOutput {
+                content,
+                structured,
+                is_error: output.is_error,
+            },
+            m.minted.len(),
+        ))
+    }
+}

@@ -1,0 +1,156 @@
+//! The executor: the only holder of upstream connections (SecureClaw paper §3.4, DESIGN.md §1).
+//!
+//! Read-class tools go through [`Executor::read`], which refuses any tool classified as
+//! effectful. Effectful tools go through [`Executor::commit`], which needs a
+//! [`CommitProof`] — a value only the acceptance predicate can construct — and sends exactly
+//! the arguments bound in that proof, after resolving handles for this sink. Nothing else in
+//! the gateway can reach an upstream.
+
+use crate::upstream::{ToolOutput, Upstream, UpstreamError};
+use secureclaw_core::acceptance::CommitProof;
+use secureclaw_core::handle::{HandleDenial, HandleId, substitute_handles};
+use secureclaw_core::policy::EffectClass;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the executor did not return a tool result.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The upstream id is not configured.
+    #[error("unknown upstream `{0}`")]
+    UnknownUpstream(String),
+    /// An effectful tool was sent through the read path.
+    #[error("tool is effectful and needs a commit proof")]
+    NeedsProof,
+    /// A handle could not be resolved for this sink.
+    #[error("handle resolution failed: {0}")]
+    Handle(HandleDenial),
+    /// Resolution hit a store failure.
+    #[error("store unavailable during handle resolution")]
+    Store,
+    /// The upstream failed.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The upstream did not answer in time.
+    #[error("upstream timed out")]
+    Timeout,
+}
+
+/// Outcome of resolving one handle: the plaintext, or why not.
+pub type Resolution = Result<String, ResolveError>;
+
+/// Why a handle did not resolve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolveError {
+    /// Policy-level denial.
+    Denied(HandleDenial),
+    /// Store failure (fail closed).
+    Store,
+}
+
+/// The executor.
+pub struct Executor {
+    upstreams: HashMap<String, Arc<dyn Upstream>>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("upstreams", &self.upstreams.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Executor {
+    /// An executor over `upstreams` with a per-call `timeout`.
+    #[must_use]
+    pub fn new(upstreams: Vec<Arc<dyn Upstream>>, timeout: Duration) -> Self {
+        Self {
+            upstreams: upstreams
+                .into_iter()
+                .map(|u| (u.id().to_owned(), u))
+                .collect(),
+            timeout,
+        }
+    }
+
+    /// The upstreams (for listing tools at start-up).
+    pub fn upstreams(&self) -> impl Iterator<Item = &Arc<dyn Upstream>> {
+        self.upstreams.values()
+    }
+
+    /// Destination label of an upstream.
+    #[must_use]
+    pub fn destination(&self, upstream: &str) -> Option<&str> {
+        self.upstreams.get(upstream).map(|u| u.destination())
+    }
+
+    async fn send(
+        &self,
+        upstream: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<ToolOutput, ExecError> {
+        let up = self
+            .upstreams
+            .get(upstream)
+            .ok_or_else(|| ExecError::UnknownUpstream(upstream.to_owned()))?;
+        match tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(ExecError::Timeout),
+        }
+    }
+
+    fn resolve_all(
+        arguments: &Map<String, Value>,
+        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+    ) -> Result<Map<String, Value>, ExecError> {
+        let mut value = Value::Object(arguments.clone());
+        substitute_handles(&mut value, resolve).map_err(|e| match e {
+            ResolveError::Denied(d) => ExecError::Handle(d),
+            ResolveError::Store => ExecError::Store,
+        })?;
+        match value {
+            Value::Object(map) => Ok(map),
+            _ => Ok(Map::new()),
+        }
+    }
+
+    /// Forward a read-class call, resolving handles in its arguments with `resolve`.
+    ///
+    /// # Errors
+    /// [`ExecError::NeedsProof`] if `effect` is not read; resolution and upstream failures.
+    pub async fn read(
+        &self,
+        effect: EffectClass,
+        upstream: &str,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+    ) -> Result<ToolOutput, ExecError> {
+        if effect != EffectClass::Read {
+            return Err(ExecError::NeedsProof);
+        }
+        let args = Self::resolve_all(arguments, resolve)?;
+        self.send(upstream, tool, args).await
+    }
+
+    /// Execute the effect a [`CommitProof`] authorizes: the proof's upstream, tool and
+    /// arguments, with handles resolved for this sink by `resolve`. Consumes the proof.
+    ///
+    /// # Errors
+    /// Resolution and upstream failures. The action id stays marked in the ledger either way.
+    pub async fn commit(
+        &self,
+        proof: CommitProof,
+        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+    ) -> Result<ToolOutput, ExecError> {
+        let request = proof.request();
+        let args = Self::resolve_all(&request.inputs.arguments, resolve)?;
+        self.send(&request.intent.upstream, &request.intent.tool, args)
+            .await
+    }
+}

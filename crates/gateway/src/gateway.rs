@@ -1,0 +1,1138 @@
+//! The gateway proper: sessions, read path, write path and operator operations.
+
+use crate::catalog::{Catalog, ToolEntry};
+use crate::config::GatewayConfig;
+use crate::declassify::Declassifier;
+use crate::executor::{ExecError, Executor, Resolution, ResolveError};
+use crate::upstream::{ToolOutput, Upstream};
+use secureclaw_core::acceptance::{CommitAttempt, accept};
+use secureclaw_core::anchor::{extract_targets, is_anchored};
+use secureclaw_core::artifact::{
+    ARTIFACT_VERSION, ActionId, ArtifactDecision, AuthorizationArtifact,
+};
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::binding::{BindingDigest, bind};
+use secureclaw_core::canonical::{
+    CanonicalRequest, HandleBinding, Inputs, Intent, RequestContext, TaskEnvelope, validate_value,
+};
+use secureclaw_core::classify::Classifier;
+use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
+use secureclaw_core::handle::{
+    HandleDenial, HandleId, HandleRecord, Sink, check_resolution, find_handles,
+};
+use secureclaw_core::keys::{KeyId, KeyRing};
+use secureclaw_core::policy::{
+    EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, TargetFact,
+};
+use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
+use secureclaw_core::time::UnixMillis;
+use secureclaw_store::{ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, SqliteStore};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Source of the current time (injected so tests can move it).
+pub type Clock = Arc<dyn Fn() -> UnixMillis + Send + Sync>;
+
+/// The system clock.
+#[must_use]
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        UnixMillis(ms)
+    })
+}
+
+/// Errors of operator operations and start-up (tool calls never return `Err`: they return a
+/// [`CallOutcome`] with a recovery).
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// An upstream failed at start-up.
+    #[error(transparent)]
+    Upstream(#[from] crate::upstream::UpstreamError),
+    /// The store failed.
+    #[error("store unavailable: {0}")]
+    Store(String),
+    /// Not found.
+    #[error("`{0}` not found")]
+    NotFound(String),
+    /// A state conflict (approval already decided, …).
+    #[error("{0}")]
+    Conflict(String),
+    /// Keys are missing.
+    #[error("key ring: {0}")]
+    Keys(String),
+}
+
+/// Result of a tool call as the runtime sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// The tool ran; the output is declassified.
+    Completed {
+        /// Declassified output.
+        output: ToolOutput,
+        /// Action id for effectful calls.
+        action_id: Option<ActionId>,
+    },
+    /// Waiting for a trusted confirmation; the recovery names the action id.
+    Pending(Recovery),
+    /// Denied, with a recovery.
+    Denied(Recovery),
+}
+
+/// Result of an explicit preview.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PreviewOutcome {
+    /// The action id to commit.
+    pub action_id: ActionId,
+    /// The sealed authorization artifact (also issued for denials; it authorizes nothing).
+    pub artifact: String,
+    /// `allow`, `confirm` or `deny`.
+    pub decision: &'static str,
+    /// Binding digest of the canonical request.
+    pub binding: BindingDigest,
+    /// Recovery for `confirm` and `deny`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+}
+
+/// Everything a preview computed, for the commit that may follow in the same call.
+struct Prepared {
+    entry: ToolEntry,
+    request: CanonicalRequest,
+    handle_records: Vec<HandleRecord>,
+}
+
+/// The gateway. Cheap to clone (shared state behind an `Arc`).
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    keys: Arc<KeyRing>,
+    store: Arc<SqliteStore>,
+    policy: Arc<dyn PolicyEngine>,
+    config: GatewayConfig,
+    classifier: Classifier,
+    clock: Clock,
+    catalog: Catalog,
+    executor: Executor,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("executor", &self.inner.executor)
+            .finish_non_exhaustive()
+    }
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    if getrandom::fill(&mut b).is_err() {
+        tracing::error!("operating system random source failed");
+    }
+    b
+}
+
+fn fill_random(buf: &mut [u8]) {
+    if getrandom::fill(buf).is_err() {
+        tracing::error!("operating system random source failed");
+    }
+}
+
+fn class(entry: Option<&ToolEntry>) -> ActionClass {
+    match entry.map(|e| e.effect) {
+        Some(EffectClass::Read) => ActionClass::Read,
+        _ => ActionClass::Effect,
+    }
+}
+
+impl Gateway {
+    /// Start a gateway: list every upstream's tools and build the catalog.
+    ///
+    /// `upstreams` pairs each connected upstream with its spec. Reports dangling ledger
+    /// reservations (crash between mark and execution) to the audit log; they are never
+    /// executed again.
+    ///
+    /// # Errors
+    /// [`GatewayError::Upstream`] if an upstream cannot list its tools; store errors.
+    pub async fn start(
+        keys: Arc<KeyRing>,
+        store: Arc<SqliteStore>,
+        policy: Arc<dyn PolicyEngine>,
+        config: GatewayConfig,
+        upstreams: Vec<(crate::config::UpstreamSpec, Arc<dyn Upstream>)>,
+        clock: Clock,
+    ) -> Result<Self, GatewayError> {
+        let mut catalog = Catalog::default();
+        for (spec, up) in &upstreams {
+            for tool in up.list_tools().await? {
+                let entry = ToolEntry::new(spec, tool, &config.tools);
+                let name = entry.exposed.clone();
+                if !catalog.insert(entry) {
+                    tracing::warn!(tool = %name, upstream = %spec.id, "duplicate exposed tool name; keeping the first");
+                }
+            }
+        }
+        let executor = Executor::new(
+            upstreams.into_iter().map(|(_, u)| u).collect(),
+            Duration::from_millis(config.limits.upstream_timeout_ms),
+        );
+        let classifier = Classifier {
+            rules: config.classify.clone(),
+        };
+        let gw = Self {
+            inner: Arc::new(Inner {
+                keys,
+                store,
+                policy,
+                config,
+                classifier,
+                clock,
+                catalog,
+                executor,
+            }),
+        };
+        let dangling = gw
+            .inner
+            .store
+            .dangling_reservations()
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        for entry in dangling {
+            tracing::warn!(action = %entry.action_id, "reserved action was never marked executed (crash?); it will not run again");
+            let mut ev = AuditEvent::new(AuditKind::CrashRecovery, gw.now());
+            ev.action_id = Some(entry.action_id.0.clone());
+            gw.audit(ev)
+                .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        }
+        Ok(gw)
+    }
+
+    fn now(&self) -> UnixMillis {
+        (self.inner.clock)()
+    }
+
+    fn audit(&self, event: AuditEvent) -> Result<(), ()> {
+        self.inner
+            .store
+            .append_audit(event)
+            .map(|_| ())
+            .map_err(|e| {
+                tracing::error!(error = %e, "audit append failed");
+            })
+    }
+
+    fn event(&self, kind: AuditKind, session: &SessionRecord, tool: &str) -> AuditEvent {
+        let mut ev = AuditEvent::new(kind, self.now());
+        ev.session = Some(session.id.clone());
+        ev.caller = Some(session.caller.clone());
+        ev.tool = Some(tool.to_owned());
+        ev
+    }
+
+    /// The policy set's digest.
+    #[must_use]
+    pub fn policy_digest(&self) -> String {
+        self.inner.policy.digest()
+    }
+
+    /// The store (operator tooling).
+    #[must_use]
+    pub fn store(&self) -> &Arc<SqliteStore> {
+        &self.inner.store
+    }
+
+    /// The key ring.
+    #[must_use]
+    pub fn keys(&self) -> &Arc<KeyRing> {
+        &self.inner.keys
+    }
+
+    // ----------------------------------------------------------------- sessions
+
+    /// Open a session for `caller` with a task envelope from the trusted side.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub fn open_session(
+        &self,
+        caller: &str,
+        envelope: TaskEnvelope,
+    ) -> Result<SessionRecord, GatewayError> {
+        let now = self.now();
+        let record = SessionRecord {
+            id: format!("ses_{}", secureclaw_core::encoding::base32(&random::<16>())),
+            caller: caller.to_owned(),
+            envelope,
+            created_at: now,
+            expires_at: now.plus_millis(self.inner.config.limits.session_ttl_ms),
+        };
+        self.inner
+            .store
+            .put_session(&record)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let mut ev = self.event(AuditKind::Session, &record, "");
+        ev.tool = None;
+        ev.detail = json!({"task_digest": record.envelope.digest(), "trusted_targets": record.envelope.trusted_targets.len()});
+        self.audit(ev)
+            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        Ok(record)
+    }
+
+    /// Look a live session up.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, GatewayError> {
+        let s = self
+            .inner
+            .store
+            .session(id)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        Ok(s.filter(|s| self.now() <= s.expires_at))
+    }
+
+    // ----------------------------------------------------------------- listing
+
+    /// Tools visible to `caller`: the policy decides visibility with the same rules as calls
+    /// (a tool whose every call would be denied is not listed).
+    #[must_use]
+    pub fn list_tools(&self, caller: &str) -> Vec<ToolEntry> {
+        self.inner
+            .catalog
+            .iter()
+            .filter(|e| {
+                let req = PolicyRequest {
+                    caller: caller.to_owned(),
+                    upstream: e.upstream.clone(),
+                    tool: e.name.clone(),
+                    effect: e.effect,
+                    known_tool: true,
+                    destructive: e.destructive,
+                    targets: vec![],
+                    handles: vec![],
+                    listing: true,
+                };
+                !matches!(self.inner.policy.decide(&req), PolicyDecision::Deny { .. })
+            })
+            .cloned()
+            .collect()
+    }
+
+    // ----------------------------------------------------------------- calls
+
+    fn deny(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        entry: Option<&ToolEntry>,
+        reason: ReasonCode,
+        action: Option<&ActionId>,
+    ) -> CallOutcome {
+        let mut ev = self.event(AuditKind::Denial, session, tool);
+        ev.reason = Some(reason);
+        ev.action_id = action.map(|a| a.0.clone());
+        // A failed audit append cannot make a denial less safe; it is logged.
+        let _ = self.audit(ev);
+        tracing::info!(tool, reason = %reason, "denied");
+        CallOutcome::Denied(Recovery::new(
+            reason,
+            class(entry),
+            tool,
+            action.map(|a| a.0.as_str()),
+        ))
+    }
+
+    /// Validate arguments and build the canonical request and policy facts.
+    fn prepare(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<(Prepared, PolicyRequest), ReasonCode> {
+        let entry = self
+            .inner
+            .catalog
+            .get(tool)
+            .ok_or(ReasonCode::UnknownTool)?
+            .clone();
+        let size = serde_json::to_vec(arguments)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > self.inner.config.limits.max_argument_bytes {
+            return Err(ReasonCode::InvalidArguments);
+        }
+        let value = Value::Object(arguments.clone());
+        validate_value(&value).map_err(|_| ReasonCode::InvalidArguments)?;
+        let now = self.now();
+        let sink = Sink {
+            upstream: &entry.upstream,
+            tool: &entry.name,
+        };
+        // Handles referenced anywhere in the arguments.
+        let mut records: BTreeMap<HandleId, HandleRecord> = BTreeMap::new();
+        for (_, id) in find_handles(&value) {
+            if records.contains_key(&id) {
+                continue;
+            }
+            let rec = self
+                .inner
+                .store
+                .handle(&id)
+                .map_err(|_| ReasonCode::StoreUnavailable)?;
+            let rec = rec.ok_or(ReasonCode::HandleUnavailable)?;
+            rec.usable(&session.caller, &session.id, now)
+                .map_err(|_| ReasonCode::HandleUnavailable)?;
+            records.insert(id, rec);
+        }
+        let handles: Vec<HandleFact> = records
+            .values()
+            .map(|r| HandleFact {
+                label: r.label.clone(),
+                sensitivity: r.sensitivity,
+                sink_allowed: r.sink_allowed(&sink),
+            })
+            .collect();
+        // Targets and their anchoring.
+        let targets = extract_targets(arguments, &entry.targets)
+            .into_iter()
+            .map(|t| {
+                let refs = find_handles(&Value::String(t.value.clone()));
+                let anchored = match refs.as_slice() {
+                    [] => is_anchored(
+                        &t.value,
+                        &session.envelope,
+                        &self.inner.config.trusted_targets,
+                    ),
+                    [(_, id)] if id.0 == t.value.trim() => {
+                        records.get(id).is_some_and(|r| r.anchored)
+                    }
+                    _ => false,
+                };
+                TargetFact {
+                    field: t.field,
+                    anchored,
+                    via_handle: !refs.is_empty(),
+                }
+            })
+            .collect();
+        let policy_request = PolicyRequest {
+            caller: session.caller.clone(),
+            upstream: entry.upstream.clone(),
+            tool: entry.name.clone(),
+            effect: entry.effect,
+            known_tool: true,
+            destructive: entry.destructive,
+            targets,
+            handles,
+            listing: false,
+        };
+        let request = CanonicalRequest {
+            intent: Intent {
+                upstream: entry.upstream.clone(),
+                tool: entry.name.clone(),
+            },
+            caller: session.caller.clone(),
+            session: session.id.clone(),
+            inputs: Inputs {
+                arguments: arguments.clone(),
+                handles: records
+                    .values()
+                    .map(|r| HandleBinding {
+                        handle: r.id.0.clone(),
+                        object_id: r.object_id.clone(),
+                        version: r.version,
+                    })
+                    .collect(),
+            },
+            ctx: RequestContext {
+                destination: self
+                    .inner
+                    .executor
+                    .destination(&entry.upstream)
+                    .unwrap_or_default()
+                    .to_owned(),
+                task_digest: session.envelope.digest(),
+                policy_digest: self.inner.policy.digest(),
+            },
+        };
+        Ok((
+            Prepared {
+                entry,
+                request,
+                handle_records: records.into_values().collect(),
+            },
+            policy_request,
+        ))
+    }
+
+    fn resolver<'a>(
+        &'a self,
+        session: &'a SessionRecord,
+        entry: &'a ToolEntry,
+        action: Option<&'a ActionId>,
+    ) -> impl FnMut(&HandleId) -> Resolution + 'a {
+        move |id: &HandleId| {
+            let now = self.now();
+            let rec = self
+                .inner
+                .store
+                .handle(id)
+                .map_err(|_| ResolveError::Store)?;
+            let sink = Sink {
+                upstream: &entry.upstream,
+                tool: &entry.name,
+            };
+            check_resolution(rec.as_ref(), &session.caller, &session.id, &sink, now)
+                .map_err(ResolveError::Denied)?;
+            let rec = rec.ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+            let value = self
+                .inner
+                .store
+                .object_value(&rec.object_id)
+                .map_err(|_| ResolveError::Store)?
+                .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+            let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
+            ev.action_id = action.map(|a| a.0.clone());
+            ev.detail =
+                json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name)});
+            self.audit(ev).map_err(|()| ResolveError::Store)?;
+            Ok(String::from_utf8_lossy(&value).into_owned())
+        }
+    }
+
+    fn read_anchored(&self, session: &SessionRecord, arguments: &Map<String, Value>) -> bool {
+        arguments.values().any(|v| {
+            v.as_str().is_some_and(|s| {
+                is_anchored(s, &session.envelope, &self.inner.config.trusted_targets)
+            })
+        })
+    }
+
+    fn finish(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        anchored: bool,
+        output: ToolOutput,
+        action: Option<ActionId>,
+    ) -> CallOutcome {
+        let d = Declassifier {
+            keys: &self.inner.keys,
+            store: &self.inner.store,
+            classifier: &self.inner.classifier,
+            summary: &self.inner.config.summary,
+            handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
+            now: self.now(),
+        };
+        match d.declassify(session, entry, anchored, output) {
+            Ok((output, handles)) => {
+                let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
+                ev.action_id = action.as_ref().map(|a| a.0.clone());
+                ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
+                if self.audit(ev).is_err() {
+                    return self.deny(
+                        session,
+                        &entry.exposed,
+                        Some(entry),
+                        ReasonCode::StoreUnavailable,
+                        action.as_ref(),
+                    );
+                }
+                CallOutcome::Completed {
+                    output,
+                    action_id: action,
+                }
+            }
+            Err(()) => self.deny(
+                session,
+                &entry.exposed,
+                Some(entry),
+                ReasonCode::StoreUnavailable,
+                action.as_ref(),
+            ),
+        }
+    }
+
+    fn exec_failure(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        err: &ExecError,
+        action: Option<&ActionId>,
+    ) -> CallOutcome {
+        let reason = match err {
+            ExecError::Handle(HandleDenial::SinkForbidden) => ReasonCode::HandleSinkForbidden,
+            ExecError::Handle(HandleDenial::Unavailable) => ReasonCode::HandleUnavailable,
+            ExecError::Store => ReasonCode::StoreUnavailable,
+            ExecError::Timeout => ReasonCode::UpstreamTimeout,
+            ExecError::Upstream(_) | ExecError::UnknownUpstream(_) => ReasonCode::UpstreamError,
+            ExecError::NeedsProof => ReasonCode::Internal,
+        };
+        tracing::warn!(tool = %entry.exposed, error = %err, "execution failed");
+        self.deny(session, &entry.exposed, Some(entry), reason, action)
+    }
+
+    /// An ordinary MCP `tools/call`: read tools are forwarded and declassified; effectful tools
+    /// are previewed and, if the policy allows without confirmation, committed at once. With
+    /// `approval` (the action id of an approved confirmation, from
+    /// `_meta["dev.secureclaw/approval"]`), the call is committed only if it is exactly the
+    /// approved request.
+    pub async fn call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        approval: Option<&ActionId>,
+    ) -> CallOutcome {
+        if let Some(action_id) = approval {
+            return self
+                .commit_approved(session, tool, arguments, action_id)
+                .await;
+        }
+        let (prepared, policy_request) = match self.prepare(session, tool, &arguments) {
+            Ok(p) => p,
+            Err(reason) => {
+                return self.deny(session, tool, self.inner.catalog.get(tool), reason, None);
+            }
+        };
+        let entry = prepared.entry.clone();
+        if entry.effect == EffectClass::Read {
+            return match self.inner.policy.decide(&policy_request) {
+                PolicyDecision::Allow { .. } => {
+                    let anchored = self.read_anchored(session, &arguments);
+                    let mut resolve = self.resolver(session, &entry, None);
+                    match self
+                        .inner
+                        .executor
+                        .read(
+                            entry.effect,
+                            &entry.upstream,
+                            &entry.name,
+                            &arguments,
+                            &mut resolve,
+                        )
+                        .await
+                    {
+                        Ok(output) => self.finish(session, &entry, anchored, output, None),
+                        Err(e) => self.exec_failure(session, &entry, &e, None),
+                    }
+                }
+                PolicyDecision::Confirm { .. } => {
+                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None)
+                }
+                PolicyDecision::Deny { reason, .. } => {
+                    self.deny(session, tool, Some(&entry), reason, None)
+                }
+            };
+        }
+        let preview = match self.preview_prepared(session, &prepared, &policy_request) {
+            Ok(p) => p,
+            Err(reason) => return self.deny(session, tool, Some(&entry), reason, None),
+        };
+        match preview.decision {
+            "allow" => {
+                self.commit_prepared(
+                    session,
+                    prepared,
+                    &preview.action_id,
+                    Some(&preview.artifact),
+                )
+                .await
+            }
+            _ => match preview.recovery {
+                Some(r) if r.reason == ReasonCode::ConfirmationRequired => CallOutcome::Pending(r),
+                Some(r) => CallOutcome::Denied(r),
+                None => self.deny(
+                    session,
+                    tool,
+                    Some(&entry),
+                    ReasonCode::Internal,
+                    Some(&preview.action_id),
+                ),
+            },
+        }
+    }
+
+    /// PREVIEW: canonicalize, decide, seal an artifact, record the action (and a pending
+    /// approval when confirmation is needed). Read tools cannot be previewed.
+    ///
+    /// # Errors
+    /// A [`Recovery`] for calls that cannot be previewed at all (unknown tool, invalid
+    /// arguments, unavailable handles, store down).
+    pub fn preview(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<PreviewOutcome, Recovery> {
+        let entry = self.inner.catalog.get(tool);
+        let fail = |reason| {
+            if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None) {
+                r
+            } else {
+                Recovery::new(reason, class(entry), tool, None)
+            }
+        };
+        let (prepared, policy_request) = self.prepare(session, tool, arguments).map_err(fail)?;
+        if prepared.entry.effect == EffectClass::Read {
+            return Err(fail(ReasonCode::PolicyDeny));
+        }
+        self.preview_prepared(session, &prepared, &policy_request)
+            .map_err(fail)
+    }
+
+    fn preview_prepared(
+        &self,
+        session: &SessionRecord,
+        prepared: &Prepared,
+        policy_request: &PolicyRequest,
+    ) -> Result<PreviewOutcome, ReasonCode> {
+        let entry = &prepared.entry;
+        let decision = self.inner.policy.decide(policy_request);
+        let now = self.now();
+        let action_id = ActionId::generate(&mut fill_random);
+        let binding =
+            bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
+        let (artifact_decision, needs_confirmation, label, policies, deny_reason) = match &decision
+        {
+            PolicyDecision::Allow { policies } => (
+                ArtifactDecision::Allow,
+                false,
+                "allow",
+                policies.clone(),
+                None,
+            ),
+            PolicyDecision::Confirm { policies } => (
+                ArtifactDecision::Allow,
+                true,
+                "confirm",
+                policies.clone(),
+                None,
+            ),
+            PolicyDecision::Deny { reason, policies } => (
+                ArtifactDecision::Deny,
+                false,
+                "deny",
+                policies.clone(),
+                Some(*reason),
+            ),
+        };
+        let artifact = AuthorizationArtifact {
+            version: ARTIFACT_VERSION,
+            action_id: action_id.clone(),
+            binding: binding.clone(),
+            policy_digest: prepared.request.ctx.policy_digest.clone(),
+            decision: artifact_decision,
+            needs_confirmation,
+            issued_at: now,
+            not_after: now.plus_millis(self.inner.config.limits.artifact_ttl_ms),
+            kid: KeyId(String::new()),
+        }
+        .seal(&self.inner.keys)
+        .map_err(|_| ReasonCode::Internal)?;
+        let display = describe_call(entry, &prepared.request.inputs.arguments);
+        let record = ActionRecord {
+            action_id: action_id.clone(),
+            session: session.id.clone(),
+            caller: session.caller.clone(),
+            tool: entry.exposed.clone(),
+            binding: binding.clone(),
+            needs_confirmation,
+            created_at: now,
+            request_json: serde_json::to_string(&prepared.request).unwrap_or_default(),
+            display,
+        };
+        self.inner
+            .store
+            .put_action(&record)
+            .map_err(|_| ReasonCode::StoreUnavailable)?;
+        let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
+        ev.action_id = Some(action_id.0.clone());
+        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len()});
+        self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
+        let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
+        ev.action_id = Some(action_id.0.clone());
+        ev.reason = deny_reason;
+        ev.detail = json!({"decision": label, "policies": policies,
+            "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
+        self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
+        let recovery = match (&decision, needs_confirmation) {
+            (PolicyDecision::Deny { reason, .. }, _) => Some(Recovery::new(
+                *reason,
+                ActionClass::Effect,
+                &entry.exposed,
+                Some(&action_id.0),
+            )),
+            (_, true) => {
+                self.inner
+                    .store
+                    .create_approval(&action_id, now)
+                    .map_err(|_| ReasonCode::StoreUnavailable)?;
+                Some(Recovery::new(
+                    ReasonCode::ConfirmationRequired,
+                    ActionClass::Effect,
+                    &entry.exposed,
+                    Some(&action_id.0),
+                ))
+            }
+            _ => None,
+        };
+        Ok(PreviewOutcome {
+            action_id,
+            artifact,
+            decision: label,
+            binding,
+            recovery,
+        })
+    }
+
+    /// COMMIT (explicit two-phase mode): rebuild the canonical request from `arguments`, run
+    /// the acceptance predicate against `artifact`, and execute.
+    pub async fn commit(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        action_id: &ActionId,
+        artifact: Option<&str>,
+    ) -> CallOutcome {
+        match self.prepare(session, tool, &arguments) {
+            Ok((prepared, _)) => {
+                self.commit_prepared(session, prepared, action_id, artifact)
+                    .await
+            }
+            Err(reason) => self.deny(
+                session,
+                tool,
+                self.inner.catalog.get(tool),
+                reason,
+                Some(action_id),
+            ),
+        }
+    }
+
+    async fn commit_prepared(
+        &self,
+        session: &SessionRecord,
+        prepared: Prepared,
+        action_id: &ActionId,
+        artifact: Option<&str>,
+    ) -> CallOutcome {
+        let entry = prepared.entry;
+        if entry.effect == EffectClass::Read {
+            return self.deny(
+                session,
+                &entry.exposed,
+                Some(&entry),
+                ReasonCode::PolicyDeny,
+                Some(action_id),
+            );
+        }
+        // The confirmation comes from the trusted approval store, never from the runtime.
+        let confirmation: Option<Confirmation> = match self.inner.store.approval(action_id) {
+            Ok(Some(a)) if a.state == ApprovalState::Approved => a.confirmation,
+            Ok(_) => None,
+            Err(_) => {
+                return self.deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    ReasonCode::StoreUnavailable,
+                    Some(action_id),
+                );
+            }
+        };
+        let current_policy = self.inner.policy.digest();
+        let attempt = CommitAttempt {
+            artifact,
+            action_id,
+            request: &prepared.request,
+            current_policy_digest: &current_policy,
+            confirmation: confirmation.as_ref(),
+            now: self.now(),
+            max_skew_ms: self.inner.config.limits.max_skew_ms,
+        };
+        let proof = match accept(&self.inner.keys, self.inner.store.as_ref(), &attempt) {
+            Ok(p) => p,
+            Err(rejection) => {
+                return self.deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    rejection.reason,
+                    Some(action_id),
+                );
+            }
+        };
+        let binding = proof.binding().clone();
+        let mut resolve = self.resolver(session, &entry, Some(action_id));
+        let result = self.inner.executor.commit(proof, &mut resolve).await;
+        match result {
+            Ok(output) => {
+                let digest = result_digest(&output);
+                if self
+                    .inner
+                    .store
+                    .mark_executed(action_id, &digest, self.now())
+                    .is_err()
+                {
+                    tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
+                }
+                let mut ev = self.event(AuditKind::Commit, session, &entry.exposed);
+                ev.action_id = Some(action_id.0.clone());
+                ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
+                if self.audit(ev).is_err() {
+                    return self.deny(
+                        session,
+                        &entry.exposed,
+                        Some(&entry),
+                        ReasonCode::StoreUnavailable,
+                        Some(action_id),
+                    );
+                }
+                self.finish(session, &entry, false, output, Some(action_id.clone()))
+            }
+            Err(err) => {
+                let _ = self
+                    .inner
+                    .store
+                    .mark_failed(action_id, &err.to_string(), self.now());
+                self.exec_failure(session, &entry, &err, Some(action_id))
+            }
+        }
+    }
+
+    /// Re-issue of a call the user approved: the artifact is re-sealed for the approved
+    /// binding with a fresh freshness window (a slow human must not expire it), and the
+    /// acceptance predicate then checks that the re-issued call is exactly that request.
+    async fn commit_approved(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        action_id: &ActionId,
+    ) -> CallOutcome {
+        let entry = self.inner.catalog.get(tool);
+        let (action, approval) = match (
+            self.inner.store.action(action_id),
+            self.inner.store.approval(action_id),
+        ) {
+            (Ok(Some(a)), Ok(Some(p))) => (a, p),
+            (Ok(_), Ok(_)) => {
+                return self.deny(
+                    session,
+                    tool,
+                    entry,
+                    ReasonCode::ConfirmationInvalid,
+                    Some(action_id),
+                );
+            }
+            _ => {
+                return self.deny(
+                    session,
+                    tool,
+                    entry,
+                    ReasonCode::StoreUnavailable,
+                    Some(action_id),
+                );
+            }
+        };
+        match approval.state {
+            ApprovalState::Pending => {
+                return CallOutcome::Pending(Recovery::new(
+                    ReasonCode::ConfirmationRequired,
+                    ActionClass::Effect,
+                    tool,
+                    Some(&action_id.0),
+                ));
+            }
+            ApprovalState::Denied => {
+                return self.deny(
+                    session,
+                    tool,
+                    entry,
+                    ReasonCode::ConfirmationDenied,
+                    Some(action_id),
+                );
+            }
+            ApprovalState::Approved => {}
+        }
+        let Ok(original) = serde_json::from_str::<CanonicalRequest>(&action.request_json) else {
+            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id));
+        };
+        let (prepared, _) = match self.prepare(session, tool, &arguments) {
+            Ok(p) => p,
+            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)),
+        };
+        let now = self.now();
+        let artifact = AuthorizationArtifact {
+            version: ARTIFACT_VERSION,
+            action_id: action_id.clone(),
+            binding: action.binding.clone(),
+            policy_digest: original.ctx.policy_digest.clone(),
+            decision: ArtifactDecision::Allow,
+            needs_confirmation: true,
+            issued_at: now,
+            not_after: now.plus_millis(self.inner.config.limits.artifact_ttl_ms),
+            kid: KeyId(String::new()),
+        }
+        .seal(&self.inner.keys);
+        match artifact {
+            Ok(token) => {
+                self.commit_prepared(session, prepared, action_id, Some(&token))
+                    .await
+            }
+            Err(_) => self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)),
+        }
+    }
+
+    // ----------------------------------------------------------------- approvals
+
+    /// Pending (or all) approvals with the action each concerns.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, GatewayError> {
+        self.inner
+            .store
+            .list_approvals(state)
+            .map_err(|e| GatewayError::Store(e.to_string()))
+    }
+
+    /// A trusted confirmer decides a pending approval. Approving seals a confirmation bound to
+    /// (action id, binding digest) with its own lifetime.
+    ///
+    /// # Errors
+    /// [`GatewayError::NotFound`], [`GatewayError::Conflict`] if already decided, store errors.
+    pub fn decide_approval(
+        &self,
+        action_id: &ActionId,
+        approve: bool,
+        confirmer: &str,
+    ) -> Result<ApprovalRecord, GatewayError> {
+        let action = self
+            .inner
+            .store
+            .action(action_id)
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+            .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
+        let now = self.now();
+        let confirmation = if approve {
+            let claims = ConfirmationClaims {
+                action_id: action_id.clone(),
+                binding: action.binding.clone(),
+                confirmer: confirmer.to_owned(),
+                confirmed_at: now,
+                expires_at: now.plus_millis(self.inner.config.limits.confirmation_ttl_ms),
+            };
+            Some(
+                Confirmation::seal(claims, &self.inner.keys)
+                    .map_err(|e| GatewayError::Keys(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let record = self
+            .inner
+            .store
+            .decide_approval(action_id, approve, confirmer, now, confirmation)
+            .map_err(|e| GatewayError::Conflict(e.to_string()))?;
+        let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
+        ev.session = Some(action.session.clone());
+        ev.caller = Some(action.caller.clone());
+        ev.tool = Some(action.tool.clone());
+        ev.action_id = Some(action_id.0.clone());
+        ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
+        ev.detail = json!({"approved": approve, "confirmer": confirmer});
+        self.audit(ev)
+            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        Ok(record)
+    }
+
+    // ----------------------------------------------------------------- handles
+
+    /// Describe a handle of this session (never its value).
+    ///
+    /// # Errors
+    /// [`GatewayError::NotFound`] for unknown, foreign or expired handles (one answer).
+    pub fn describe_handle(
+        &self,
+        session: &SessionRecord,
+        id: &HandleId,
+    ) -> Result<Value, GatewayError> {
+        let rec = self
+            .inner
+            .store
+            .handle(id)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        match rec {
+            Some(r) if r.caller == session.caller && r.session == session.id => Ok(r.describe()),
+            _ => Err(GatewayError::NotFound("handle".into())),
+        }
+    }
+
+    /// Revoke a handle of this session.
+    ///
+    /// # Errors
+    /// As [`Gateway::describe_handle`].
+    pub fn revoke_handle(
+        &self,
+        session: &SessionRecord,
+        id: &HandleId,
+    ) -> Result<(), GatewayError> {
+        self.describe_handle(session, id)?;
+        self.inner
+            .store
+            .revoke_handle(id)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let mut ev = self.event(AuditKind::HandleRevoke, session, "");
+        ev.tool = None;
+        ev.detail = json!({"handle": id});
+        self.audit(ev)
+            .map_err(|()| GatewayError::Store("audit append failed".into()))
+    }
+}
+
+/// SHA-256 over the result's JSON (structured content and blocks), hex.
+fn result_digest(output: &ToolOutput) -> String {
+    let v = json!({"content": output.content, "structured": output.structured, "is_error": output.is_error});
+    hex::encode(Sha256::digest(
+        serde_json_canonicalizer::to_vec(&v).unwrap_or_default(),
+    ))
+}
+
+/// One line for the human approver: tool and arguments, each value cut to 200 characters.
+/// Shown only on the trusted side (approval API and CLI), never to the runtime.
+fn describe_call(entry: &ToolEntry, args: &Map<String, Value>) -> String {
+    let parts: Vec<String> = args
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let cut: String = text.chars().take(200).collect();
+            format!(
+                "{k}={cut}{}",
+                if text.chars().count() > 200 {
+                    "…"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    format!("{}({})", entry.exposed, parts.join(", "))
+}

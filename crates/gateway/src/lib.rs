@@ -1,0 +1,24 @@
+//! # SecureClaw gateway
+//!
+//! Async orchestration of the trusted core (DESIGN.md §2): sessions and task envelopes, the
+//! read path (forward, classify, declassify into handles and summaries), the write path
+//! (PREVIEW → policy → confirmation → COMMIT), the executor and the upstream registry.
+//!
+//! Front ends (`secureclaw-server`) call [`Gateway::call`] for ordinary MCP `tools/call`,
+//! [`Gateway::preview`] / [`Gateway::commit`] for runtimes that hold artifacts themselves, and
+//! the operator methods for sessions, approvals, handles and audit.
+//!
+//! The store is synchronous SQLite (WAL); its calls take well under a millisecond and are made
+//! inline. Every store failure fails closed with `store_unavailable`.
+
+pub mod catalog;
+pub mod config;
+mod declassify;
+pub mod executor;
+mod gateway;
+pub mod upstream;
+
+pub use catalog::ToolEntry;
+pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
+pub use gateway::{CallOutcome, Clock, Gateway, GatewayError, PreviewOutcome, system_clock};
+pub use upstream::{RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};

@@ -1,0 +1,156 @@
+//! Decisions of the default policy set: each rule's attack and positive control.
+
+use super::*;
+use secureclaw_core::handle::Sensitivity;
+use secureclaw_core::policy::{HandleFact, TargetFact};
+
+fn req(effect: EffectClass) -> PolicyRequest {
+    PolicyRequest {
+        caller: "alice".into(),
+        upstream: "office".into(),
+        tool: "send_email".into(),
+        effect,
+        known_tool: true,
+        destructive: false,
+        targets: vec![],
+        handles: vec![],
+        listing: false,
+    }
+}
+
+fn target(anchored: bool) -> TargetFact {
+    TargetFact {
+        field: "to".into(),
+        anchored,
+        via_handle: false,
+    }
+}
+
+fn engine() -> CedarPolicy {
+    match CedarPolicy::load(&[]) {
+        Ok(p) => p,
+        Err(e) => unreachable!("default policy set must load: {e}"),
+    }
+}
+
+#[test]
+fn read_only_tools_are_allowed() {
+    assert!(matches!(
+        engine().decide(&req(EffectClass::Read)),
+        PolicyDecision::Allow { .. }
+    ));
+}
+
+#[test]
+fn anchored_effect_allowed_unanchored_needs_confirmation() {
+    let p = engine();
+    let mut r = req(EffectClass::Effect);
+    r.targets = vec![target(true)];
+    assert!(matches!(p.decide(&r), PolicyDecision::Allow { .. }));
+    r.targets = vec![target(true), target(false)];
+    match p.decide(&r) {
+        PolicyDecision::Confirm { policies } => {
+            assert_eq!(policies, vec!["effect-unanchored-confirm"])
+        }
+        other => unreachable!("expected confirm, got {other:?}"),
+    }
+}
+
+#[test]
+fn destructive_tool_without_targets_needs_confirmation() {
+    let p = engine();
+    let mut r = req(EffectClass::Effect);
+    r.destructive = true;
+    assert!(matches!(p.decide(&r), PolicyDecision::Confirm { .. }));
+    r.destructive = false;
+    assert!(
+        matches!(p.decide(&r), PolicyDecision::Allow { .. }),
+        "non-destructive, no targets (drafts)"
+    );
+}
+
+#[test]
+fn high_handle_to_forbidden_sink_is_denied_even_when_anchored() {
+    let p = engine();
+    let mut r = req(EffectClass::Effect);
+    r.targets = vec![target(true)];
+    r.handles = vec![HandleFact {
+        label: "iban".into(),
+        sensitivity: Sensitivity::High,
+        sink_allowed: false,
+    }];
+    match p.decide(&r) {
+        PolicyDecision::Deny { reason, policies } => {
+            assert_eq!(reason, ReasonCode::HandleSinkForbidden);
+            assert_eq!(policies, vec!["high-handle-sink"]);
+        }
+        other => unreachable!("expected deny, got {other:?}"),
+    }
+    r.handles[0].sink_allowed = true;
+    assert!(
+        matches!(p.decide(&r), PolicyDecision::Allow { .. }),
+        "positive control"
+    );
+    r.handles[0] = HandleFact {
+        label: "email".into(),
+        sensitivity: Sensitivity::Medium,
+        sink_allowed: false,
+    };
+    assert!(
+        matches!(p.decide(&r), PolicyDecision::Allow { .. }),
+        "medium handles are not sink-restricted"
+    );
+}
+
+#[test]
+fn unknown_tools_are_denied() {
+    let mut r = req(EffectClass::Read);
+    r.known_tool = false;
+    assert!(matches!(
+        engine().decide(&r),
+        PolicyDecision::Deny {
+            reason: ReasonCode::UnknownTool,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn operator_files_extend_and_are_validated() {
+    let forbid = r#"@id("no-pay") @reason("policy_deny") forbid(principal, action, resource == Tool::"office__pay_invoice");"#;
+    let p = match CedarPolicy::load(&[("ops.cedar".into(), forbid.into())]) {
+        Ok(p) => p,
+        Err(e) => unreachable!("{e}"),
+    };
+    let mut r = req(EffectClass::Effect);
+    r.tool = "pay_invoice".into();
+    r.targets = vec![target(true)];
+    match p.decide(&r) {
+        PolicyDecision::Deny { reason, policies } => {
+            assert_eq!(reason, ReasonCode::PolicyDeny);
+            assert_eq!(policies, vec!["ops.cedar:no-pay"]);
+        }
+        other => unreachable!("{other:?}"),
+    }
+    assert_ne!(
+        p.digest(),
+        engine().digest(),
+        "policy digest covers operator files"
+    );
+
+    let bad_attr = r#"permit(principal, action, resource) when { context.no_such_attr };"#;
+    let err = CedarPolicy::load(&[("bad.cedar".into(), bad_attr.into())])
+        .err()
+        .map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("validate")));
+    let err = CedarPolicy::load(&[("broken.cedar".into(), "permit(".into())])
+        .err()
+        .map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("broken.cedar")));
+}
+
+#[test]
+fn digest_is_stable() {
+    assert_eq!(engine().digest(), engine().digest());
+    assert_eq!(engine().digest().len(), 64);
+}

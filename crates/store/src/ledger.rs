@@ -1,0 +1,243 @@
+//! The single-use ledger (DESIGN.md §3 "Single use and crash safety"; SecureClaw paper §3.4,
+//! acceptance check 11).
+//!
+//! [`SingleUseLedger::reserve`] is one `INSERT … ON CONFLICT (action_id) DO NOTHING`: the
+//! primary key makes the mark atomic across threads, connections and processes, and the row
+//! is written in state `reserved` by that same statement. The executor then records `executed`
+//! (with the result digest) or `failed`. Entries never go back to `reserved` and are never
+//! deleted (both enforced by triggers), so an id is marked at most once, ever. A crash between
+//! reservation and outcome leaves `reserved`: reported by
+//! [`SqliteStore::dangling_reservations`], never executed again.
+
+use crate::{SqliteStore, StoreError, int, sql, uint};
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
+use secureclaw_core::binding::BindingDigest;
+use secureclaw_core::keys::KeyId;
+use secureclaw_core::{ActionId, UnixMillis};
+use serde::{Deserialize, Serialize};
+
+/// State of a ledger entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerState {
+    /// Marked by the acceptance predicate; the effect may or may not have happened.
+    Reserved,
+    /// The executor recorded the upstream result.
+    Executed,
+    /// The executor recorded a failure. Still spent: never re-executable.
+    Failed,
+}
+
+impl LedgerState {
+    /// `reserved`, `executed`, `failed`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerState::Reserved => "reserved",
+            LedgerState::Executed => "executed",
+            LedgerState::Failed => "failed",
+        }
+    }
+}
+
+/// One ledger entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The spent action id.
+    pub action_id: ActionId,
+    /// The binding digest the reservation was made for.
+    pub binding: BindingDigest,
+    /// State.
+    pub state: LedgerState,
+    /// When it was reserved.
+    pub reserved_at: UnixMillis,
+    /// When `executed` or `failed` was recorded.
+    pub finished_at: Option<UnixMillis>,
+    /// Digest of the upstream result (`executed` only).
+    pub result_digest: Option<String>,
+    /// Failure reason (`failed` only).
+    pub failure: Option<String>,
+}
+
+const COLUMNS: &str =
+    "action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest, failure";
+
+struct RawEntry {
+    action_id: String,
+    binding_kid: String,
+    binding: String,
+    state: String,
+    reserved_at: i64,
+    finished_at: Option<i64>,
+    result_digest: Option<String>,
+    failure: Option<String>,
+}
+
+impl RawEntry {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            action_id: r.get(0)?,
+            binding_kid: r.get(1)?,
+            binding: r.get(2)?,
+            state: r.get(3)?,
+            reserved_at: r.get(4)?,
+            finished_at: r.get(5)?,
+            result_digest: r.get(6)?,
+            failure: r.get(7)?,
+        })
+    }
+
+    fn decode(self) -> Result<LedgerEntry, StoreError> {
+        let state = match self.state.as_str() {
+            "reserved" => LedgerState::Reserved,
+            "executed" => LedgerState::Executed,
+            "failed" => LedgerState::Failed,
+            other => return Err(StoreError::Corrupt(format!("ledger state `{other}`"))),
+        };
+        Ok(LedgerEntry {
+            action_id: ActionId(self.action_id),
+            binding: BindingDigest {
+                kid: KeyId(self.binding_kid),
+                digest: self.binding,
+            },
+            state,
+            reserved_at: UnixMillis(uint(self.reserved_at)),
+            finished_at: self.finished_at.map(|t| UnixMillis(uint(t))),
+            result_digest: self.result_digest,
+            failure: self.failure,
+        })
+    }
+}
+
+impl SingleUseLedger for SqliteStore {
+    /// One atomic statement; `Ok(true)` iff this call inserted the row. Any SQLite failure
+    /// (lock timeout, I/O, missing table, poisoned lock) is an error, never `Ok(true)`.
+    fn reserve(
+        &self,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, LedgerError> {
+        let conn = self.conn().map_err(|e| LedgerError(e.to_string()))?;
+        let inserted = conn
+            .execute(
+                "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at)
+                 VALUES (?1, ?2, ?3, 'reserved', ?4)
+                 ON CONFLICT (action_id) DO NOTHING",
+                params![action_id.0, binding.kid.0, binding.digest, int(at.0)],
+            )
+            .map_err(|e| LedgerError(e.to_string()))?;
+        Ok(inserted == 1)
+    }
+}
+
+impl SqliteStore {
+    /// Record that the reserved action `id` was executed, with the digest of its result.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] if `id` was never reserved; [`StoreError::Conflict`] if it is
+    /// no longer `reserved`; [`StoreError::Unavailable`].
+    pub fn mark_executed(
+        &self,
+        id: &ActionId,
+        result_digest: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'executed', finished_at = ?2, result_digest = ?3
+             WHERE action_id = ?1 AND state = 'reserved'",
+            params![id.0, int(at.0), result_digest],
+        )
+    }
+
+    /// Record that the reserved action `id` failed (upstream error, crash recovery). The id stays
+    /// spent. `reason` is stored in clear: pass a reason code or short message, never a value.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::mark_executed`].
+    pub fn mark_failed(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'failed', finished_at = ?2, failure = ?3
+             WHERE action_id = ?1 AND state = 'reserved'",
+            params![id.0, int(at.0), reason],
+        )
+    }
+
+    fn finish(
+        &self,
+        id: &ActionId,
+        update: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let changed = tx.execute(update, params).map_err(sql)?;
+        if changed == 1 {
+            return tx.commit().map_err(sql);
+        }
+        let state: Option<String> = tx
+            .query_row(
+                "SELECT state FROM ledger WHERE action_id = ?1",
+                [&id.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql)?;
+        match state {
+            None => Err(StoreError::NotFound(format!("ledger entry `{id}`"))),
+            Some(state) => Err(StoreError::Conflict(format!(
+                "ledger entry `{id}` is already {state}"
+            ))),
+        }
+    }
+
+    /// The ledger entry of `id`, if it was ever reserved.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    pub fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError> {
+        let conn = self.conn()?;
+        let raw = conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM ledger WHERE action_id = ?1"),
+                [&id.0],
+                RawEntry::from_row,
+            )
+            .optional()
+            .map_err(sql)?;
+        drop(conn);
+        raw.map(RawEntry::decode).transpose()
+    }
+
+    /// Entries still `reserved`, oldest first. At start-up these are actions whose effect may or
+    /// may not have happened before a crash: report them (audit `crash_recovery`), never
+    /// re-execute them; [`SqliteStore::mark_failed`] then closes them. While the gateway runs,
+    /// the list also contains commits in flight.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    pub fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare(&format!("SELECT {COLUMNS} FROM ledger WHERE state = 'reserved' ORDER BY reserved_at, action_id"))
+            .map_err(sql)?;
+        let raws = stmt
+            .query_map([], RawEntry::from_row)
+            .map_err(sql)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql)?;
+        drop(stmt);
+        drop(conn);
+        raws.into_iter().map(RawEntry::decode).collect()
+    }
+}

@@ -1,0 +1,152 @@
+//! Schema migrations, tracked in `PRAGMA user_version`.
+//!
+//! Migration `n` (1-based) brings the schema from version `n - 1` to `n`. Migrations are only
+//! ever appended; a released migration is never edited.
+
+use crate::{StoreError, sql};
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Version 1: every table, index and integrity trigger.
+const V1: &str = r"
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    caller      TEXT NOT NULL,
+    envelope    TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE vault_objects (
+    object_id   TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    kid         TEXT NOT NULL,
+    nonce       BLOB NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BLOB NOT NULL,
+    PRIMARY KEY (object_id, version)
+) STRICT;
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX vault_objects_nonce ON vault_objects (kid, nonce);
+
+CREATE TABLE handles (
+    id             TEXT PRIMARY KEY,
+    caller         TEXT NOT NULL,
+    session        TEXT NOT NULL,
+    object_id      TEXT NOT NULL,
+    version        INTEGER NOT NULL,
+    label          TEXT NOT NULL,
+    sensitivity    TEXT NOT NULL CHECK (sensitivity IN ('low', 'medium', 'high')),
+    source         TEXT NOT NULL,
+    anchored       INTEGER NOT NULL CHECK (anchored IN (0, 1)),
+    allowed_sinks  TEXT NOT NULL,
+    created_at     INTEGER NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    revoked        INTEGER NOT NULL CHECK (revoked IN (0, 1))
+) STRICT;
+CREATE INDEX handles_session ON handles (session, created_at);
+
+CREATE TABLE actions (
+    action_id           TEXT PRIMARY KEY,
+    session             TEXT NOT NULL,
+    caller              TEXT NOT NULL,
+    tool                TEXT NOT NULL,
+    binding_kid         TEXT NOT NULL,
+    binding             TEXT NOT NULL,
+    needs_confirmation  INTEGER NOT NULL CHECK (needs_confirmation IN (0, 1)),
+    created_at          INTEGER NOT NULL,
+    request_json        TEXT NOT NULL,
+    display             TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE approvals (
+    action_id     TEXT PRIMARY KEY REFERENCES actions (action_id),
+    state         TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+    created_at    INTEGER NOT NULL,
+    decided_at    INTEGER,
+    decided_by    TEXT,
+    confirmation  TEXT
+) STRICT;
+CREATE INDEX approvals_state ON approvals (state, created_at);
+CREATE TRIGGER approvals_decided_once BEFORE UPDATE ON approvals
+WHEN OLD.state <> 'pending' OR NEW.action_id IS NOT OLD.action_id
+BEGIN
+    SELECT RAISE(ABORT, 'a decided approval cannot change');
+END;
+
+CREATE TABLE ledger (
+    action_id      TEXT PRIMARY KEY,
+    binding_kid    TEXT NOT NULL,
+    binding        TEXT NOT NULL,
+    state          TEXT NOT NULL CHECK (state IN ('reserved', 'executed', 'failed')),
+    reserved_at    INTEGER NOT NULL,
+    finished_at    INTEGER,
+    result_digest  TEXT,
+    failure        TEXT
+) STRICT;
+CREATE INDEX ledger_state ON ledger (state, reserved_at);
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries cannot be deleted');
+END;
+CREATE TRIGGER ledger_forward_only BEFORE UPDATE ON ledger
+WHEN OLD.state <> 'reserved'
+  OR NEW.state = 'reserved'
+  OR NEW.action_id IS NOT OLD.action_id
+  OR NEW.binding_kid IS NOT OLD.binding_kid
+  OR NEW.binding IS NOT OLD.binding
+  OR NEW.reserved_at IS NOT OLD.reserved_at
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries only move from reserved to executed or failed');
+END;
+
+CREATE TABLE audit (
+    seq    INTEGER PRIMARY KEY,
+    kid    TEXT NOT NULL,
+    prev   TEXT NOT NULL,
+    mac    TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    at     INTEGER NOT NULL,
+    event  TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN
+    SELECT RAISE(ABORT, 'audit log is append-only');
+END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN
+    SELECT RAISE(ABORT, 'audit log is append-only');
+END;
+";
+
+/// All migrations, in order.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// `PRAGMA user_version`.
+pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {
+    let v: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql)?;
+    u32::try_from(v)
+        .map_err(|_| StoreError::Corrupt(format!("schema version `{v}` is out of range")))
+}
+
+/// Apply every migration above the file's version, atomically.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let supported = u32::try_from(MIGRATIONS.len()).unwrap_or(u32::MAX);
+    // Immediate: two processes opening a fresh file at once must not both migrate.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    let found = user_version(&tx)?;
+    if found > supported {
+        return Err(StoreError::SchemaTooNew { found, supported });
+    }
+    for (version, migration) in (1u32..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(found).unwrap_or(usize::MAX))
+    {
+        tx.execute_batch(migration).map_err(sql)?;
+        tx.pragma_update(None, "user_version", version)
+            .map_err(sql)?;
+    }
+    tx.commit().map_err(sql)
+}

@@ -1,0 +1,83 @@
+//! Sessions and their trusted task envelopes.
+
+use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
+use rusqlite::{OptionalExtension, params};
+use secureclaw_core::{TaskEnvelope, UnixMillis};
+use serde::{Deserialize, Serialize};
+
+/// A gateway session: who it belongs to and what the user asked for. The envelope comes from
+/// the trusted side only (operator API, CLI flags, host integration), never from the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Gateway-issued session id.
+    pub id: String,
+    /// Authenticated caller the session belongs to.
+    pub caller: String,
+    /// The task envelope (stored as JSON).
+    pub envelope: TaskEnvelope,
+    /// Creation time.
+    pub created_at: UnixMillis,
+    /// Last instant of validity (inclusive).
+    pub expires_at: UnixMillis,
+}
+
+impl SqliteStore {
+    /// Store a new session. Sessions are immutable: a second record with the same id is
+    /// refused rather than overwriting the trusted envelope.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if the id exists; [`StoreError::Unavailable`].
+    pub fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let envelope =
+            serde_json::to_string(&record.envelope).map_err(|e| corrupt("task envelope", e))?;
+        let conn = self.conn()?;
+        let inserted = conn
+            .execute(
+                "INSERT INTO sessions (id, caller, envelope, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO NOTHING",
+                params![record.id, record.caller, envelope, int(record.created_at.0), int(record.expires_at.0)],
+            )
+            .map_err(sql)?;
+        if inserted != 1 {
+            return Err(StoreError::Conflict(format!(
+                "session `{}` already exists",
+                record.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// The session `id`, if stored.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`] if the envelope does not decode.
+    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let conn = self.conn()?;
+        let row = conn
+            .query_row(
+                "SELECT caller, envelope, created_at, expires_at FROM sessions WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(sql)?;
+        drop(conn);
+        let Some((caller, envelope, created_at, expires_at)) = row else {
+            return Ok(None);
+        };
+        Ok(Some(SessionRecord {
+            id: id.to_owned(),
+            caller,
+            envelope: serde_json::from_str(&envelope).map_err(|e| corrupt("task envelope", e))?,
+            created_at: UnixMillis(uint(created_at)),
+            expires_at: UnixMillis(uint(expires_at)),
+        }))
+    }
+}
