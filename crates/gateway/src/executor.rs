@@ -106,7 +106,7 @@ impl Executor {
 
     fn resolve_all(
         arguments: &Map<String, Value>,
-        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+        resolve: &mut (dyn FnMut(&HandleId) -> Resolution + Send),
     ) -> Result<Map<String, Value>, ExecError> {
         let mut value = Value::Object(arguments.clone());
         substitute_handles(&mut value, resolve).map_err(|e| match e {
@@ -129,7 +129,7 @@ impl Executor {
         upstream: &str,
         tool: &str,
         arguments: &Map<String, Value>,
-        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+        resolve: &mut (dyn FnMut(&HandleId) -> Resolution + Send),
     ) -> Result<ToolOutput, ExecError> {
         if effect != EffectClass::Read {
             return Err(ExecError::NeedsProof);
@@ -146,7 +146,7 @@ impl Executor {
     pub async fn commit(
         &self,
         proof: CommitProof,
-        resolve: &mut dyn FnMut(&HandleId) -> Resolution,
+        resolve: &mut (dyn FnMut(&HandleId) -> Resolution + Send),
     ) -> Result<ToolOutput, ExecError> {
         let request = proof.request();
         let args = Self::resolve_all(&request.inputs.arguments, resolve)?;

@@ -497,7 +497,7 @@ impl Gateway {
             let value = self
                 .inner
                 .store
-                .object_value(&rec.object_id)
+                .object_value_at(&rec.object_id, rec.version)
                 .map_err(|_| ResolveError::Store)?
                 .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
             let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
@@ -1011,54 +1011,25 @@ impl Gateway {
             .map_err(|e| GatewayError::Store(e.to_string()))
     }
 
-    /// A trusted confirmer decides a pending approval. Approving seals a confirmation bound to
-    /// (action id, binding digest) with its own lifetime.
+    /// A trusted confirmer decides a pending approval; see [`decide_approval`].
     ///
     /// # Errors
-    /// [`GatewayError::NotFound`], [`GatewayError::Conflict`] if already decided, store errors.
+    /// As [`decide_approval`].
     pub fn decide_approval(
         &self,
         action_id: &ActionId,
         approve: bool,
         confirmer: &str,
     ) -> Result<ApprovalRecord, GatewayError> {
-        let action = self
-            .inner
-            .store
-            .action(action_id)
-            .map_err(|e| GatewayError::Store(e.to_string()))?
-            .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
-        let now = self.now();
-        let confirmation = if approve {
-            let claims = ConfirmationClaims {
-                action_id: action_id.clone(),
-                binding: action.binding.clone(),
-                confirmer: confirmer.to_owned(),
-                confirmed_at: now,
-                expires_at: now.plus_millis(self.inner.config.limits.confirmation_ttl_ms),
-            };
-            Some(
-                Confirmation::seal(claims, &self.inner.keys)
-                    .map_err(|e| GatewayError::Keys(e.to_string()))?,
-            )
-        } else {
-            None
-        };
-        let record = self
-            .inner
-            .store
-            .decide_approval(action_id, approve, confirmer, now, confirmation)
-            .map_err(|e| GatewayError::Conflict(e.to_string()))?;
-        let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
-        ev.session = Some(action.session.clone());
-        ev.caller = Some(action.caller.clone());
-        ev.tool = Some(action.tool.clone());
-        ev.action_id = Some(action_id.0.clone());
-        ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
-        ev.detail = json!({"approved": approve, "confirmer": confirmer});
-        self.audit(ev)
-            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
-        Ok(record)
+        decide_approval(
+            &self.inner.keys,
+            &self.inner.store,
+            self.now(),
+            self.inner.config.limits.confirmation_ttl_ms,
+            action_id,
+            approve,
+            confirmer,
+        )
     }
 
     // ----------------------------------------------------------------- handles
@@ -1135,4 +1106,53 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>) -> String {
         })
         .collect();
     format!("{}({})", entry.exposed, parts.join(", "))
+}
+
+/// A trusted confirmer (operator API, CLI, MCP elicitation) decides a pending approval.
+/// Approving seals a confirmation bound to (action id, binding digest) that lives
+/// `confirmation_ttl_ms`, independent of the artifact's freshness window. Works directly on a
+/// store, so the CLI can decide approvals for a gateway running in another process.
+///
+/// # Errors
+/// [`GatewayError::NotFound`] for unknown action ids, [`GatewayError::Conflict`] if the
+/// approval is not pending, [`GatewayError::Keys`] without a confirmation key, store errors.
+pub fn decide_approval(
+    keys: &KeyRing,
+    store: &SqliteStore,
+    now: UnixMillis,
+    confirmation_ttl_ms: u64,
+    action_id: &ActionId,
+    approve: bool,
+    confirmer: &str,
+) -> Result<ApprovalRecord, GatewayError> {
+    let action = store
+        .action(action_id)
+        .map_err(|e| GatewayError::Store(e.to_string()))?
+        .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
+    let confirmation = if approve {
+        let claims = ConfirmationClaims {
+            action_id: action_id.clone(),
+            binding: action.binding.clone(),
+            confirmer: confirmer.to_owned(),
+            confirmed_at: now,
+            expires_at: now.plus_millis(confirmation_ttl_ms),
+        };
+        Some(Confirmation::seal(claims, keys).map_err(|e| GatewayError::Keys(e.to_string()))?)
+    } else {
+        None
+    };
+    let record = store
+        .decide_approval(action_id, approve, confirmer, now, confirmation)
+        .map_err(|e| GatewayError::Conflict(e.to_string()))?;
+    let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
+    ev.session = Some(action.session.clone());
+    ev.caller = Some(action.caller.clone());
+    ev.tool = Some(action.tool.clone());
+    ev.action_id = Some(action_id.0.clone());
+    ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
+    ev.detail = json!({"approved": approve, "confirmer": confirmer});
+    store
+        .append_audit(ev)
+        .map_err(|e| GatewayError::Store(e.to_string()))?;
+    Ok(record)
 }

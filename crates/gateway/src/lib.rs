@@ -20,5 +20,7 @@ pub mod upstream;
 
 pub use catalog::ToolEntry;
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
-pub use gateway::{CallOutcome, Clock, Gateway, GatewayError, PreviewOutcome, system_clock};
+pub use gateway::{
+    CallOutcome, Clock, Gateway, GatewayError, PreviewOutcome, decide_approval, system_clock,
+};
 pub use upstream::{RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};

@@ -38,9 +38,10 @@
 //!
 //! ## Integers
 //!
-//! SQLite integers are signed 64-bit. Times ([`UnixMillis`]), versions and sequence numbers are
-//! `u64`; they are stored bit-for-bit (`u64 as i64`), so every value round-trips exactly. SQL
-//! ordering is only meaningful below 2^63, which every real timestamp and counter is.
+//! SQLite integers are signed 64-bit. Times ([`UnixMillis`](secureclaw_core::UnixMillis)),
+//! versions and sequence numbers are `u64`; they are stored bit-for-bit (`u64 as i64`), so
+//! every value round-trips exactly. SQL ordering is only meaningful below 2^63, which every real
+//! timestamp and counter is.
 //!
 //! ## Concurrency
 //!
@@ -285,7 +286,7 @@ fn uint(v: i64) -> u64 {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests")]
+#[expect(clippy::unwrap_used, clippy::panic, reason = "tests")]
 mod tests {
     use super::*;
     use secureclaw_core::acceptance::SingleUseLedger;

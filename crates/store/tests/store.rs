@@ -726,7 +726,7 @@ fn event(n: u64) -> AuditEvent {
     AuditEvent {
         session: Some("s1".into()),
         action_id: Some(act(u32::try_from(n).unwrap()).0),
-        reason: (n % 2 == 0).then_some(ReasonCode::Replay),
+        reason: n.is_multiple_of(2).then_some(ReasonCode::Replay),
         detail: serde_json::json!({ "n": n, "ratio": 0.1 + 0.2, "tiny": 5e-324, "big": 1.797_693_134_862_315_7e308, "count": u64::MAX }),
         ..AuditEvent::new(AuditKind::Preview, UnixMillis(n))
     }

@@ -1,0 +1,422 @@
+//! The HTTP API (axum). Two kinds of credentials, both bearer tokens:
+//!
+//! - the **operator token** (trusted side): open sessions with a task envelope, decide
+//!   approvals, export and verify the audit log;
+//! - a **session id** (runtime side, issued when the operator opens the session): list and
+//!   call tools, explicit preview/commit, describe and revoke handles.
+//!
+//! | method | path | who | body → answer |
+//! |---|---|---|---|
+//! | GET | `/health` | anyone | `{"status":"ok","policy_digest"}` |
+//! | POST | `/v1/sessions` | operator | `{"caller","task":{"request","trusted_targets"}}` → session |
+//! | GET | `/v1/approvals?state=pending` | operator | approvals with their actions |
+//! | POST | `/v1/approvals/{action_id}/approve` · `/deny` | operator | decided approval |
+//! | GET | `/v1/audit?from=1&limit=1000` | operator | audit records |
+//! | GET | `/v1/audit/verify` | operator | `{"verified": n}` |
+//! | GET | `/v1/tools` | session | tools visible to the caller |
+//! | POST | `/v1/call` | session | `{"tool","arguments","approval"?}` → outcome |
+//! | POST | `/v1/preview` | session | `{"tool","arguments"}` → preview (artifact) |
+//! | POST | `/v1/commit` | session | `{"tool","arguments","action_id","artifact"}` → outcome |
+//! | GET/DELETE | `/v1/handles/{id}` | session | describe / revoke |
+//!
+//! Errors are JSON `{"error": {"code", "message"}}` with a 4xx/5xx status; denials of tool
+//! calls are 200 responses whose body says `"status": "denied"` with a recovery.
+
+use crate::outcome::outcome_json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::handle::HandleId;
+use secureclaw_gateway::Gateway;
+use secureclaw_store::{ApprovalState, SessionRecord};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// Shared state of the HTTP API.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The gateway.
+    pub gateway: Gateway,
+    /// The operator's bearer token.
+    pub operator_token: Arc<String>,
+}
+
+/// A JSON error response.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = r.status();
+        Self::new(status, "bad_request", r.body_text())
+    }
+}
+
+impl From<secureclaw_gateway::GatewayError> for ApiError {
+    fn from(e: secureclaw_gateway::GatewayError) -> Self {
+        use secureclaw_gateway::GatewayError as G;
+        match e {
+            G::NotFound(_) => Self::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+            G::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            G::Store(_) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "store unavailable",
+            ),
+            G::Upstream(_) | G::Keys(_) => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            ),
+        }
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+fn operator(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
+    use subtle::ConstantTimeEq;
+    let given = bearer(headers).unwrap_or_default();
+    let ok = given.len() == state.operator_token.len()
+        && bool::from(given.as_bytes().ct_eq(state.operator_token.as_bytes()));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "operator token required",
+        ))
+    }
+}
+
+/// Resolve the session named by the bearer token.
+///
+/// # Errors
+/// 401 without a live session.
+pub fn session_from(gateway: &Gateway, headers: &HeaderMap) -> Result<SessionRecord, ApiError> {
+    let id = bearer(headers).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "session token required",
+        )
+    })?;
+    gateway.session(id)?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown or expired session",
+        )
+    })
+}
+
+/// The API router (without `/mcp`, which the binary nests beside it).
+pub fn router(state: ApiState, body_limit: usize) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/sessions", post(open_session))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}/approve", post(approve))
+        .route("/v1/approvals/{id}/deny", post(deny))
+        .route("/v1/audit", get(audit))
+        .route("/v1/audit/verify", get(audit_verify))
+        .route("/v1/tools", get(tools))
+        .route("/v1/call", post(call))
+        .route("/v1/preview", post(preview))
+        .route("/v1/commit", post(commit))
+        .route(
+            "/v1/handles/{id}",
+            get(describe_handle).delete(revoke_handle),
+        )
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+async fn health(State(s): State<ApiState>) -> Json<Value> {
+    Json(json!({"status": "ok", "policy_digest": s.gateway.policy_digest()}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenSession {
+    caller: String,
+    #[serde(default)]
+    task: TaskEnvelope,
+}
+
+async fn open_session(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<OpenSession>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    operator(&s, &headers)?;
+    let Json(body) = body?;
+    if body.caller.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "`caller` must not be empty",
+        ));
+    }
+    let session = s.gateway.open_session(&body.caller, body.task)?;
+    Ok(Json(
+        json!({"session_id": session.id, "caller": session.caller, "expires_at": session.expires_at}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct ApprovalQuery {
+    state: Option<String>,
+}
+
+async fn list_approvals(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Query(q): Query<ApprovalQuery>,
+) -> Result<Json<Value>, ApiError> {
+    operator(&s, &headers)?;
+    let state = match q.state.as_deref() {
+        None | Some("all") => None,
+        Some("pending") => Some(ApprovalState::Pending),
+        Some("approved") => Some(ApprovalState::Approved),
+        Some("denied") => Some(ApprovalState::Denied),
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("unknown state `{other}`"),
+            ));
+        }
+    };
+    let list: Vec<Value> = s
+        .gateway
+        .approvals(state)?
+        .into_iter()
+        .map(|(a, act)| {
+            json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": act.display,
+                   "session": act.session, "caller": act.caller, "created_at": a.created_at})
+        })
+        .collect();
+    Ok(Json(json!({"approvals": list})))
+}
+
+async fn decide(
+    s: &ApiState,
+    headers: &HeaderMap,
+    id: String,
+    approve: bool,
+) -> Result<Json<Value>, ApiError> {
+    operator(s, headers)?;
+    let record = s
+        .gateway
+        .decide_approval(&ActionId(id), approve, "operator-api")?;
+    Ok(Json(
+        json!({"action_id": record.action_id, "state": record.state.as_str()}),
+    ))
+}
+
+async fn approve(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    decide(&s, &headers, id, true).await
+}
+
+async fn deny(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    decide(&s, &headers, id, false).await
+}
+
+#[derive(Deserialize)]
+struct AuditQuery {
+    from: Option<u64>,
+    limit: Option<usize>,
+}
+
+async fn audit(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<Value>, ApiError> {
+    operator(&s, &headers)?;
+    let records = s
+        .gateway
+        .store()
+        .audit_records(q.from.unwrap_or(1), q.limit.unwrap_or(1000).min(10_000))
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "store unavailable",
+            )
+        })?;
+    Ok(Json(json!({"records": records})))
+}
+
+async fn audit_verify(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    operator(&s, &headers)?;
+    match s.gateway.store().verify_audit() {
+        Ok(n) => Ok(Json(json!({"verified": n}))),
+        Err(e) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "audit_broken",
+            e.to_string(),
+        )),
+    }
+}
+
+async fn tools(State(s): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    let list: Vec<Value> = s
+        .gateway
+        .list_tools(&session.caller)
+        .into_iter()
+        .map(|t| json!({"name": t.exposed, "description": t.upstream_tool.description, "effect": t.effect,
+                        "input_schema": t.upstream_tool.input_schema}))
+        .collect();
+    Ok(Json(json!({"tools": list})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallBody {
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+    #[serde(default)]
+    approval: Option<String>,
+}
+
+async fn call(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<CallBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    let Json(body) = body?;
+    let approval = body.approval.map(ActionId);
+    let outcome = s
+        .gateway
+        .call(&session, &body.tool, body.arguments, approval.as_ref())
+        .await;
+    Ok(Json(outcome_json(&outcome)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewBody {
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+}
+
+async fn preview(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<PreviewBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    let Json(body) = body?;
+    Ok(Json(
+        match s.gateway.preview(&session, &body.tool, &body.arguments) {
+            Ok(p) => serde_json::to_value(&p).unwrap_or(Value::Null),
+            Err(recovery) => json!({"status": "denied", "recovery": recovery}),
+        },
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitBody {
+    tool: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+    #[serde(default)]
+    action_id: String,
+    #[serde(default)]
+    artifact: Option<String>,
+}
+
+async fn commit(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<CommitBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    let Json(body) = body?;
+    let outcome = s
+        .gateway
+        .commit(
+            &session,
+            &body.tool,
+            body.arguments,
+            &ActionId(body.action_id),
+            body.artifact.as_deref(),
+        )
+        .await;
+    Ok(Json(outcome_json(&outcome)))
+}
+
+async fn describe_handle(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    Ok(Json(s.gateway.describe_handle(&session, &HandleId(id))?))
+}
+
+async fn revoke_handle(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    s.gateway.revoke_handle(&session, &HandleId(id.clone()))?;
+    Ok(Json(json!({"handle": id, "revoked": true})))
+}

@@ -1,0 +1,259 @@
+//! The MCP front end (rmcp server): stdio and Streamable HTTP. This module is the only place
+//! the server touches rmcp's server API.
+//!
+//! - `tools/list` shows the tools the policy lets this caller see.
+//! - `tools/call` goes through [`Gateway::call`]. A denial is a tool result with
+//!   `isError: true` whose text is the fixed recovery template (and whose
+//!   `structuredContent` carries the same recovery as data).
+//! - Confirmation: if the client declared the elicitation capability, the gateway asks the
+//!   human at the client (form mode, a yes/no question naming the tool and action id); the
+//!   answer is the trusted confirmation. Otherwise the result says the action waits for
+//!   approval; the user decides with `secureclaw approvals approve <id>` or the HTTP API, and
+//!   the runtime re-issues the identical call with `_meta["dev.secureclaw/approval"]`.
+//! - Session: fixed for stdio (`wrap`), from the bearer token for Streamable HTTP.
+
+use crate::outcome::outcome_json;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServiceExt};
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::policy::EffectClass;
+use secureclaw_gateway::{CallOutcome, Gateway};
+use secureclaw_store::SessionRecord;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// `_meta` key carrying an approved action id on a re-issued call.
+pub const META_APPROVAL: &str = "dev.secureclaw/approval";
+
+/// How the front end finds the session of a request.
+#[derive(Clone, Debug)]
+pub enum SessionSource {
+    /// One session for the whole connection (stdio).
+    Fixed(SessionRecord),
+    /// The bearer token of the HTTP request names the session; `fallback` serves requests
+    /// without a token (only configured on loopback binds).
+    Bearer {
+        /// Session for token-less requests, if allowed.
+        fallback: Option<SessionRecord>,
+    },
+}
+
+/// The MCP server handler.
+#[derive(Clone)]
+pub struct McpFrontEnd {
+    gateway: Gateway,
+    sessions: Arc<SessionSource>,
+}
+
+/// The user's answer to an elicitation.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ApprovalAnswer {
+    /// Approve this exact call.
+    pub approve: bool,
+}
+rmcp::elicit_safe!(ApprovalAnswer);
+
+impl McpFrontEnd {
+    /// A front end over `gateway`.
+    #[must_use]
+    pub fn new(gateway: Gateway, sessions: SessionSource) -> Self {
+        Self {
+            gateway,
+            sessions: Arc::new(sessions),
+        }
+    }
+
+    fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
+        match self.sessions.as_ref() {
+            SessionSource::Fixed(s) => Ok(s.clone()),
+            SessionSource::Bearer { fallback } => {
+                let parts = ctx.extensions.get::<axum::http::request::Parts>();
+                let token = parts
+                    .and_then(|p| p.headers.get(axum::http::header::AUTHORIZATION))
+                    .and_then(|h| h.to_str().ok())
+                    .and_then(|h| h.strip_prefix("Bearer "))
+                    .map(str::trim);
+                match token {
+                    Some(t) => self
+                        .gateway
+                        .session(t)
+                        .map_err(|_| McpError::internal_error("store unavailable", None))?
+                        .ok_or_else(|| {
+                            McpError::invalid_request("unknown or expired session token", None)
+                        }),
+                    None => fallback.clone().ok_or_else(|| {
+                        McpError::invalid_request("a session bearer token is required", None)
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Serve on stdin/stdout until the client disconnects.
+    ///
+    /// # Errors
+    /// Transport or initialization failures.
+    pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(())
+    }
+
+    /// A Tower service for Streamable HTTP, to nest under `/mcp`. `allowed_origins` are
+    /// checked on every request (DNS-rebinding protection); `allowed_hosts` on the Host header.
+    #[must_use]
+    pub fn streamable_http_service(
+        self,
+        allowed_hosts: Vec<String>,
+        allowed_origins: Vec<String>,
+        max_body: usize,
+    ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+        Self,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    > {
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService,
+        };
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(allowed_hosts)
+            .with_allowed_origins(allowed_origins)
+            .enforce_origin_validation()
+            .with_max_request_body_bytes(max_body);
+        StreamableHttpService::new(move || Ok(self.clone()), Arc::default(), config)
+    }
+}
+
+fn to_tool(entry: &secureclaw_gateway::ToolEntry) -> Tool {
+    let up = &entry.upstream_tool;
+    let annotations = ToolAnnotations::default()
+        .read_only(entry.effect == EffectClass::Read)
+        .destructive(entry.destructive)
+        .open_world(up.open_world_hint);
+    let description = up.description.clone().unwrap_or_default();
+    let mut tool = Tool::new(entry.exposed.clone(), description, up.input_schema.clone())
+        .with_annotations(annotations);
+    if let Some(title) = &up.title {
+        tool = tool.with_title(title.clone());
+    }
+    tool
+}
+
+fn blocks(content: &[Value]) -> Vec<ContentBlock> {
+    content
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .map(|t| ContentBlock::text(t.to_owned()))
+        .collect()
+}
+
+fn render(outcome: &CallOutcome) -> CallToolResult {
+    match outcome {
+        CallOutcome::Completed { output, .. } => {
+            let mut r = if output.is_error {
+                CallToolResult::error(blocks(&output.content))
+            } else {
+                CallToolResult::success(blocks(&output.content))
+            };
+            r.structured_content.clone_from(&output.structured);
+            r
+        }
+        CallOutcome::Pending(rec) | CallOutcome::Denied(rec) => {
+            let mut r = CallToolResult::error(vec![ContentBlock::text(rec.render())]);
+            r.structured_content = Some(outcome_json(outcome));
+            r
+        }
+    }
+}
+
+impl ServerHandler for McpFrontEnd {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("secureclaw", env!("CARGO_PKG_VERSION")).with_title("SecureClaw gateway"))
+            .with_instructions(
+                "Tools are mediated by SecureClaw. Sensitive values in results are replaced by handles \
+                 (hdl_…); pass handles back unchanged as arguments. Effectful calls may need the user's \
+                 approval; follow the next steps in denial messages.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let session = self.session(&context)?;
+        let tools = self
+            .gateway
+            .list_tools(&session.caller)
+            .iter()
+            .map(to_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let session = self.session(&context)?;
+        let approval = request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .and_then(|m| {
+                m.get(META_APPROVAL)
+                    .and_then(Value::as_str)
+                    .map(|s| ActionId(s.to_owned()))
+            });
+        let arguments = request.arguments.unwrap_or_default();
+        let mut outcome = self
+            .gateway
+            .call(
+                &session,
+                &request.name,
+                arguments.clone(),
+                approval.as_ref(),
+            )
+            .await;
+        // Ask the human at the client, if the client can be asked.
+        if let CallOutcome::Pending(rec) = &outcome {
+            let modes = context.peer.supported_elicitation_modes();
+            if let (Some(action), false) = (rec.action_id.clone(), modes.is_empty()) {
+                let action = ActionId(action);
+                let question = format!(
+                    "SecureClaw: allow `{}` with these arguments?\n{}\n(action {})",
+                    request.name,
+                    serde_json::to_string_pretty(&json!(arguments)).unwrap_or_default(),
+                    action
+                );
+                let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
+                let approve = matches!(answer, Ok(Some(ApprovalAnswer { approve: true })));
+                if self
+                    .gateway
+                    .decide_approval(&action, approve, "mcp-elicitation")
+                    .is_ok()
+                {
+                    outcome = self
+                        .gateway
+                        .call(&session, &request.name, arguments, Some(&action))
+                        .await;
+                }
+            }
+        }
+        Ok(render(&outcome).into())
+    }
+}
