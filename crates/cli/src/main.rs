@@ -1,2 +1,109 @@
-//! placeholder
-fn main() {}
+//! `secureclaw`: a trusted gateway between AI agent runtimes and their tools.
+//!
+//! Thin wiring: one module per subcommand. See `secureclaw --help`.
+
+mod commands;
+mod config;
+mod demo;
+mod stack;
+mod state;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// SecureClaw: sensitive tool output becomes handles and summaries; effectful calls are
+/// previewed, authorized by policy, bound to the exact request and executed at most once.
+///
+/// State (keys, database, operator token) lives in --state-dir, default $SECURECLAW_HOME,
+/// else $XDG_STATE_HOME/secureclaw, else ~/.local/state/secureclaw. Logs go to stderr
+/// (RUST_LOG=info for more).
+#[derive(Debug, Parser)]
+#[command(name = "secureclaw", version, propagate_version = true)]
+struct Cli {
+    /// State directory (keys.json, secureclaw.db, operator.token).
+    #[arg(long, global = true, env = "SECURECLAW_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one stdio MCP server behind the gateway and serve it on stdio (the drop-in).
+    ///
+    /// Example: secureclaw wrap --task "Tidy the notes in /srv/notes/" --trusted-target /srv/notes/ --
+    /// npx -y @modelcontextprotocol/server-filesystem /srv/notes
+    Wrap(commands::WrapArgs),
+    /// Run the gateway from a config file: HTTP API + Streamable HTTP MCP at /mcp.
+    Serve(commands::ServeArgs),
+    /// Run the paper's running example through the real stack and print a transcript.
+    Demo(demo::DemoArgs),
+    /// List, approve or deny actions waiting for the user's confirmation.
+    #[command(subcommand)]
+    Approvals(commands::ApprovalsCommand),
+    /// Verify or export the hash-chained audit log.
+    #[command(subcommand)]
+    Audit(commands::AuditCommand),
+    /// Validate a policy set (the built-in defaults plus .cedar files).
+    #[command(subcommand)]
+    Policy(commands::PolicyCommand),
+    /// List, rotate or retire keys.
+    #[command(subcommand)]
+    Keys(commands::KeysCommand),
+    /// Serve the demo office MCP tool server on stdio (used by `demo`).
+    #[command(hide = true)]
+    DemoTools {
+        /// State file of the demo office.
+        #[arg(long)]
+        state: PathBuf,
+    },
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("secureclaw: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state_dir = cli.state_dir.unwrap_or_else(state::default_dir);
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Wrap(args) => commands::wrap(&state_dir, args).await,
+            Command::Serve(args) => commands::serve(Some(&state_dir), args).await,
+            Command::Demo(args) => demo::run(args).await,
+            Command::Approvals(c) => commands::approvals(&state_dir, c),
+            Command::Audit(c) => commands::audit(&state_dir, c),
+            Command::Policy(c) => commands::policy(c),
+            Command::Keys(c) => commands::keys(&state_dir, c),
+            Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
+                .await
+                .map_err(Into::into)
+                .map(|()| ExitCode::SUCCESS),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("secureclaw: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

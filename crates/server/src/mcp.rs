@@ -210,15 +210,21 @@ impl ServerHandler for McpFrontEnd {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let session = self.session(&context)?;
-        let approval = request
-            .meta
-            .as_ref()
-            .and_then(|m| serde_json::to_value(m).ok())
-            .and_then(|m| {
+        // rmcp may surface `_meta` on the params or on the request context; read both.
+        let from_meta = |m: Option<Value>| {
+            m.and_then(|m| {
                 m.get(META_APPROVAL)
                     .and_then(Value::as_str)
                     .map(|s| ActionId(s.to_owned()))
-            });
+            })
+        };
+        let approval = from_meta(
+            request
+                .meta
+                .as_ref()
+                .and_then(|m| serde_json::to_value(m).ok()),
+        )
+        .or_else(|| from_meta(serde_json::to_value(&context.meta).ok()));
         let arguments = request.arguments.unwrap_or_default();
         let mut outcome = self
             .gateway

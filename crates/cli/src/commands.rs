@@ -1,0 +1,404 @@
+//! Subcommands other than `demo`.
+
+use crate::config::Config;
+use crate::{stack, state};
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::keys::{KeyId, KeyPurpose};
+use secureclaw_gateway::{GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval};
+use secureclaw_server::{ApiState, McpFrontEnd, SessionSource};
+use secureclaw_store::ApprovalState;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// `secureclaw wrap`.
+#[derive(Debug, Args)]
+pub struct WrapArgs {
+    /// The user's task (trusted): targets it names are anchored.
+    #[arg(long, default_value = "")]
+    task: String,
+    /// A target the user trusts for this session (address, @domain, directory ending in /, account, URL).
+    #[arg(long = "trusted-target")]
+    trusted_targets: Vec<String>,
+    /// Caller identity of this session.
+    #[arg(long, default_value = "local-user")]
+    caller: String,
+    /// Extra Cedar policy file (repeatable).
+    #[arg(long = "policy")]
+    policies: Vec<PathBuf>,
+    /// Optional config file for classification rules, tool overrides and limits
+    /// (its [[upstream]] and [server] tables are ignored).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Upstream id used in policies and audit records (default: derived from the command).
+    #[arg(long)]
+    id: Option<String>,
+    /// The upstream MCP server command and its arguments.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+fn derive_id(command: &str) -> String {
+    let base = Path::new(command)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("upstream");
+    let id: String = base
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    if id.is_empty() {
+        "upstream".into()
+    } else {
+        id.replace("__", "-")
+    }
+}
+
+/// Run one stdio upstream behind the gateway, served on stdio.
+pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("missing upstream command after `--`")?;
+    let config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let spec = UpstreamSpec {
+        id: args.id.unwrap_or_else(|| derive_id(program)),
+        transport: UpstreamTransport::Stdio {
+            command: program.clone(),
+            args: rest.to_vec(),
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: false,
+    };
+    let mut policies = config.server.policy_files.clone();
+    policies.extend(args.policies);
+    let gw = stack::start(state_dir, &policies, config.gateway, vec![spec]).await?;
+    let session = gw.open_session(
+        &args.caller,
+        TaskEnvelope {
+            request: args.task,
+            trusted_targets: args.trusted_targets,
+        },
+    )?;
+    eprintln!(
+        "secureclaw: serving on stdio; session {} ; approvals: secureclaw --state-dir {} approvals list",
+        session.id,
+        state_dir.display()
+    );
+    McpFrontEnd::new(gw, SessionSource::Fixed(session))
+        .serve_stdio()
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `secureclaw serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Config file.
+    #[arg(long, short, default_value = "secureclaw.toml")]
+    config: PathBuf,
+    /// Override `server.http_bind`.
+    #[arg(long)]
+    bind: Option<std::net::SocketAddr>,
+    /// Also serve MCP on stdio (default session).
+    #[arg(long)]
+    stdio: bool,
+}
+
+/// Run the HTTP API and Streamable HTTP MCP endpoint (and optionally stdio MCP).
+pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    let dir = config
+        .server
+        .state_dir
+        .clone()
+        .or_else(|| state_dir.map(Path::to_path_buf))
+        .unwrap_or_else(state::default_dir);
+    let bind = args.bind.unwrap_or(config.server.http_bind);
+    let loopback = bind.ip().is_loopback();
+    let gw = stack::start(
+        &dir,
+        &config.server.policy_files,
+        config.gateway.clone(),
+        config.upstream.clone(),
+    )
+    .await?;
+    let token = state::operator_token(&dir)?;
+    let default_session = match &config.task {
+        Some(task) => Some(gw.open_session(&config.server.default_caller, task.clone())?),
+        None => None,
+    };
+    if args.stdio {
+        let s = match &default_session {
+            Some(s) => s.clone(),
+            None => gw.open_session(&config.server.default_caller, TaskEnvelope::default())?,
+        };
+        let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s));
+        tokio::spawn(async move {
+            if let Err(e) = mcp.serve_stdio().await {
+                tracing::error!(error = %e, "stdio MCP ended");
+            }
+        });
+    }
+    // Token-less MCP requests get the default session only on a loopback bind.
+    let fallback = if loopback {
+        default_session.clone()
+    } else {
+        None
+    };
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    hosts.extend(config.server.allowed_hosts.iter().cloned());
+    hosts.push(bind.to_string());
+    let body_limit = config
+        .gateway
+        .limits
+        .max_argument_bytes
+        .saturating_add(64 * 1024);
+    let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
+        .streamable_http_service(hosts, config.server.allowed_origins.clone(), body_limit);
+    let app = secureclaw_server::router(
+        ApiState {
+            gateway: gw,
+            operator_token: Arc::new(token),
+        },
+        body_limit,
+    )
+    .nest_service("/mcp", mcp);
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("cannot listen on {bind}"))?;
+    eprintln!(
+        "secureclaw: listening on http://{bind} (MCP at /mcp, API at /v1); operator token in {}",
+        dir.join("operator.token").display()
+    );
+    if !loopback {
+        eprintln!(
+            "secureclaw: bound to a non-loopback address: every MCP request needs a session bearer token"
+        );
+    }
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `secureclaw approvals …`.
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approvals (pending by default).
+    List {
+        /// Show every approval, not only pending ones.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Approve a pending action: the exact previewed call may then run once.
+    Approve {
+        /// Action id (act_…).
+        action_id: String,
+    },
+    /// Deny a pending action.
+    Deny {
+        /// Action id (act_…).
+        action_id: String,
+    },
+}
+
+fn now() -> secureclaw_core::time::UnixMillis {
+    (secureclaw_gateway::system_clock())()
+}
+
+/// Decide approvals directly in the state directory's store (works while a gateway runs).
+pub fn approvals(state_dir: &Path, cmd: ApprovalsCommand) -> Result<ExitCode> {
+    let (keys, store) = stack::open_state(state_dir)?;
+    match cmd {
+        ApprovalsCommand::List { all } => {
+            let list = store.list_approvals(if all {
+                None
+            } else {
+                Some(ApprovalState::Pending)
+            })?;
+            if list.is_empty() {
+                println!("no {}approvals", if all { "" } else { "pending " });
+            }
+            for (a, act) in list {
+                println!(
+                    "{}  {:<8}  {}  (session {}, caller {})",
+                    a.action_id,
+                    a.state.as_str(),
+                    act.display,
+                    act.session,
+                    act.caller
+                );
+            }
+        }
+        ApprovalsCommand::Approve { action_id } | ApprovalsCommand::Deny { action_id }
+            if action_id.is_empty() =>
+        {
+            bail!("action id must not be empty")
+        }
+        ApprovalsCommand::Approve { action_id } => {
+            let ttl = GatewayConfig::default().limits.confirmation_ttl_ms;
+            decide_approval(
+                &keys,
+                &store,
+                now(),
+                ttl,
+                &ActionId(action_id.clone()),
+                true,
+                "cli",
+            )?;
+            println!("approved {action_id}: the runtime may now re-issue the identical call once");
+        }
+        ApprovalsCommand::Deny { action_id } => {
+            decide_approval(
+                &keys,
+                &store,
+                now(),
+                0,
+                &ActionId(action_id.clone()),
+                false,
+                "cli",
+            )?;
+            println!("denied {action_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `secureclaw audit …`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Verify the hash chain of the whole log.
+    Verify,
+    /// Print records as JSON Lines.
+    Export {
+        /// First sequence number.
+        #[arg(long, default_value_t = 1)]
+        from: u64,
+    },
+}
+
+/// Verify or export the audit log.
+pub fn audit(state_dir: &Path, cmd: AuditCommand) -> Result<ExitCode> {
+    let (_, store) = stack::open_state(state_dir)?;
+    match cmd {
+        AuditCommand::Verify => match store.verify_audit() {
+            Ok(n) => println!(
+                "audit log OK: {n} records, chain verified ({})",
+                state::db_path(state_dir).display()
+            ),
+            Err(e) => {
+                eprintln!("audit log FAILED verification: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        AuditCommand::Export { from } => {
+            let mut next = from;
+            loop {
+                let batch = store.audit_records(next, 1000)?;
+                let Some(last) = batch.last().map(|r| r.seq) else {
+                    break;
+                };
+                for r in &batch {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+                next = last + 1;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `secureclaw policy …`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Load the default set plus FILES, validate against the schema, print ids and digest.
+    Check {
+        /// Extra .cedar files.
+        files: Vec<PathBuf>,
+    },
+    /// Print the built-in schema and default policies.
+    Show,
+}
+
+/// Check or show policies.
+pub fn policy(cmd: PolicyCommand) -> Result<ExitCode> {
+    match cmd {
+        PolicyCommand::Check { files } => {
+            let p = stack::load_policy(&files)?;
+            for id in p.policy_ids() {
+                println!("policy {id}");
+            }
+            use secureclaw_core::policy::PolicyEngine;
+            println!("policy set OK, digest {}", p.digest());
+        }
+        PolicyCommand::Show => {
+            println!(
+                "// ---- schema ----\n{}\n// ---- default policies ----\n{}",
+                secureclaw_policy::SCHEMA,
+                secureclaw_policy::DEFAULT_POLICIES
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `secureclaw keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// List key ids, purposes and retirement (never secrets).
+    List,
+    /// Add a new key for a purpose; it becomes the active one, old ids stay valid.
+    Rotate {
+        /// binding, artifact, handle, vault, confirmation or audit.
+        purpose: String,
+    },
+    /// Retire a key id: anything made with it is refused from now on.
+    Retire {
+        /// Key id (for example bind-1).
+        kid: String,
+    },
+}
+
+/// Manage the key ring in the state directory.
+pub fn keys(state_dir: &Path, cmd: KeysCommand) -> Result<ExitCode> {
+    let mut ring = state::load_keys(state_dir, None)?;
+    match cmd {
+        KeysCommand::List => {
+            for (id, purpose, retired) in ring.ids() {
+                println!(
+                    "{id:<10} {purpose:?}{}",
+                    if retired { " (retired)" } else { "" }
+                );
+            }
+        }
+        KeysCommand::Rotate { purpose } => {
+            let p: KeyPurpose = serde_json::from_value(serde_json::Value::String(purpose.clone()))
+                .map_err(|_| anyhow::anyhow!("unknown purpose `{purpose}` (binding, artifact, handle, vault, confirmation, audit)"))?;
+            let id = ring.add_generated(p, &mut state::random_fill);
+            state::save_keys(state_dir, &ring)?;
+            println!("added {id}; restart running gateways to use it");
+        }
+        KeysCommand::Retire { kid } => {
+            ring.retire(&KeyId(kid.clone()))?;
+            state::save_keys(state_dir, &ring)?;
+            println!("retired {kid}; restart running gateways to apply");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

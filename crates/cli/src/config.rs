@@ -1,0 +1,189 @@
+//! `secureclaw.toml`: parsed with unknown keys rejected, then validated, so that every
+//! mistake is reported with the key it concerns.
+//!
+//! ```toml
+//! [server]
+//! http_bind = "127.0.0.1:8787"      # loopback by default
+//! state_dir = "/var/lib/secureclaw" # default: see `secureclaw --help`
+//! policy_files = ["policies/extra.cedar"]
+//! allowed_origins = ["http://localhost:6274"]
+//! default_caller = "local-user"
+//!
+//! [task]                             # default session (stdio, token-less loopback HTTP)
+//! request = "Send invoice INV-42 to approver@corp.example"
+//! trusted_targets = ["approver@corp.example"]
+//!
+//! [gateway.limits]
+//! max_argument_bytes = 4194304
+//!
+//! [[gateway.classify]]
+//! upstream = "office"
+//! tool = "read_invoice"
+//! path = "/iban"
+//! label = "iban"
+//! sensitivity = "high"
+//! allowed_sinks = ["office__pay_invoice"]
+//! anchor = true
+//!
+//! [[gateway.tools]]
+//! tool = "office__save_draft"
+//! targets = []
+//!
+//! [[upstream]]
+//! id = "office"
+//! transport = "stdio"
+//! command = "secureclaw"
+//! args = ["demo-tools", "--state", "/tmp/office.json"]
+//! ```
+
+use anyhow::{Context, Result, bail};
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_gateway::{GatewayConfig, UpstreamSpec};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The `[server]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Address of the HTTP API and Streamable HTTP MCP endpoint.
+    pub http_bind: SocketAddr,
+    /// State directory (keys, database, operator token).
+    pub state_dir: Option<PathBuf>,
+    /// Extra Cedar policy files, relative to the config file.
+    pub policy_files: Vec<PathBuf>,
+    /// Origins allowed to call `/mcp` from a browser.
+    pub allowed_origins: Vec<String>,
+    /// Extra Host header values accepted (besides localhost names).
+    pub allowed_hosts: Vec<String>,
+    /// Caller of the default session.
+    pub default_caller: String,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            http_bind: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            state_dir: None,
+            policy_files: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            default_caller: "local-user".to_owned(),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[server]`.
+    pub server: ServerSection,
+    /// `[task]`: envelope of the default session.
+    pub task: Option<TaskEnvelope>,
+    /// `[gateway]`.
+    pub gateway: GatewayConfig,
+    /// `[[upstream]]`.
+    pub upstream: Vec<UpstreamSpec>,
+}
+
+impl Config {
+    /// Read, parse and validate `path`. Relative policy paths are resolved against the
+    /// file's directory.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config `{}`", path.display()))?;
+        let mut config: Config =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in &mut config.server.policy_files {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        config
+            .validate()
+            .with_context(|| format!("invalid config `{}`", path.display()))?;
+        Ok(config)
+    }
+
+    /// Semantic checks serde cannot express.
+    pub fn validate(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, up) in self.upstream.iter().enumerate() {
+            if up.id.is_empty()
+                || !up
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            {
+                bail!(
+                    "upstream[{i}].id `{}` must be non-empty and use only a-z, 0-9, - and _",
+                    up.id
+                );
+            }
+            if up.id.contains("__") {
+                bail!(
+                    "upstream[{i}].id `{}` must not contain `__` (the namespace separator)",
+                    up.id
+                );
+            }
+            if !seen.insert(up.id.as_str()) {
+                bail!("upstream[{i}].id `{}` is used twice", up.id);
+            }
+        }
+        let l = &self.gateway.limits;
+        if l.max_argument_bytes == 0 {
+            bail!("gateway.limits.max_argument_bytes must be positive");
+        }
+        if l.artifact_ttl_ms == 0 || l.upstream_timeout_ms == 0 {
+            bail!("gateway.limits.artifact_ttl_ms and upstream_timeout_ms must be positive");
+        }
+        if self.gateway.summary.max_entries == 0 || self.gateway.summary.max_string_chars == 0 {
+            bail!("gateway.summary.max_entries and max_string_chars must be positive");
+        }
+        for (i, r) in self.gateway.classify.iter().enumerate() {
+            if !r.path.starts_with('/') {
+                bail!(
+                    "gateway.classify[{i}].path `{}` must be a JSON pointer starting with `/`",
+                    r.path
+                );
+            }
+        }
+        if self.server.default_caller.trim().is_empty() {
+            bail!("server.default_caller must not be empty");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = toml::from_str::<Config>("[server]\nhttp_bind = \"127.0.0.1:1\"\nbogus = 1\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("bogus")));
+        let err = toml::from_str::<Config>("[gateway.limits]\nmax_argument_byte = 1\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("max_argument_byte")));
+    }
+
+    #[test]
+    fn example_in_docs_parses() {
+        let text = "[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = \"x\"\n\n[[gateway.classify]]\npath = \"/iban\"\nlabel = \"iban\"\nsensitivity = \"high\"\n";
+        let c: Config = toml::from_str(text).unwrap_or_default();
+        assert_eq!(c.upstream.len(), 1);
+        assert!(c.validate().is_ok());
+        let bad = Config {
+            upstream: vec![c.upstream[0].clone(), c.upstream[0].clone()],
+            ..c
+        };
+        assert!(bad.validate().is_err());
+    }
+}

@@ -1,0 +1,58 @@
+//! Assembling a gateway from state, policy files, configuration and upstream specs.
+
+use crate::state;
+use anyhow::{Context, Result};
+use secureclaw_gateway::{
+    Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, system_clock,
+};
+use secureclaw_policy::CedarPolicy;
+use secureclaw_store::SqliteStore;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Load the default policy set plus `files`; an invalid set is an error naming the file.
+pub fn load_policy(files: &[PathBuf]) -> Result<CedarPolicy> {
+    let mut extra = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .with_context(|| format!("cannot read policy file `{}`", f.display()))?;
+        extra.push((f.display().to_string(), text));
+    }
+    CedarPolicy::load(&extra).map_err(|e| anyhow::anyhow!("policy set rejected: {e}"))
+}
+
+/// Open keys and store in `dir`.
+pub fn open_state(dir: &Path) -> Result<(Arc<secureclaw_core::keys::KeyRing>, Arc<SqliteStore>)> {
+    state::ensure_dir(dir)?;
+    let keys = Arc::new(state::load_keys(dir, None)?);
+    let db = state::db_path(dir);
+    let store = SqliteStore::open(&db, keys.clone())
+        .with_context(|| format!("cannot open database `{}`", db.display()))?;
+    Ok((keys, Arc::new(store)))
+}
+
+/// Connect every upstream and start the gateway.
+pub async fn start(
+    dir: &Path,
+    policy_files: &[PathBuf],
+    config: GatewayConfig,
+    specs: Vec<UpstreamSpec>,
+) -> Result<Gateway> {
+    let policy = load_policy(policy_files)?;
+    let (keys, store) = open_state(dir)?;
+    let mut upstreams: Vec<(UpstreamSpec, Arc<dyn Upstream>)> = Vec::new();
+    for spec in specs {
+        let up = RmcpUpstream::connect(&spec).await?;
+        upstreams.push((spec, Arc::new(up)));
+    }
+    let gw = Gateway::start(
+        keys,
+        store,
+        Arc::new(policy),
+        config,
+        upstreams,
+        system_clock(),
+    )
+    .await?;
+    Ok(gw)
+}
