@@ -37,6 +37,10 @@ pub struct WrapArgs {
     /// Upstream id used in policies and audit records (default: derived from the command).
     #[arg(long)]
     id: Option<String>,
+    /// Never ask the MCP client for confirmation through elicitation (use when the client
+    /// answers elicitations without a human); approvals then go through `secureclaw approvals`.
+    #[arg(long)]
+    no_elicitation: bool,
     /// The upstream MCP server command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<String>,
@@ -142,7 +146,8 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
             Some(s) => s.clone(),
             None => gw.open_session(&config.server.default_caller, TaskEnvelope::default())?,
         };
-        let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s));
+        let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s))
+            .with_elicitation(config.server.elicitation);
         tokio::spawn(async move {
             if let Err(e) = mcp.serve_stdio().await {
                 tracing::error!(error = %e, "stdio MCP ended");
@@ -168,6 +173,7 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
         .max_argument_bytes
         .saturating_add(64 * 1024);
     let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
+        .with_elicitation(config.server.elicitation)
         .streamable_http_service(hosts, config.server.allowed_origins.clone(), body_limit);
     let app = secureclaw_server::router(
         ApiState {
@@ -308,6 +314,9 @@ pub fn audit(state_dir: &Path, cmd: AuditCommand) -> Result<ExitCode> {
             }
         },
         AuditCommand::Export { from } => {
+            use std::io::Write;
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
             let mut next = from;
             loop {
                 let batch = store.audit_records(next, 1000)?;
@@ -315,7 +324,10 @@ pub fn audit(state_dir: &Path, cmd: AuditCommand) -> Result<ExitCode> {
                     break;
                 };
                 for r in &batch {
-                    println!("{}", serde_json::to_string(r)?);
+                    // A closed pipe (`| head`) ends the export quietly.
+                    if writeln!(out, "{}", serde_json::to_string(r)?).is_err() {
+                        return Ok(ExitCode::SUCCESS);
+                    }
                 }
                 next = last + 1;
             }

@@ -59,6 +59,8 @@ pub struct ServerSection {
     pub allowed_hosts: Vec<String>,
     /// Caller of the default session.
     pub default_caller: String,
+    /// Ask the human at the MCP client through elicitation (trusted as confirmation).
+    pub elicitation: bool,
 }
 
 impl Default for ServerSection {
@@ -70,6 +72,7 @@ impl Default for ServerSection {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             default_caller: "local-user".to_owned(),
+            elicitation: true,
         }
     }
 }

@@ -50,6 +50,7 @@ pub enum SessionSource {
 pub struct McpFrontEnd {
     gateway: Gateway,
     sessions: Arc<SessionSource>,
+    elicitation: bool,
 }
 
 /// The user's answer to an elicitation.
@@ -67,7 +68,19 @@ impl McpFrontEnd {
         Self {
             gateway,
             sessions: Arc::new(sessions),
+            elicitation: true,
         }
+    }
+
+    /// Whether to ask the human at the MCP client through elicitation (default on). Turn it
+    /// off when the MCP client is the agent runtime itself with no human behind its
+    /// elicitation UI: an elicitation answer is trusted as the user's confirmation, so a client
+    /// that answers on its own would confirm its own actions. Approvals then go through the
+    /// CLI or HTTP API only.
+    #[must_use]
+    pub fn with_elicitation(mut self, enabled: bool) -> Self {
+        self.elicitation = enabled;
+        self
     }
 
     fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
@@ -238,7 +251,9 @@ impl ServerHandler for McpFrontEnd {
         // Ask the human at the client, if the client can be asked.
         if let CallOutcome::Pending(rec) = &outcome {
             let modes = context.peer.supported_elicitation_modes();
-            if let (Some(action), false) = (rec.action_id.clone(), modes.is_empty()) {
+            if let (Some(action), false, true) =
+                (rec.action_id.clone(), modes.is_empty(), self.elicitation)
+            {
                 let action = ActionId(action);
                 let question = format!(
                     "SecureClaw: allow `{}` with these arguments?\n{}\n(action {})",

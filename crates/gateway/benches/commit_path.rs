@@ -1,0 +1,116 @@
+//! Criterion benchmarks of the in-process PREVIEW + COMMIT path for a 1 KiB request and of its
+//! pieces (see `BENCHMARKS.md` at the repository root for results and the commands).
+//!
+//! - `preview_commit_1k/sqlite-wal-file` and `preview_commit_1k/sqlite-in-memory`: one
+//!   `Gateway::preview` and the matching `Gateway::commit` per iteration (a fresh action id
+//!   each time, since a commit spends it), executor included, upstream a no-op in process;
+//! - `core/canonical_bytes_1k`, `core/canonical_bytes_and_binding_1k`: RFC 8785 bytes of the
+//!   canonical request, and bytes + HMAC binding digest (`binding::bind`);
+//! - `policy/cedar_decide_effect`: one Cedar decision on the call's facts;
+//! - `artifact/seal_and_open`: seal an authorization artifact and open (verify) it;
+//! - `acceptance/accept_memory_ledger`: the whole acceptance predicate (artifact open,
+//!   binding recomputation, freshness, single-use mark) against an in-memory ledger;
+//! - `store/append_audit/*`: one audit-chain append, file (WAL, `synchronous=FULL`) and
+//!   memory, to show what a single durable store write costs.
+//!
+//! `cargo bench -p secureclaw-gateway --bench commit_path`; under `cargo test --all-targets`
+//! each benchmark runs once as a smoke test (no timing is checked anywhere).
+
+mod common;
+
+use common::{CoreParts, Fixture, MemoryLedger, StoreKind, action_id, must, now, policy_request};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use secureclaw_core::acceptance::{CommitAttempt, accept};
+use secureclaw_core::artifact::AuthorizationArtifact;
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::binding::bind;
+use secureclaw_core::policy::PolicyEngine;
+use std::hint::black_box;
+
+fn preview_commit(c: &mut Criterion) {
+    let mut group = c.benchmark_group("preview_commit_1k");
+    for kind in [StoreKind::SqliteWal, StoreKind::SqliteMemory] {
+        let fixture = Fixture::new(kind);
+        group.bench_function(kind.label(), |b| {
+            b.iter(|| must(fixture.preview_commit(), "preview + commit"));
+        });
+    }
+    group.finish();
+}
+
+fn pieces(c: &mut Criterion) {
+    let fixture = Fixture::new(StoreKind::SqliteMemory);
+    let parts = CoreParts::new(&fixture);
+    let request = &parts.request;
+
+    c.bench_function("core/canonical_bytes_1k", |b| {
+        b.iter(|| must(black_box(request).canonical_bytes(), "canonical bytes"));
+    });
+    c.bench_function("core/canonical_bytes_and_binding_1k", |b| {
+        b.iter(|| must(bind(&parts.keys, black_box(request)), "bind"));
+    });
+
+    let facts = policy_request();
+    c.bench_function("policy/cedar_decide_effect", |b| {
+        b.iter(|| parts.policy.decide(black_box(&facts)));
+    });
+
+    let id = action_id();
+    let claims = parts.artifact(&id, now());
+    c.bench_function("artifact/seal_and_open", |b| {
+        b.iter(|| {
+            let token = must(black_box(claims.clone()).seal(&parts.keys), "seal");
+            must(AuthorizationArtifact::open(&token, &parts.keys), "open")
+        });
+    });
+
+    // Each acceptance spends its action id, so every iteration gets a freshly sealed artifact
+    // (sealing is setup, not timed).
+    let ledger = MemoryLedger::default();
+    let policy_digest = parts.request.ctx.policy_digest.clone();
+    c.bench_function("acceptance/accept_memory_ledger", |b| {
+        b.iter_batched(
+            || {
+                let id = action_id();
+                let at = now();
+                let token = must(parts.artifact(&id, at).seal(&parts.keys), "seal");
+                (id, token, at)
+            },
+            |(id, token, at)| {
+                let attempt = CommitAttempt {
+                    artifact: Some(&token),
+                    action_id: &id,
+                    request,
+                    current_policy_digest: &policy_digest,
+                    confirmation: None,
+                    now: at,
+                    max_skew_ms: 5_000,
+                };
+                must(
+                    accept(&parts.keys, &ledger, &attempt).map_err(|r| r.reason),
+                    "accept",
+                )
+            },
+            BatchSize::SmallInput,
+        );
+    });
+}
+
+fn store_writes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("store/append_audit");
+    for kind in [StoreKind::SqliteWal, StoreKind::SqliteMemory] {
+        let fixture = Fixture::new(kind);
+        let store = fixture.gateway.store().clone();
+        group.bench_function(kind.label(), |b| {
+            b.iter(|| {
+                let mut ev = AuditEvent::new(AuditKind::Preview, now());
+                ev.tool = Some(common::TOOL.into());
+                must(store.append_audit(ev), "append audit")
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, preview_commit, pieces, store_writes);
+criterion_main!(benches);
