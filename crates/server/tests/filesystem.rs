@@ -260,6 +260,7 @@ async fn filesystem_server_behind_secureclaw() {
     assert_free_of_secrets("the read result", &read_json);
     assert!(read_json.contains("hdl_"), "no handles in {read_json}");
     let summary = text(&read);
+    eprintln!("summary of secrets.txt:\n{summary}");
     for word in [
         "Quarterly planning notes",
         "warehouse migration",
@@ -397,6 +398,15 @@ async fn filesystem_server_behind_secureclaw() {
     assert!(verified > 0);
     let audit_json = serde_json::to_string(&records).unwrap();
     assert_free_of_secrets("the audit log", &audit_json);
+
+    // Values read are kept encrypted at rest: not in the database or its write-ahead log.
+    // (Best effort: the WAL is read as well if the checkpoint cannot complete.)
+    let _ = gateway.store().checkpoint();
+    for file in ["secureclaw.db", "secureclaw.db-wal"] {
+        if let Ok(bytes) = std::fs::read(root.join(file)) {
+            assert_free_of_secrets(file, &String::from_utf8_lossy(&bytes));
+        }
+    }
 
     client.cancel().await.unwrap();
     let _ = timed("server shutdown", server).await;

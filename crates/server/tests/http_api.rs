@@ -1,0 +1,554 @@
+//! The HTTP API and the Streamable HTTP MCP endpoint, driven in-process through the router:
+//! authentication (operator token vs session token), the two-phase preview/commit mode, the
+//! approval flow, handle describe/revoke, audit export/verify, malformed and oversized
+//! bodies, and Origin validation on `/mcp`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use secureclaw_core::keys::KeyRing;
+use secureclaw_gateway::{
+    BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
+    UpstreamTool, UpstreamTransport, system_clock,
+};
+use secureclaw_server::{ApiState, McpFrontEnd, SessionSource, router};
+use secureclaw_store::SqliteStore;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tower::ServiceExt;
+
+const OPERATOR: &str = "operator-token-for-tests-0123456789";
+
+/// A tiny in-process upstream: `lookup` (read-only, returns an IBAN) and `send` (effectful).
+struct Office {
+    sent: AtomicUsize,
+}
+
+fn tool(name: &str, read_only: bool) -> UpstreamTool {
+    UpstreamTool {
+        name: name.into(),
+        title: None,
+        description: Some(format!("{name} tool")),
+        input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
+        read_only_hint: read_only,
+        destructive_hint: false,
+        open_world_hint: true,
+    }
+}
+
+impl Upstream for Office {
+    fn id(&self) -> &str {
+        "office"
+    }
+    fn destination(&self) -> &str {
+        "test:office"
+    }
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        Box::pin(async { Ok(vec![tool("lookup", true), tool("send", false)]) })
+    }
+    fn call_tool(
+        &self,
+        name: String,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        Box::pin(async move {
+            if name == "send" {
+                self.sent.fetch_add(1, Ordering::SeqCst);
+            }
+            let structured =
+                json!({"tool": name, "echo": arguments, "iban": "DE89370400440532013000"});
+            Ok(ToolOutput {
+                content: vec![json!({"type": "text", "text": structured.to_string()})],
+                structured: Some(structured),
+                is_error: false,
+            })
+        })
+    }
+}
+
+struct Env {
+    app: axum::Router,
+    office: Arc<Office>,
+    _dir: tempfile::TempDir,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Arc::new(KeyRing::generate(&mut |b| getrandom::fill(b).unwrap()));
+    let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
+    let policy = Arc::new(secureclaw_policy::CedarPolicy::load(&[]).unwrap());
+    let office = Arc::new(Office {
+        sent: AtomicUsize::new(0),
+    });
+    let spec = UpstreamSpec {
+        id: "office".into(),
+        transport: UpstreamTransport::Stdio {
+            command: "unused".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: true,
+    };
+    let mut config = GatewayConfig::default();
+    config.limits.max_argument_bytes = 64 * 1024;
+    let gw = Gateway::start(
+        keys,
+        store,
+        policy,
+        config,
+        vec![(spec, office.clone() as Arc<dyn Upstream>)],
+        system_clock(),
+    )
+    .await
+    .unwrap();
+    let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback: None })
+        .streamable_http_service(
+            vec!["localhost".into(), "127.0.0.1".into()],
+            vec!["http://localhost:6274".into()],
+            128 * 1024,
+        );
+    let app = router(
+        ApiState {
+            gateway: gw,
+            operator_token: Arc::new(OPERATOR.into()),
+        },
+        128 * 1024,
+    )
+    .nest_service("/mcp", mcp);
+    Env {
+        app,
+        office,
+        _dir: dir,
+    }
+}
+
+async fn send(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let body = match body {
+        Some(v) => {
+            req = req.header("content-type", "application/json");
+            Body::from(v.to_string())
+        }
+        None => Body::empty(),
+    };
+    raw(app, req.body(body).unwrap()).await
+}
+
+async fn raw(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+    )
+}
+
+async fn session(app: &axum::Router, request: &str) -> String {
+    let (status, body) = send(
+        app,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        Some(json!({"caller": "alice", "task": {"request": request, "trusted_targets": []}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["session_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn credentials_are_separate() {
+    let e = env().await;
+    let (s, _) = send(&e.app, "GET", "/health", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    // Opening a session needs the operator token; a session id is not one.
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"caller": "x"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let sid = session(&e.app, "send it to bob@corp.example").await;
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        "/v1/sessions",
+        Some(&sid),
+        Some(json!({"caller": "x"})),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "a runtime cannot open sessions or set its own task"
+    );
+    let (s, _) = send(&e.app, "GET", "/v1/approvals", Some(&sid), None).await;
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "a runtime cannot list or decide approvals"
+    );
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        "/v1/approvals/act_x/approve",
+        Some(&sid),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "a runtime cannot confirm");
+    // Tools need a live session.
+    let (s, _) = send(&e.app, "GET", "/v1/tools", Some("ses_guessed"), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, body) = send(&e.app, "GET", "/v1/tools", Some(&sid), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["office__lookup", "office__send"]);
+}
+
+#[tokio::test]
+async fn read_path_returns_handles_not_values() {
+    let e = env().await;
+    let sid = session(&e.app, "look it up").await;
+    let (s, body) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__lookup", "arguments": {}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(body["status"], "completed");
+    let text = body.to_string();
+    assert!(!text.contains("DE89370400440532013000"), "{text}");
+    let handle = body["structured_content"]["iban"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(handle.starts_with("hdl_ib_"));
+    // Describe never dereferences; revoke works; another session cannot see it.
+    let (s, d) = send(
+        &e.app,
+        "GET",
+        &format!("/v1/handles/{handle}"),
+        Some(&sid),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(d["label"], "iban");
+    assert!(!d.to_string().contains("DE89"));
+    let other = session(&e.app, "other task").await;
+    let (s, _) = send(
+        &e.app,
+        "GET",
+        &format!("/v1/handles/{handle}"),
+        Some(&other),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = send(
+        &e.app,
+        "DELETE",
+        &format!("/v1/handles/{handle}"),
+        Some(&sid),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, d) = send(
+        &e.app,
+        "GET",
+        &format!("/v1/handles/{handle}"),
+        Some(&sid),
+        None,
+    )
+    .await;
+    assert_eq!(d["revoked"], true);
+}
+
+#[tokio::test]
+async fn two_phase_preview_commit_and_tampering() {
+    let e = env().await;
+    let sid = session(&e.app, "send the report to bob@corp.example").await;
+    let args = json!({"to": "bob@corp.example", "body": "report"});
+    let (_, p) = send(
+        &e.app,
+        "POST",
+        "/v1/preview",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args})),
+    )
+    .await;
+    assert_eq!(p["decision"], "allow", "{p}");
+    let artifact = p["artifact"].as_str().unwrap().to_owned();
+    let action = p["action_id"].as_str().unwrap().to_owned();
+    // Tampered commit: recipient changed after preview.
+    let evil = json!({"to": "mallory@evil.example", "body": "report"});
+    let (_, c) = send(&e.app, "POST", "/v1/commit", Some(&sid), Some(json!({"tool": "office__send", "arguments": evil, "action_id": action, "artifact": artifact}))).await;
+    assert_eq!(c["status"], "denied");
+    assert_eq!(c["recovery"]["reason"], "binding_mismatch");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+    // Missing artifact.
+    let (_, c) = send(
+        &e.app,
+        "POST",
+        "/v1/commit",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args, "action_id": action})),
+    )
+    .await;
+    assert_eq!(c["recovery"]["reason"], "artifact_missing");
+    // Positive control, then replay.
+    let (_, c) = send(&e.app, "POST", "/v1/commit", Some(&sid), Some(json!({"tool": "office__send", "arguments": args, "action_id": action, "artifact": artifact}))).await;
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 1);
+    let (_, c) = send(&e.app, "POST", "/v1/commit", Some(&sid), Some(json!({"tool": "office__send", "arguments": args, "action_id": action, "artifact": artifact}))).await;
+    assert_eq!(c["recovery"]["reason"], "replay");
+    // The artifact of one session does not commit in another.
+    let other = session(&e.app, "send the report to bob@corp.example").await;
+    let (_, p2) = send(
+        &e.app,
+        "POST",
+        "/v1/preview",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args})),
+    )
+    .await;
+    let (_, c) = send(&e.app, "POST", "/v1/commit", Some(&other), Some(json!({"tool": "office__send", "arguments": args, "action_id": p2["action_id"], "artifact": p2["artifact"]}))).await;
+    assert_eq!(c["recovery"]["reason"], "binding_mismatch");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn approval_flow_over_http() {
+    let e = env().await;
+    let sid = session(&e.app, "send the report to bob@corp.example").await;
+    let args = json!({"to": "carol@other.example", "body": "report"});
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args})),
+    )
+    .await;
+    assert_eq!(r["status"], "pending_confirmation");
+    let action = r["recovery"]["action_id"].as_str().unwrap().to_owned();
+    // Self-confirmation attempt: re-issue with the approval id before the user decided.
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args, "approval": action})),
+    )
+    .await;
+    assert_eq!(r["status"], "pending_confirmation");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+    let (_, list) = send(
+        &e.app,
+        "GET",
+        "/v1/approvals?state=pending",
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(list["approvals"][0]["action_id"], action.as_str());
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        &format!("/v1/approvals/{action}/approve"),
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        &format!("/v1/approvals/{action}/deny"),
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "a decided approval cannot be decided again"
+    );
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__send", "arguments": args, "approval": action})),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 1);
+    let (_, v) = send(&e.app, "GET", "/v1/audit/verify", Some(OPERATOR), None).await;
+    assert!(v["verified"].as_u64().unwrap() > 5);
+    let (_, a) = send(
+        &e.app,
+        "GET",
+        "/v1/audit?from=1&limit=1000",
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert!(!a.to_string().contains("DE89370400440532013000"));
+}
+
+#[tokio::test]
+async fn bad_bodies_get_clear_errors() {
+    let e = env().await;
+    let sid = session(&e.app, "task").await;
+    let req = |body: Body| {
+        Request::builder()
+            .method("POST")
+            .uri("/v1/call")
+            .header("host", "localhost")
+            .header("authorization", format!("Bearer {sid}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap()
+    };
+    let (s, b) = raw(&e.app, req(Body::from("{not json"))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(b["error"]["code"], "bad_request");
+    let (s, _) = raw(&e.app, req(Body::from(vec![0xff, 0xfe, b'{']))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _) = raw(
+        &e.app,
+        req(Body::from(
+            json!({"tool": "office__lookup", "bogus": 1}).to_string(),
+        )),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let big = "x".repeat(200 * 1024);
+    let (s, _) = raw(
+        &e.app,
+        req(Body::from(
+            json!({"tool": "office__send", "arguments": {"body": big}}).to_string(),
+        )),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Within the HTTP limit but over the gateway's argument limit: a structured denial.
+    let mid = "x".repeat(70 * 1024);
+    let (s, b) = raw(
+        &e.app,
+        req(Body::from(
+            json!({"tool": "office__send", "arguments": {"body": mid}}).to_string(),
+        )),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["recovery"]["reason"], "invalid_arguments");
+    let (_, b) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "nope", "arguments": {}})),
+    )
+    .await;
+    assert_eq!(b["recovery"]["reason"], "unknown_tool");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+    // Still serving.
+    let (_, b) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__lookup", "arguments": {}})),
+    )
+    .await;
+    assert_eq!(b["status"], "completed");
+}
+
+#[tokio::test]
+async fn mcp_endpoint_checks_origin_and_session() {
+    let e = env().await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let post = |origin: Option<&str>, token: Option<&str>| {
+        let mut r = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.body(Body::from(init.to_string())).unwrap()
+    };
+    let (s, _) = raw(&e.app, post(Some("http://evil.example"), None)).await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "DNS-rebinding: foreign Origin refused"
+    );
+    let (s, _) = raw(&e.app, post(Some("http://localhost:6274"), None)).await;
+    assert!(s.is_success(), "allowed origin accepted: {s}");
+    let resp = e
+        .app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method("POST")
+                .uri("/mcp")
+                .header("host", "evil.example")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Body::from(init.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        resp.status().is_client_error(),
+        "foreign Host refused: {}",
+        resp.status()
+    );
+}
