@@ -386,7 +386,9 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         Some("replay"),
     );
     let mut changed = copy.clone();
-    changed["to"] = json!(ATTACKER);
+    if let Some(o) = changed.as_object_mut() {
+        o.insert("to".into(), json!(ATTACKER));
+    }
     let r = rt
         .call("office__send_email", changed, Some(&approved))
         .await?;

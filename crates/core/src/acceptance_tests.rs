@@ -1,5 +1,4 @@
 //! One attack per check, each denied for its own reason, plus positive controls.
-#![expect(clippy::unwrap_used, reason = "tests")]
 
 use super::*;
 use crate::artifact::ARTIFACT_VERSION;
@@ -331,7 +330,8 @@ fn check5_action_mismatch_and_mixed_artifacts() {
 #[test]
 fn check6_any_field_change_is_binding_mismatch() {
     let p = preview();
-    let mutations: Vec<Box<dyn Fn(&mut CanonicalRequest)>> = vec![
+    type Mutation = Box<dyn Fn(&mut CanonicalRequest)>;
+    let mutations: Vec<Mutation> = vec![
         Box::new(|r| {
             r.inputs
                 .arguments

@@ -196,7 +196,6 @@ pub fn verify_chain<'a>(
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -207,7 +207,6 @@ pub fn escape_pointer(key: &str) -> String {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -154,11 +154,8 @@ pub fn substitute_handles<E>(
         out.push_str(s.get(last..).unwrap_or_default());
         Ok(Some(out))
     };
-    fn rec<E>(
-        v: &mut Value,
-        replace: &mut dyn FnMut(&str, &mut usize) -> Result<Option<String>, E>,
-        count: &mut usize,
-    ) -> Result<(), E> {
+    type Replace<'r, E> = dyn FnMut(&str, &mut usize) -> Result<Option<String>, E> + 'r;
+    fn rec<E>(v: &mut Value, replace: &mut Replace<'_, E>, count: &mut usize) -> Result<(), E> {
         match v {
             Value::String(s) => {
                 if let Some(new) = replace(s, count)? {
@@ -325,7 +322,6 @@ pub fn check_resolution(
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
     use serde_json::json;

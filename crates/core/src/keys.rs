@@ -321,7 +321,6 @@ pub fn mac_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

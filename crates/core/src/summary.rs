@@ -520,7 +520,6 @@ impl Markers {
 }
 
 #[cfg(test)]
-#[expect(clippy::indexing_slicing, reason = "tests index known JSON shapes")]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -268,25 +268,16 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 /// A `u64` as the SQLite integer with the same bits (see the module docs).
-#[expect(
-    clippy::cast_possible_wrap,
-    reason = "bit-exact storage of u64 in SQLite's i64"
-)]
 fn int(v: u64) -> i64 {
-    v as i64
+    i64::from_ne_bytes(v.to_ne_bytes())
 }
 
 /// Inverse of [`int`].
-#[expect(
-    clippy::cast_sign_loss,
-    reason = "bit-exact storage of u64 in SQLite's i64"
-)]
 fn uint(v: i64) -> u64 {
-    v as u64
+    u64::from_ne_bytes(v.to_ne_bytes())
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, clippy::panic, reason = "tests")]
 mod tests {
     use super::*;
     use secureclaw_core::acceptance::SingleUseLedger;

@@ -1,7 +1,11 @@
 //! Integration tests of the SQLite store: single use across threads, connections and restarts,
 //! encryption at rest, append-only audit, approvals decided once, failing closed.
-
-#![expect(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use rusqlite::Connection;
 use secureclaw_core::acceptance::{CommitAttempt, SingleUseLedger, accept};
