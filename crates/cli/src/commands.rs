@@ -246,7 +246,7 @@ pub fn approvals(state_dir: &Path, cmd: ApprovalsCommand) -> Result<ExitCode> {
                     "{}  {:<8}  {}  (session {}, caller {})",
                     a.action_id,
                     a.state.as_str(),
-                    act.display,
+                    secureclaw_gateway::reveal_for_approver(&store, &act.display),
                     act.session,
                     act.caller
                 );

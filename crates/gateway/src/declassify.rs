@@ -126,7 +126,7 @@ impl Minter<'_, '_> {
         };
         self.d.store.put_handle(&record).map_err(|_| ())?;
         let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
-        ev.session = Some(self.session.id.clone());
+        ev.session = Some(crate::gateway::audit_session_id(&self.session.id));
         ev.caller = Some(self.session.caller.clone());
         ev.tool = Some(self.entry.exposed.clone());
         ev.detail = json!({

@@ -232,7 +232,7 @@ impl Gateway {
 
     fn event(&self, kind: AuditKind, session: &SessionRecord, tool: &str) -> AuditEvent {
         let mut ev = AuditEvent::new(kind, self.now());
-        ev.session = Some(session.id.clone());
+        ev.session = Some(audit_session_id(&session.id));
         ev.caller = Some(session.caller.clone());
         ev.tool = Some(tool.to_owned());
         ev
@@ -1145,7 +1145,7 @@ pub fn decide_approval(
         .decide_approval(action_id, approve, confirmer, now, confirmation)
         .map_err(|e| GatewayError::Conflict(e.to_string()))?;
     let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
-    ev.session = Some(action.session.clone());
+    ev.session = Some(audit_session_id(&action.session));
     ev.caller = Some(action.caller.clone());
     ev.tool = Some(action.tool.clone());
     ev.action_id = Some(action_id.0.clone());
@@ -1155,4 +1155,37 @@ pub fn decide_approval(
         .append_audit(ev)
         .map_err(|e| GatewayError::Store(e.to_string()))?;
     Ok(record)
+}
+
+/// The name of a session in audit records: `ses#` + the first 16 hex digits of SHA-256 of the
+/// session id. The session id is the runtime's bearer credential, so the exportable audit log
+/// must not carry it; the digest still correlates records of one session.
+#[must_use]
+pub fn audit_session_id(session_id: &str) -> String {
+    let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
+    format!("ses#{}", digest.get(..16).unwrap_or_default())
+}
+
+/// Replace the handles in `text` by their values, for display to a trusted approver (CLI,
+/// operator API) only — never to the runtime. Unresolvable handles stay as they are.
+#[must_use]
+pub fn reveal_for_approver(store: &SqliteStore, text: &str) -> String {
+    let mut value = Value::String(text.to_owned());
+    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
+        let rec = store.handle(id).ok().flatten();
+        let plain = rec.and_then(|r| {
+            store
+                .object_value_at(&r.object_id, r.version)
+                .ok()
+                .flatten()
+        });
+        Ok(match plain {
+            Some(v) => format!("«{}»", String::from_utf8_lossy(&v)),
+            None => id.0.clone(),
+        })
+    });
+    match value {
+        Value::String(s) => s,
+        _ => text.to_owned(),
+    }
 }

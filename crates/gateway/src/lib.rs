@@ -21,6 +21,7 @@ pub mod upstream;
 pub use catalog::ToolEntry;
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
 pub use gateway::{
-    CallOutcome, Clock, Gateway, GatewayError, PreviewOutcome, decide_approval, system_clock,
+    CallOutcome, Clock, Gateway, GatewayError, PreviewOutcome, audit_session_id, decide_approval,
+    reveal_for_approver, system_clock,
 };
-pub use upstream::{RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};
+pub use upstream::{BoxFuture, RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};

@@ -231,7 +231,8 @@ async fn list_approvals(
         .approvals(state)?
         .into_iter()
         .map(|(a, act)| {
-            json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": act.display,
+            let call = secureclaw_gateway::reveal_for_approver(s.gateway.store(), &act.display);
+            json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": call,
                    "session": act.session, "caller": act.caller, "created_at": a.created_at})
         })
         .collect();
