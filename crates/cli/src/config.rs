@@ -178,6 +178,43 @@ mod tests {
     }
 
     #[test]
+    fn upstream_tables_are_checked() {
+        for (text, needle) in [
+            (
+                "[[upstream]]\nid = \"a\"\ntransport = \"stdio\"\ncommand = \"x\"\nargz = []\n",
+                "argz",
+            ),
+            (
+                "[[upstream]]\nid = \"a\"\ntransport = \"stdio\"\n",
+                "needs `command`",
+            ),
+            (
+                "[[upstream]]\nid = \"a\"\ntransport = \"http\"\nurl = \"ftp://x\"\n",
+                "http://",
+            ),
+            (
+                "[[upstream]]\nid = \"a\"\ntransport = \"carrier-pigeon\"\n",
+                "unknown transport",
+            ),
+            (
+                "[[upstream]]\nid = \"a\"\ntransport = \"http\"\nurl = \"http://x\"\ncommand = \"y\"\n",
+                "belong to",
+            ),
+        ] {
+            let err = toml::from_str::<Config>(text)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        let ok: Config = toml::from_str(
+            "[[upstream]]\nid = \"a\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(ok.upstream.len(), 1);
+    }
+
+    #[test]
     fn example_in_docs_parses() {
         let text = "[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = \"x\"\n\n[[gateway.classify]]\npath = \"/iban\"\nlabel = \"iban\"\nsensitivity = \"high\"\n";
         let c: Config = toml::from_str(text).unwrap_or_default();

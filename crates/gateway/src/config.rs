@@ -44,21 +44,18 @@ impl Default for Limits {
 }
 
 /// How to reach an upstream MCP server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "transport", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
 pub enum UpstreamTransport {
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
         /// Program to run.
         command: String,
         /// Its arguments.
-        #[serde(default)]
         args: Vec<String>,
         /// Extra environment variables.
-        #[serde(default)]
         env: BTreeMap<String, String>,
         /// Working directory.
-        #[serde(default)]
         cwd: Option<PathBuf>,
     },
     /// A Streamable HTTP endpoint.
@@ -66,14 +63,14 @@ pub enum UpstreamTransport {
         /// Endpoint URL, e.g. `http://127.0.0.1:8000/mcp`.
         url: String,
         /// Name of an environment variable holding a bearer token for the upstream.
-        #[serde(default)]
         bearer_token_env: Option<String>,
     },
 }
 
-/// One upstream server.
+/// One upstream server. In TOML: `id`, `transport = "stdio" | "http"`, then `command`, `args`,
+/// `env`, `cwd` (stdio) or `url`, `bearer_token_env` (http), and `namespace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawUpstream")]
 pub struct UpstreamSpec {
     /// Short id (`[a-z0-9_-]+`), used in namespaced tool names `id__tool` and in policies.
     pub id: String,
@@ -82,8 +79,86 @@ pub struct UpstreamSpec {
     pub transport: UpstreamTransport,
     /// Expose tools as `id__tool` (default). `wrap` turns this off for a single upstream so
     /// that clients see the server's own tool names.
-    #[serde(default = "yes")]
     pub namespace: bool,
+}
+
+/// The flat TOML form of [`UpstreamSpec`] (serde cannot deny unknown keys through a
+/// flattened enum, so the spec is read flat and checked here).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    id: String,
+    transport: String,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    bearer_token_env: Option<String>,
+    #[serde(default = "yes")]
+    namespace: bool,
+}
+
+impl TryFrom<RawUpstream> for UpstreamSpec {
+    type Error = String;
+
+    fn try_from(r: RawUpstream) -> Result<Self, String> {
+        let id = r.id.clone();
+        let transport = match r.transport.as_str() {
+            "stdio" => {
+                if r.url.is_some() || r.bearer_token_env.is_some() {
+                    return Err(format!(
+                        "upstream `{id}`: `url` and `bearer_token_env` belong to transport \"http\""
+                    ));
+                }
+                let command = r.command.ok_or_else(|| {
+                    format!("upstream `{id}`: transport \"stdio\" needs `command`")
+                })?;
+                UpstreamTransport::Stdio {
+                    command,
+                    args: r.args,
+                    env: r.env,
+                    cwd: r.cwd,
+                }
+            }
+            "http" => {
+                if r.command.is_some() || !r.args.is_empty() || !r.env.is_empty() || r.cwd.is_some()
+                {
+                    return Err(format!(
+                        "upstream `{id}`: `command`, `args`, `env` and `cwd` belong to transport \"stdio\""
+                    ));
+                }
+                let url = r
+                    .url
+                    .ok_or_else(|| format!("upstream `{id}`: transport \"http\" needs `url`"))?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "upstream `{id}`: `url` must start with http:// or https://"
+                    ));
+                }
+                UpstreamTransport::Http {
+                    url,
+                    bearer_token_env: r.bearer_token_env,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "upstream `{id}`: unknown transport `{other}` (expected \"stdio\" or \"http\")"
+                ));
+            }
+        };
+        Ok(Self {
+            id: r.id,
+            transport,
+            namespace: r.namespace,
+        })
+    }
 }
 
 fn yes() -> bool {

@@ -1,0 +1,265 @@
+//! `secureclaw serve` end to end: a config file with a stdio upstream (the demo office) and an
+//! HTTP upstream (a second `secureclaw serve`, whose Streamable HTTP MCP endpoint becomes an
+//! upstream of the first), the operator API over real TCP, and config/policy errors that name
+//! what is wrong.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
+const OPERATOR: &str = "test-operator-token-0123456789";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.1 request with `Connection: close`; returns (status, JSON body).
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status: u16 = resp.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let payload = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(payload).unwrap_or(Value::String(payload.to_owned())),
+    )
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(config: &Path, state: &Path, port: u16) -> Server {
+    let child = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Server(child);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("server on port {port} did not start");
+}
+
+#[test]
+fn serve_with_stdio_and_http_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    // Inner gateway: the demo office over stdio, served as Streamable HTTP with a default
+    // session (token-less loopback requests use it).
+    let inner_port = free_port();
+    let inner = dir.path().join("inner.toml");
+    std::fs::write(
+        &inner,
+        format!(
+            "[server]\nhttp_bind = \"127.0.0.1:{inner_port}\"\n\n[task]\nrequest = \"look at invoices\"\n\n\
+             [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"demo-tools\", \"--state\", {st:?}]\n",
+            exe = EXE,
+            st = dir.path().join("office.json").display().to_string()
+        ),
+    )
+    .unwrap();
+    let _inner = serve(&inner, &dir.path().join("inner-state"), inner_port);
+
+    // Outer gateway: the inner one as an HTTP upstream.
+    let outer_port = free_port();
+    let outer = dir.path().join("outer.toml");
+    std::fs::write(
+        &outer,
+        format!("[server]\nhttp_bind = \"127.0.0.1:{outer_port}\"\n\n[[upstream]]\nid = \"remote\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{inner_port}/mcp\"\n"),
+    )
+    .unwrap();
+    let _outer = serve(&outer, &dir.path().join("outer-state"), outer_port);
+
+    let (s, h) = http(outer_port, "GET", "/health", None, None);
+    assert_eq!(s, 200, "{h}");
+    let (s, _) = http(
+        outer_port,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(&json!({"caller": "bob"})),
+    );
+    assert_eq!(s, 401);
+    let (s, sess) = http(
+        outer_port,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        Some(&json!({"caller": "bob", "task": {"request": "read INV-42"}})),
+    );
+    assert_eq!(s, 200, "{sess}");
+    let sid = sess["session_id"].as_str().unwrap();
+    let (_, tools) = http(outer_port, "GET", "/v1/tools", Some(sid), None);
+    let names: Vec<String> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        names.contains(&"remote__office__read_invoice".to_owned()),
+        "{names:?}"
+    );
+    let (_, r) = http(
+        outer_port,
+        "POST",
+        "/v1/call",
+        Some(sid),
+        Some(
+            &json!({"tool": "remote__office__read_invoice", "arguments": {"invoice_id": "INV-42"}}),
+        ),
+    );
+    assert_eq!(r["status"], "completed", "{r}");
+    let text = r.to_string();
+    assert!(
+        !text.contains("DE89370400440532013000") && text.contains("hdl_"),
+        "{text}"
+    );
+    let (s, v) = http(outer_port, "GET", "/v1/audit/verify", Some(OPERATOR), None);
+    assert_eq!(s, 200, "{v}");
+}
+
+#[test]
+fn bad_config_and_policy_are_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[server]\nhttp_bnd = \"127.0.0.1:1\"\n").unwrap();
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(dir.path())
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http_bnd"), "{err}");
+
+    let pol = dir.path().join("bad.cedar");
+    std::fs::write(
+        &pol,
+        "permit(principal, action, resource) when { context.no_such_field };",
+    )
+    .unwrap();
+    let out = Command::new(EXE)
+        .args(["policy", "check"])
+        .arg(&pol)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no_such_field") || err.contains("validate"),
+        "{err}"
+    );
+
+    let out = Command::new(EXE)
+        .args(["policy", "check"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("policy set OK"));
+}
+
+#[test]
+fn keys_are_private_and_rotate() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("s");
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["keys", "list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(state.join("keys.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(listed.contains("bind-1") && !listed.contains("secret"));
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["keys", "rotate", "binding"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["keys", "retire", "bind-1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["keys", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        listed.contains("bind-1") && listed.contains("retired") && listed.contains("bind-2"),
+        "{listed}"
+    );
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["keys", "rotate", "nonsense"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
