@@ -53,28 +53,42 @@ pub struct Target {
     pub value: String,
 }
 
-/// Collect target values from top-level arguments named in `fields` (case-insensitive). String
-/// values yield one target, arrays of strings one per element; other shapes are ignored.
+/// Collect target values from arguments named in `fields` (case-insensitive), at any depth:
+/// a matching key contributes every string inside its value (a string, an array of strings,
+/// objects such as `{"to": [{"email": "…"}]}`), and keys that do not match are searched
+/// recursively, so nesting a recipient (`{"message": {"to": "…"}}`) does not hide it.
+/// Numbers and booleans are not targets.
 #[must_use]
 pub fn extract_targets(arguments: &Map<String, Value>, fields: &[String]) -> Vec<Target> {
-    let mut out = Vec::new();
-    for (name, value) in arguments {
-        if !fields.iter().any(|f| f.eq_ignore_ascii_case(name)) {
-            continue;
-        }
-        let mut push = |v: &Value| {
-            if let Value::String(s) = v {
-                out.push(Target {
-                    field: name.clone(),
-                    value: s.clone(),
-                });
-            }
-        };
-        match value {
-            Value::Array(items) => items.iter().for_each(&mut push),
-            other => push(other),
+    fn strings(field: &str, v: &Value, out: &mut Vec<Target>) {
+        match v {
+            Value::String(s) => out.push(Target {
+                field: field.to_owned(),
+                value: s.clone(),
+            }),
+            Value::Array(items) => items.iter().for_each(|i| strings(field, i, out)),
+            Value::Object(map) => map.values().for_each(|i| strings(field, i, out)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
+    fn walk(map: &Map<String, Value>, fields: &[String], out: &mut Vec<Target>) {
+        for (name, value) in map {
+            if fields.iter().any(|f| f.eq_ignore_ascii_case(name)) {
+                strings(name, value, out);
+            } else {
+                search(value, fields, out);
+            }
+        }
+    }
+    fn search(v: &Value, fields: &[String], out: &mut Vec<Target>) {
+        match v {
+            Value::Object(map) => walk(map, fields, out),
+            Value::Array(items) => items.iter().for_each(|i| search(i, fields, out)),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(arguments, fields, &mut out);
     out
 }
 
@@ -230,13 +244,18 @@ mod tests {
 
     #[test]
     fn targets_are_extracted_from_named_fields() {
-        let args = json!({"To": "a@x.example", "cc": ["b@x.example", 3], "body": "c@x.example"});
+        let args = json!({"To": "a@x.example", "cc": ["b@x.example", 3], "body": "c@x.example",
+            "message": {"recipients": [{"email": "d@x.example", "name": "D"}], "note": "e@x.example"}});
         let fields: Vec<String> = DEFAULT_TARGET_FIELDS
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
         let t = extract_targets(args.as_object().unwrap_or(&Map::new()), &fields);
-        let values: Vec<&str> = t.iter().map(|t| t.value.as_str()).collect();
-        assert_eq!(values, vec!["a@x.example", "b@x.example"]);
+        let mut values: Vec<&str> = t.iter().map(|t| t.value.as_str()).collect();
+        values.sort_unstable();
+        assert_eq!(
+            values,
+            vec!["D", "a@x.example", "b@x.example", "d@x.example"]
+        );
     }
 }

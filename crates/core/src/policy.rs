@@ -67,6 +67,9 @@ pub struct PolicyRequest {
     pub known_tool: bool,
     /// Operator configuration or annotations mark the tool destructive.
     pub destructive: bool,
+    /// The operator declared this tool's target fields explicitly (an empty declaration
+    /// means "this tool has no targets", e.g. saving a draft).
+    pub targets_declared: bool,
     /// Effect targets found in the arguments.
     pub targets: Vec<TargetFact>,
     /// Handles referenced by the arguments.

@@ -23,6 +23,8 @@ pub struct ToolEntry {
     pub destructive: bool,
     /// Argument names holding effect targets.
     pub targets: Vec<String>,
+    /// The targets come from an operator rule (possibly empty), not from the default list.
+    pub targets_declared: bool,
     /// Hidden by the operator.
     pub hidden: bool,
     /// The upstream's own description.
@@ -63,6 +65,7 @@ impl ToolEntry {
             effect,
             destructive,
             targets,
+            targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),
             upstream_tool: tool,
         }

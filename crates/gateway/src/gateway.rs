@@ -317,6 +317,7 @@ impl Gateway {
                     effect: e.effect,
                     known_tool: true,
                     destructive: e.destructive,
+                    targets_declared: e.targets_declared,
                     targets: vec![],
                     handles: vec![],
                     listing: true,
@@ -431,6 +432,7 @@ impl Gateway {
             effect: entry.effect,
             known_tool: true,
             destructive: entry.destructive,
+            targets_declared: entry.targets_declared,
             targets,
             handles,
             listing: false,
@@ -509,12 +511,16 @@ impl Gateway {
         }
     }
 
+    /// A read is anchored when every string argument is anchored (and there is at least one):
+    /// `read_invoice {"invoice_id": "INV-42"}` for a task naming INV-42. Passing an anchored
+    /// word in a free-text argument beside other text (`search {"q": "INV-43 approver@…"}`)
+    /// does not anchor what comes back.
     fn read_anchored(&self, session: &SessionRecord, arguments: &Map<String, Value>) -> bool {
-        arguments.values().any(|v| {
-            v.as_str().is_some_and(|s| {
-                is_anchored(s, &session.envelope, &self.inner.config.trusted_targets)
-            })
-        })
+        let strings: Vec<&str> = arguments.values().filter_map(Value::as_str).collect();
+        !strings.is_empty()
+            && strings
+                .iter()
+                .all(|s| is_anchored(s, &session.envelope, &self.inner.config.trusted_targets))
     }
 
     fn finish(

@@ -172,6 +172,7 @@ impl CedarPolicy {
                 "known_tool": req.known_tool,
                 "listing": req.listing,
                 "destructive": req.destructive,
+                "targets_declared": req.targets_declared,
                 "target_count": i64::try_from(req.targets.len()).unwrap_or(i64::MAX),
                 "all_targets_anchored": req.all_targets_anchored(),
                 "unanchored_fields": unanchored,

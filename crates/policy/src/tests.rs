@@ -12,6 +12,7 @@ fn req(effect: EffectClass) -> PolicyRequest {
         effect,
         known_tool: true,
         destructive: false,
+        targets_declared: false,
         targets: vec![],
         handles: vec![],
         listing: false,
@@ -57,15 +58,24 @@ fn anchored_effect_allowed_unanchored_needs_confirmation() {
 }
 
 #[test]
-fn destructive_tool_without_targets_needs_confirmation() {
+fn effect_without_targets_needs_confirmation_unless_declared_targetless() {
     let p = engine();
     let mut r = req(EffectClass::Effect);
+    // No target found and none declared: the sink is unknown, so confirm (recall first: a
+    // recipient the gateway did not recognise must not make the call unconditional).
+    assert!(matches!(p.decide(&r), PolicyDecision::Confirm { .. }));
     r.destructive = true;
     assert!(matches!(p.decide(&r), PolicyDecision::Confirm { .. }));
+    // The operator declared the tool target-less (drafts): allowed unless destructive.
+    r.targets_declared = true;
+    assert!(
+        matches!(p.decide(&r), PolicyDecision::Confirm { .. }),
+        "destructive stays gated"
+    );
     r.destructive = false;
     assert!(
         matches!(p.decide(&r), PolicyDecision::Allow { .. }),
-        "non-destructive, no targets (drafts)"
+        "declared target-less, non-destructive"
     );
 }
 
