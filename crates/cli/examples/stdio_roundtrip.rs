@@ -15,11 +15,14 @@
 //!
 //! ```text
 //! cargo build --release -p secureclaw --bin secureclaw --example stdio_roundtrip
-//! target/release/examples/stdio_roundtrip [--bin PATH] [--iterations N] [--warmup W]
+//! target/release/examples/stdio_roundtrip [--bin PATH] [--iterations N] [--warmup W] [--tmp DIR]
 //! ```
 //!
 //! The binary is `--bin`, else `$SECURECLAW_BIN`, else `target/release/secureclaw`. Defaults:
-//! N = 5000 calls per client after W = 500 warm-up calls per client.
+//! N = 5000 calls per client after W = 500 warm-up calls per client. The state files (the
+//! gateway's database among them) go to a fresh temporary directory under `--tmp`, default the
+//! system's temporary directory; `--tmp /dev/shm` (tmpfs, where fsync returns at once) is a
+//! diagnostic that shows how much of the gateway's cost is the durable audit write.
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
@@ -125,7 +128,10 @@ async fn main() -> Result<()> {
     let n = count(&args, "--iterations", 5_000)?;
     let warmup = count(&args, "--warmup", 500)?;
 
-    let tmp = tempfile::tempdir()?;
+    let tmp = match arg(&args, "--tmp") {
+        Some(parent) => tempfile::tempdir_in(parent)?,
+        None => tempfile::tempdir()?,
+    };
     let state = |name: &str| -> String { tmp.path().join(name).display().to_string() };
     let gw_dir: PathBuf = tmp.path().join("gw");
     let bin_s = bin.display().to_string();
@@ -177,6 +183,7 @@ async fn main() -> Result<()> {
         "stdio_roundtrip: tools/call noop, {n} calls per client after {warmup} warm-up calls each, interleaved; times in µs"
     );
     println!("binary: {}", bin.display());
+    println!("state: {}", tmp.path().display());
     println!();
     println!("| client | n | p50 | p90 | p99 | max | mean |");
     println!("|---|---:|---:|---:|---:|---:|---:|");

@@ -85,6 +85,7 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
     };
     let mut policies = config.server.policy_files.clone();
     policies.extend(args.policies);
+    let elicitation = config.server.elicitation;
     let gw = stack::start(state_dir, &policies, config.gateway, vec![spec]).await?;
     let session = gw.open_session(
         &args.caller,
@@ -99,6 +100,7 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
         state_dir.display()
     );
     McpFrontEnd::new(gw, SessionSource::Fixed(session))
+        .with_elicitation(!args.no_elicitation && elicitation)
         .serve_stdio()
         .await?;
     Ok(ExitCode::SUCCESS)
@@ -121,11 +123,10 @@ pub struct ServeArgs {
 /// Run the HTTP API and Streamable HTTP MCP endpoint (and optionally stdio MCP).
 pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let dir = config
-        .server
-        .state_dir
-        .clone()
-        .or_else(|| state_dir.map(Path::to_path_buf))
+    // An explicit --state-dir (or $SECURECLAW_STATE_DIR) wins over the config file.
+    let dir = state_dir
+        .map(Path::to_path_buf)
+        .or_else(|| config.server.state_dir.clone())
         .unwrap_or_else(state::default_dir);
     let bind = args.bind.unwrap_or(config.server.http_bind);
     let loopback = bind.ip().is_loopback();

@@ -28,8 +28,9 @@ use std::process::ExitCode;
 /// `secureclaw demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Directory for the demo's state (keys, database, office state). Default: a new
-    /// directory under the system temp dir, kept afterwards so the audit log can be checked.
+    /// Directory for the demo's state (keys, database, office state). Default: the global
+    /// --state-dir if given, else a new directory under the system temp dir, kept afterwards
+    /// so the audit log can be checked.
     #[arg(long)]
     dir: Option<PathBuf>,
 }
@@ -188,8 +189,8 @@ fn approve(gw: &Gateway, action: &str, yes: bool) -> Result<()> {
 }
 
 /// Run the demo; exit 0 when every step behaved as expected.
-pub async fn run(args: DemoArgs) -> Result<ExitCode> {
-    let dir = match args.dir {
+pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode> {
+    let dir = match args.dir.or(state_dir) {
         Some(d) => d,
         None => std::env::temp_dir().join(format!(
             "secureclaw-demo-{}-{}",
@@ -434,7 +435,8 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         verified.unwrap_or(0)
     );
     println!(
-        "check it:  secureclaw --state-dir {} audit verify",
+        "check it:  {} --state-dir {} audit verify",
+        exe.display(),
         dir.display()
     );
     let _ = rt.client.cancel().await;

@@ -83,12 +83,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let explicit_state_dir = cli.state_dir.clone();
     let state_dir = cli.state_dir.unwrap_or_else(state::default_dir);
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Wrap(args) => commands::wrap(&state_dir, args).await,
-            Command::Serve(args) => commands::serve(Some(&state_dir), args).await,
-            Command::Demo(args) => demo::run(args).await,
+            Command::Serve(args) => commands::serve(explicit_state_dir.as_deref(), args).await,
+            Command::Demo(args) => demo::run(args, explicit_state_dir).await,
             Command::Approvals(c) => commands::approvals(&state_dir, c),
             Command::Audit(c) => commands::audit(&state_dir, c),
             Command::Policy(c) => commands::policy(c),

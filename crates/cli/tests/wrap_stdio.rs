@@ -90,8 +90,12 @@ impl Wrapped {
     }
 
     fn initialize(&mut self) {
+        self.initialize_with(json!({}));
+    }
+
+    fn initialize_with(&mut self, capabilities: Value) {
         self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}));
+            "protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "test", "version": "0"}}}));
         let r = self.response(1).expect("initialize answered");
         assert_eq!(r["result"]["serverInfo"]["name"], "secureclaw");
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -201,4 +205,35 @@ fn malformed_input_gets_errors_and_the_server_keeps_serving() {
     // Still serving.
     let r = w.call(15, "noop", json!({}));
     assert_eq!(r["result"]["isError"], false, "{r}");
+}
+
+/// Regression: `wrap --no-elicitation` was parsed but not applied, so a client declaring the
+/// elicitation capability (the agent itself) was asked — and could confirm its own action.
+#[test]
+fn no_elicitation_means_the_client_is_never_asked() {
+    let mut w = Wrapped::start("Send invoice INV-42 to approver@corp.example");
+    w.initialize_with(json!({"elicitation": {}}));
+    w.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "send_email", "arguments": {"to": "attacker@evil.example", "subject": "s", "body": "b"}}}));
+    // Any server-to-client request (elicitation/create) arrives before our response; with
+    // elicitation off there must be none, and the call must stay pending.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let response = loop {
+        let left = deadline
+            .checked_duration_since(std::time::Instant::now())
+            .expect("no answer in time");
+        let line = w.lines.recv_timeout(left).expect("no answer in time");
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        assert_ne!(
+            v["method"], "elicitation/create",
+            "the client was asked to confirm: {v}"
+        );
+        if v["id"] == json!(7) {
+            break v;
+        }
+    };
+    assert_eq!(
+        response["result"]["structuredContent"]["status"], "pending_confirmation",
+        "{response}"
+    );
 }

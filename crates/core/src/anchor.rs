@@ -139,6 +139,23 @@ fn strip_token(word: &str) -> &str {
     })
 }
 
+/// A single e-mail address: exactly one `@`, a non-empty local part and domain, and none of
+/// the characters that separate or quote addresses.
+fn single_address(target: &str) -> Option<(&str, &str)> {
+    let (local, domain) = target.split_once('@')?;
+    let bad = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '@' | ',' | ';' | '<' | '>' | '"' | '(' | ')' | '[' | ']' | '\\' | ':'
+            )
+    };
+    if local.is_empty() || domain.is_empty() || local.contains(bad) || domain.contains(bad) {
+        return None;
+    }
+    Some((local, domain))
+}
+
 fn matches_candidate(candidate: &str, target: &str) -> bool {
     let candidate = candidate.trim();
     if candidate.is_empty() {
@@ -151,16 +168,16 @@ fn matches_candidate(candidate: &str, target: &str) -> bool {
         if c == t {
             return true;
         }
-        // A candidate written with a trailing slash is a directory and anchors what is below.
-        return candidate.ends_with('/') && t.starts_with(&format!("{}/", c.trim_end_matches('/')));
+        // An absolute directory written with a trailing slash, with at least one segment,
+        // anchors what is below it (`/` alone or `./` anchor nothing).
+        let is_dir = candidate.ends_with('/') && c.starts_with('/') && c.len() > 1;
+        return is_dir && t.starts_with(&format!("{}/", c.trim_end_matches('/')));
     }
     if let Some(domain) = candidate
         .strip_prefix("*@")
         .or_else(|| candidate.strip_prefix('@'))
     {
-        return target
-            .rsplit_once('@')
-            .is_some_and(|(local, d)| !local.is_empty() && d.eq_ignore_ascii_case(domain));
+        return single_address(target).is_some_and(|(_, d)| d.eq_ignore_ascii_case(domain));
     }
     candidate.eq_ignore_ascii_case(target)
 }
@@ -224,6 +241,12 @@ mod tests {
         assert!(!is_anchored("/srv/reports/../secrets.txt", &e, &[]));
         assert!(!is_anchored("/srv/reportsX/a.txt", &e, &[]));
         assert!(!is_anchored("/etc/passwd", &e, &[]));
+        let e = env("compare the input / output in ./ and ~/", &[]);
+        assert!(
+            !is_anchored("/home/alice/.ssh/authorized_keys", &e, &[]),
+            "a lone slash anchors nothing"
+        );
+        assert!(!is_anchored("./x", &e, &[]));
         let e = env("edit /srv/a.txt", &[]);
         assert!(is_anchored("/srv/a.txt", &e, &[]));
         assert!(
@@ -240,6 +263,14 @@ mod tests {
         assert!(is_anchored("anyone@corp.example", &e, &ops));
         assert!(!is_anchored("anyone@corp.example.evil", &e, &ops));
         assert!(!is_anchored("@corp.example", &e, &ops));
+        for list in [
+            "attacker@evil.example,bob@corp.example",
+            "a@b@corp.example",
+            "x y@corp.example",
+            "\"a,b\"@corp.example",
+        ] {
+            assert!(!is_anchored(list, &e, &ops), "{list}");
+        }
     }
 
     #[test]

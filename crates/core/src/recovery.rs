@@ -68,6 +68,9 @@ pub enum ReasonCode {
     SessionUnknown,
     /// An internal error; nothing was executed.
     Internal,
+    /// The effect ran, but its result could not be recorded or declassified; it is withheld
+    /// and the action will not run again.
+    ResultWithheld,
 }
 
 impl ReasonCode {
@@ -102,6 +105,7 @@ impl ReasonCode {
             ReasonCode::UpstreamTimeout => "upstream_timeout",
             ReasonCode::SessionUnknown => "session_unknown",
             ReasonCode::Internal => "internal",
+            ReasonCode::ResultWithheld => "result_withheld",
         }
     }
 }
@@ -218,6 +222,10 @@ impl Recovery {
             ReasonCode::StoreUnavailable | ReasonCode::Internal => (
                 "the gateway could not complete the check; nothing was executed",
                 vec!["retry later".into()],
+            ),
+            ReasonCode::ResultWithheld => (
+                "the action was executed, but its result is withheld because it could not be recorded",
+                vec!["do not retry it; check the outcome with a read-only tool".into()],
             ),
             ReasonCode::Replay => (
                 "this action was already executed or attempted",

@@ -38,6 +38,24 @@ pub enum ExecError {
     Timeout,
 }
 
+impl ExecError {
+    /// A short class name without any upstream text (safe to log and store).
+    #[must_use]
+    pub fn class(&self) -> &'static str {
+        match self {
+            ExecError::UnknownUpstream(_) => "unknown_upstream",
+            ExecError::NeedsProof => "needs_proof",
+            ExecError::Handle(HandleDenial::Unavailable) => "handle_unavailable",
+            ExecError::Handle(HandleDenial::SinkForbidden) => "handle_sink_forbidden",
+            ExecError::Store => "store_unavailable",
+            ExecError::Upstream(UpstreamError::Start { .. }) => "upstream_start",
+            ExecError::Upstream(UpstreamError::Call { .. }) => "upstream_call",
+            ExecError::Upstream(UpstreamError::Unsupported(_)) => "upstream_unsupported_result",
+            ExecError::Timeout => "upstream_timeout",
+        }
+    }
+}
+
 /// Outcome of resolving one handle: the plaintext, or why not.
 pub type Resolution = Result<String, ResolveError>;
 

@@ -481,6 +481,7 @@ impl Gateway {
         session: &'a SessionRecord,
         entry: &'a ToolEntry,
         action: Option<&'a ActionId>,
+        resolved: &'a std::sync::Mutex<Vec<(String, HandleId)>>,
     ) -> impl FnMut(&HandleId) -> Resolution + 'a {
         move |id: &HandleId| {
             let now = self.now();
@@ -507,18 +508,32 @@ impl Gateway {
             ev.detail =
                 json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name)});
             self.audit(ev).map_err(|()| ResolveError::Store)?;
-            Ok(String::from_utf8_lossy(&value).into_owned())
+            let plain = String::from_utf8_lossy(&value).into_owned();
+            if let Ok(mut list) = resolved.lock() {
+                list.push((plain.clone(), id.clone()));
+            }
+            Ok(plain)
         }
     }
 
-    /// A read is anchored when every string argument is anchored (and there is at least one):
-    /// `read_invoice {"invoice_id": "INV-42"}` for a task naming INV-42. Passing an anchored
-    /// word in a free-text argument beside other text (`search {"q": "INV-43 approver@…"}`)
-    /// does not anchor what comes back.
+    /// A read is anchored when every scalar in its arguments — strings and numbers (as their
+    /// decimal text), at any depth — is anchored, and there is at least one:
+    /// `read_invoice {"invoice_id": "INV-42"}` for a task naming INV-42. An anchored word next
+    /// to an unnamed selector (`{"project": "alpha", "number": 8}`) does not anchor the object.
     fn read_anchored(&self, session: &SessionRecord, arguments: &Map<String, Value>) -> bool {
-        let strings: Vec<&str> = arguments.values().filter_map(Value::as_str).collect();
-        !strings.is_empty()
-            && strings
+        fn leaves(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(s.clone()),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|i| leaves(i, out)),
+                Value::Object(map) => map.values().for_each(|i| leaves(i, out)),
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        let mut all = Vec::new();
+        arguments.values().for_each(|v| leaves(v, &mut all));
+        !all.is_empty()
+            && all
                 .iter()
                 .all(|s| is_anchored(s, &session.envelope, &self.inner.config.trusted_targets))
     }
@@ -528,9 +543,20 @@ impl Gateway {
         session: &SessionRecord,
         entry: &ToolEntry,
         anchored: bool,
-        output: ToolOutput,
+        mut output: ToolOutput,
         action: Option<ActionId>,
+        resolved: &[(String, HandleId)],
     ) -> CallOutcome {
+        // A value the executor resolved for this call goes back to its handle before anything
+        // else looks at the result: an upstream that echoes its arguments must not turn a
+        // handle into plaintext for the runtime.
+        scrub_resolved(&mut output, resolved);
+        // After an effect ran, a failure here must not claim that nothing was executed.
+        let failed = if action.is_some() {
+            ReasonCode::ResultWithheld
+        } else {
+            ReasonCode::StoreUnavailable
+        };
         let d = Declassifier {
             keys: &self.inner.keys,
             store: &self.inner.store,
@@ -549,7 +575,7 @@ impl Gateway {
                         session,
                         &entry.exposed,
                         Some(entry),
-                        ReasonCode::StoreUnavailable,
+                        failed,
                         action.as_ref(),
                     );
                 }
@@ -562,7 +588,7 @@ impl Gateway {
                 session,
                 &entry.exposed,
                 Some(entry),
-                ReasonCode::StoreUnavailable,
+                failed,
                 action.as_ref(),
             ),
         }
@@ -583,7 +609,9 @@ impl Gateway {
             ExecError::Upstream(_) | ExecError::UnknownUpstream(_) => ReasonCode::UpstreamError,
             ExecError::NeedsProof => ReasonCode::Internal,
         };
-        tracing::warn!(tool = %entry.exposed, error = %err, "execution failed");
+        // Only the error class: an upstream message may quote arguments after handles were
+        // resolved, i.e. protected values.
+        tracing::warn!(tool = %entry.exposed, error = err.class(), "execution failed");
         self.deny(session, &entry.exposed, Some(entry), reason, action)
     }
 
@@ -614,8 +642,28 @@ impl Gateway {
         if entry.effect == EffectClass::Read {
             return match self.inner.policy.decide(&policy_request) {
                 PolicyDecision::Allow { .. } => {
+                    // A read sends its arguments to the provider and returns what it says:
+                    // resolving a handle for it would let the runtime read the value back
+                    // (a dereference oracle). Only handles whose record names this read tool
+                    // as a sink may flow into it.
+                    let qualified = format!("{}__{}", entry.upstream, entry.name);
+                    let explicit = prepared.handle_records.iter().all(|r| {
+                        r.allowed_sinks
+                            .iter()
+                            .any(|p| secureclaw_core::handle::glob_match(p, &qualified))
+                    });
+                    if !explicit {
+                        return self.deny(
+                            session,
+                            tool,
+                            Some(&entry),
+                            ReasonCode::HandleSinkForbidden,
+                            None,
+                        );
+                    }
                     let anchored = self.read_anchored(session, &arguments);
-                    let mut resolve = self.resolver(session, &entry, None);
+                    let resolved = std::sync::Mutex::new(Vec::new());
+                    let mut resolve = self.resolver(session, &entry, None, &resolved);
                     match self
                         .inner
                         .executor
@@ -628,7 +676,11 @@ impl Gateway {
                         )
                         .await
                     {
-                        Ok(output) => self.finish(session, &entry, anchored, output, None),
+                        Ok(output) => {
+                            drop(resolve);
+                            let pairs = resolved.into_inner().unwrap_or_default();
+                            self.finish(session, &entry, anchored, output, None, &pairs)
+                        }
                         Err(e) => self.exec_failure(session, &entry, &e, None),
                     }
                 }
@@ -880,8 +932,11 @@ impl Gateway {
             }
         };
         let binding = proof.binding().clone();
-        let mut resolve = self.resolver(session, &entry, Some(action_id));
+        let resolved = std::sync::Mutex::new(Vec::new());
+        let mut resolve = self.resolver(session, &entry, Some(action_id), &resolved);
         let result = self.inner.executor.commit(proof, &mut resolve).await;
+        drop(resolve);
+        let pairs = resolved.into_inner().unwrap_or_default();
         match result {
             Ok(output) => {
                 let digest = result_digest(&output);
@@ -901,17 +956,24 @@ impl Gateway {
                         session,
                         &entry.exposed,
                         Some(&entry),
-                        ReasonCode::StoreUnavailable,
+                        ReasonCode::ResultWithheld,
                         Some(action_id),
                     );
                 }
-                self.finish(session, &entry, false, output, Some(action_id.clone()))
+                self.finish(
+                    session,
+                    &entry,
+                    false,
+                    output,
+                    Some(action_id.clone()),
+                    &pairs,
+                )
             }
             Err(err) => {
                 let _ = self
                     .inner
                     .store
-                    .mark_failed(action_id, &err.to_string(), self.now());
+                    .mark_failed(action_id, err.class(), self.now());
                 self.exec_failure(session, &entry, &err, Some(action_id))
             }
         }
@@ -952,6 +1014,41 @@ impl Gateway {
                 );
             }
         };
+        // The re-issued call must be exactly the approved one — checked before anything else,
+        // so that an approval id cannot be attached to a different call (not even to obtain a
+        // "pending" answer naming the approval).
+        let Ok(original) = serde_json::from_str::<CanonicalRequest>(&action.request_json) else {
+            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id));
+        };
+        let (prepared, _) = match self.prepare(session, tool, &arguments) {
+            Ok(p) => p,
+            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)),
+        };
+        let mut reissued = prepared.request.clone();
+        reissued
+            .ctx
+            .policy_digest
+            .clone_from(&original.ctx.policy_digest);
+        match secureclaw_core::binding::verify(&self.inner.keys, &action.binding, &reissued) {
+            Ok(true) => {}
+            Ok(false) | Err(secureclaw_core::binding::BindingError::Canonical(_)) => {
+                return self.deny(
+                    session,
+                    tool,
+                    entry,
+                    ReasonCode::BindingMismatch,
+                    Some(action_id),
+                );
+            }
+            Err(secureclaw_core::binding::BindingError::Key(e)) => {
+                let reason = if matches!(e, secureclaw_core::keys::KeyError::Retired(_)) {
+                    ReasonCode::KeyRetired
+                } else {
+                    ReasonCode::KeyUnknown
+                };
+                return self.deny(session, tool, entry, reason, Some(action_id));
+            }
+        }
         match approval.state {
             ApprovalState::Pending => {
                 return CallOutcome::Pending(Recovery::new(
@@ -972,13 +1069,6 @@ impl Gateway {
             }
             ApprovalState::Approved => {}
         }
-        let Ok(original) = serde_json::from_str::<CanonicalRequest>(&action.request_json) else {
-            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id));
-        };
-        let (prepared, _) = match self.prepare(session, tool, &arguments) {
-            Ok(p) => p,
-            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)),
-        };
         let now = self.now();
         let artifact = AuthorizationArtifact {
             version: ARTIFACT_VERSION,
@@ -1090,26 +1180,14 @@ fn result_digest(output: &ToolOutput) -> String {
     ))
 }
 
-/// One line for the human approver: tool and arguments, each value cut to 200 characters.
+/// One line for the human approver: the tool and every argument in full.
 /// Shown only on the trusted side (approval API and CLI), never to the runtime.
 fn describe_call(entry: &ToolEntry, args: &Map<String, Value>) -> String {
+    // Every argument in full, JSON-encoded (control characters escaped, strings quoted), so
+    // padding, newlines or look-alike separators cannot hide part of a target from the human.
     let parts: Vec<String> = args
         .iter()
-        .map(|(k, v)| {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let cut: String = text.chars().take(200).collect();
-            format!(
-                "{k}={cut}{}",
-                if text.chars().count() > 200 {
-                    "…"
-                } else {
-                    ""
-                }
-            )
-        })
+        .map(|(k, v)| format!("{}={}", Value::String(k.clone()), v))
         .collect();
     format!("{}({})", entry.exposed, parts.join(", "))
 }
@@ -1193,5 +1271,41 @@ pub fn reveal_for_approver(store: &SqliteStore, text: &str) -> String {
     match value {
         Value::String(s) => s,
         _ => text.to_owned(),
+    }
+}
+
+/// Replace every occurrence of a resolved value in the output's strings (and object keys) by
+/// its handle. Longest values first, so a value containing another is replaced whole.
+fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
+    let mut pairs: Vec<&(String, HandleId)> =
+        resolved.iter().filter(|(v, _)| !v.is_empty()).collect();
+    if pairs.is_empty() {
+        return;
+    }
+    pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    let fix = |text: &str| -> String {
+        pairs.iter().fold(text.to_owned(), |acc, (value, id)| {
+            acc.replace(value.as_str(), &id.0)
+        })
+    };
+    fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
+        match v {
+            Value::String(s) => *s = fix(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, fix)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut val) in old {
+                    walk(&mut val, fix);
+                    map.insert(fix(&k), val);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    for block in &mut output.content {
+        walk(block, &fix);
+    }
+    if let Some(st) = output.structured.as_mut() {
+        walk(st, &fix);
     }
 }

@@ -26,7 +26,7 @@ use secureclaw_core::policy::EffectClass;
 use secureclaw_gateway::{CallOutcome, Gateway};
 use secureclaw_store::SessionRecord;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// `_meta` key carrying an approved action id on a re-issued call.
@@ -248,30 +248,34 @@ impl ServerHandler for McpFrontEnd {
                 approval.as_ref(),
             )
             .await;
-        // Ask the human at the client, if the client can be asked.
-        if let CallOutcome::Pending(rec) = &outcome {
+        // Ask the human at the client, if the client can be asked — only for an action this
+        // very call created (never for a re-issue naming an approval), and showing the stored,
+        // previewed call rather than anything the runtime sent now.
+        if let (CallOutcome::Pending(rec), None) = (&outcome, approval.as_ref()) {
             let modes = context.peer.supported_elicitation_modes();
             if let (Some(action), false, true) =
                 (rec.action_id.clone(), modes.is_empty(), self.elicitation)
             {
                 let action = ActionId(action);
-                let question = format!(
-                    "SecureClaw: allow `{}` with these arguments?\n{}\n(action {})",
-                    request.name,
-                    serde_json::to_string_pretty(&json!(arguments)).unwrap_or_default(),
-                    action
-                );
-                let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
-                let approve = matches!(answer, Ok(Some(ApprovalAnswer { approve: true })));
-                if self
-                    .gateway
-                    .decide_approval(&action, approve, "mcp-elicitation")
-                    .is_ok()
-                {
-                    outcome = self
+                if let Ok(Some(stored)) = self.gateway.store().action(&action) {
+                    let call = secureclaw_gateway::reveal_for_approver(
+                        self.gateway.store(),
+                        &stored.display,
+                    );
+                    let question =
+                        format!("SecureClaw: allow this call?\n{call}\n(action {action})");
+                    let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
+                    let approve = matches!(answer, Ok(Some(ApprovalAnswer { approve: true })));
+                    if self
                         .gateway
-                        .call(&session, &request.name, arguments, Some(&action))
-                        .await;
+                        .decide_approval(&action, approve, "mcp-elicitation")
+                        .is_ok()
+                    {
+                        outcome = self
+                            .gateway
+                            .call(&session, &request.name, arguments, Some(&action))
+                            .await;
+                    }
                 }
             }
         }

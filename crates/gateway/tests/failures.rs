@@ -1,0 +1,410 @@
+//! Bad input and broken infrastructure: unknown tools, oversized, deep or inexact arguments,
+//! hanging and crashing upstreams, an unavailable store. Every failure has its own reason
+//! code, executes nothing it should not, and leaves the gateway serving.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod common;
+
+use common::*;
+use secureclaw_core::recovery::ReasonCode;
+use secureclaw_gateway::CallOutcome;
+use secureclaw_store::LedgerState;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const SEND: &str = "office__send_email";
+
+async fn assert_serving(h: &Harness) {
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    handle_at(&inv, "iban");
+}
+
+#[tokio::test]
+async fn unknown_tools() {
+    let h = Harness::new().await;
+    for tool in [
+        "office__nope",
+        "send_email",
+        "office__",
+        "__send_email",
+        "OFFICE__SEND_EMAIL",
+        "office__send_email ",
+        "",
+    ] {
+        let o = h.call(&h.session, tool, email(APPROVER, "x"), None).await;
+        assert_denied(&o, ReasonCode::UnknownTool);
+    }
+    assert_eq!(h.sent(), 0);
+    completed(&h.call(&h.session, SEND, email(APPROVER, "x"), None).await);
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test]
+async fn oversized_deep_and_inexact_arguments() {
+    let mut config = test_config();
+    config.limits.max_argument_bytes = 1024;
+    let h = Harness::with_config(config).await;
+    // 2 KiB body.
+    let big = json!({"to": APPROVER, "subject": "x", "body": "a".repeat(2048)});
+    assert_denied(
+        &h.call(&h.session, SEND, big.clone(), None).await,
+        ReasonCode::InvalidArguments,
+    );
+    assert_eq!(
+        h.preview(&h.session, SEND, big).unwrap_err().reason,
+        ReasonCode::InvalidArguments
+    );
+    // Also on the read path.
+    let big_read = json!({"query": "a".repeat(2048)});
+    assert_denied(
+        &h.call(&h.session, "office__search_mail", big_read, None)
+            .await,
+        ReasonCode::InvalidArguments,
+    );
+    // 100 levels of nesting.
+    let mut deep = json!("bottom");
+    for _ in 0..100 {
+        deep = json!({"n": deep});
+    }
+    let o = h
+        .call(
+            &h.session,
+            SEND,
+            json!({"to": APPROVER, "subject": "x", "body": "y", "meta": deep}),
+            None,
+        )
+        .await;
+    assert_denied(&o, ReasonCode::InvalidArguments);
+    let mut deep_array = json!(1);
+    for _ in 0..100 {
+        deep_array = json!([deep_array]);
+    }
+    let o = h
+        .call(&h.session, "test__count", json!({"x": deep_array}), None)
+        .await;
+    assert_denied(&o, ReasonCode::InvalidArguments);
+    // Integers JCS cannot represent exactly.
+    let two_53_plus_1: u64 = (1 << 53) + 1;
+    for n in [
+        json!(two_53_plus_1),
+        json!(-(two_53_plus_1 as i64)),
+        json!(u64::MAX),
+        json!(1e300),
+    ] {
+        let o = h
+            .call(
+                &h.session,
+                "office__pay_invoice",
+                json!({"invoice_id": "INV-42", "iban": "x", "amount_cents": n}),
+                None,
+            )
+            .await;
+        assert_denied(&o, ReasonCode::InvalidArguments);
+        let o = h
+            .call(&h.session, "test__count", json!({"n": [n]}), None)
+            .await;
+        assert_denied(&o, ReasonCode::InvalidArguments);
+    }
+    assert_eq!(h.sent(), 0);
+    assert_eq!(h.payments(), 0);
+    assert_eq!(h.test.effects(), 0);
+    // Positive controls at the edges: 2^53 exactly, 60 levels, just under the size limit.
+    let o = h
+        .call(&h.session, "test__count", json!({"n": 1u64 << 53}), None)
+        .await;
+    completed(&o);
+    let mut ok_deep = json!(1);
+    for _ in 0..60 {
+        ok_deep = json!([ok_deep]);
+    }
+    completed(
+        &h.call(&h.session, "test__count", json!({"x": ok_deep}), None)
+            .await,
+    );
+    let fits = json!({"to": APPROVER, "subject": "x", "body": "a".repeat(900)});
+    completed(&h.call(&h.session, SEND, fits, None).await);
+    assert_eq!(h.test.effects(), 2);
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test]
+async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
+    let mut config = test_config();
+    config.limits.upstream_timeout_ms = 300;
+    let h = Harness::with_config(config).await;
+    let started = Instant::now();
+    let o = h.call(&h.session, "test__hang", json!({}), None).await;
+    assert_denied(&o, ReasonCode::UpstreamTimeout);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_serving(&h).await;
+    // An effectful call that hangs: timed out, its action id spent (at most once).
+    let p = h
+        .preview(&h.session, "test__hang_effect", json!({}))
+        .unwrap();
+    assert_eq!(p.decision, "allow");
+    let o = h
+        .commit(
+            &h.session,
+            "test__hang_effect",
+            json!({}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::UpstreamTimeout);
+    let entry = h.store.ledger_entry(&p.action_id).unwrap().unwrap();
+    assert_ne!(entry.state, LedgerState::Reserved);
+    let o = h
+        .commit(
+            &h.session,
+            "test__hang_effect",
+            json!({}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::Replay);
+    assert_eq!(h.test.effects(), 1);
+    // Through `call` as well, then other work proceeds.
+    let o = h
+        .call(&h.session, "test__hang_effect", json!({}), None)
+        .await;
+    assert_denied(&o, ReasonCode::UpstreamTimeout);
+    assert_serving(&h).await;
+    completed(
+        &h.call(&h.session, SEND, email(APPROVER, "after the hang"), None)
+            .await,
+    );
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test]
+async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
+    let h = Harness::new().await;
+    let o = h.call(&h.session, "test__crash", json!({}), None).await;
+    assert_denied(&o, ReasonCode::UpstreamError);
+    // The upstream's error text is not relayed.
+    assert!(!visible(&o).contains("server process exited"));
+    assert_serving(&h).await;
+    let o = h
+        .call(&h.session, "test__crash_effect", json!({}), None)
+        .await;
+    assert_denied(&o, ReasonCode::UpstreamError);
+    let p = h
+        .preview(&h.session, "test__crash_effect", json!({}))
+        .unwrap();
+    assert_denied(
+        &h.commit(
+            &h.session,
+            "test__crash_effect",
+            json!({}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await,
+        ReasonCode::UpstreamError,
+    );
+    assert_eq!(
+        h.store.ledger_entry(&p.action_id).unwrap().unwrap().state,
+        LedgerState::Failed
+    );
+    assert_denied(
+        &h.commit(
+            &h.session,
+            "test__crash_effect",
+            json!({}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await,
+        ReasonCode::Replay,
+    );
+    assert_eq!(h.test.effects(), 2);
+    // A tool-level error (isError) is a completed call the runtime sees as an error.
+    let o = h
+        .call(
+            &h.session,
+            "office__read_invoice",
+            json!({"invoice_id": "INV-99"}),
+            None,
+        )
+        .await;
+    match &o {
+        CallOutcome::Completed { output, .. } => assert!(output.is_error),
+        other => panic!("{other:?}"),
+    }
+    assert_serving(&h).await;
+    completed(&h.call(&h.session, "test__count", json!({}), None).await);
+    assert_eq!(h.test.effects(), 3);
+}
+
+/// The store is locked by another connection (`BEGIN EXCLUSIVE`) until the busy timeout
+/// (5 s) runs out: the call fails closed before anything runs; once released, it serves.
+#[tokio::test]
+async fn an_unavailable_store_fails_closed_and_recovers() {
+    let h = Harness::new().await;
+    // A: the preview cannot record the action.
+    let lock = h.lock_store();
+    let o = h.call(&h.session, "test__count", json!({}), None).await;
+    assert_denied(&o, ReasonCode::StoreUnavailable);
+    assert_eq!(
+        h.test.effects(),
+        0,
+        "nothing may execute while the store is down"
+    );
+    lock.release();
+    completed(&h.call(&h.session, "test__count", json!({}), None).await);
+    assert_eq!(h.test.effects(), 1);
+    // B: previewed while the store was up; the ledger cannot be marked at commit.
+    let p = h
+        .preview(&h.session, "test__count", json!({"k": 1}))
+        .unwrap();
+    let lock = h.lock_store();
+    let o = h
+        .commit(
+            &h.session,
+            "test__count",
+            json!({"k": 1}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::StoreUnavailable);
+    assert_eq!(h.test.effects(), 1);
+    lock.release();
+    // The failed attempt did not spend the action id.
+    completed(
+        &h.commit(
+            &h.session,
+            "test__count",
+            json!({"k": 1}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), 2);
+    h.assert_audit_clean();
+}
+
+/// The effect ran, then the store failed while recording it. The runtime must not be told
+/// that "nothing was executed" (it would retry and repeat the effect).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_after_the_effect_does_not_claim_nothing_ran() {
+    let h = Harness::new().await;
+    let gw = h.gw.clone();
+    let session = h.session.clone();
+    let task = tokio::spawn(async move {
+        gw.call(&session, "test__gated", args(json!({})), None)
+            .await
+    });
+    // Wait until the upstream is executing the effect.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.test.effects() == 0 {
+        assert!(Instant::now() < deadline, "the gated tool was never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let lock = h.lock_store();
+    h.test.open_gate();
+    let o = task.await.unwrap();
+    lock.release();
+    assert_eq!(h.test.effects(), 1);
+    if let CallOutcome::Denied(r) | CallOutcome::Pending(r) = &o {
+        assert!(
+            !r.message.contains("nothing was executed"),
+            "the effect ran, but the runtime was told: {}",
+            r.render()
+        );
+    }
+}
+
+#[tokio::test]
+async fn audit_after_failures_verifies_and_holds_no_plaintext() {
+    let mut config = test_config();
+    config.limits.upstream_timeout_ms = 300;
+    config.limits.max_argument_bytes = 1024;
+    let h = Harness::with_config(config).await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
+    let contact = handle_at(&inv, "contact_email");
+    let calls: Vec<(&str, Value)> = vec![
+        ("office__nope", json!({})),
+        ("test__hang", json!({})),
+        ("test__crash", json!({})),
+        (
+            SEND,
+            json!({"to": APPROVER, "subject": "x", "body": "a".repeat(2048)}),
+        ),
+        (
+            SEND,
+            json!({"to": APPROVER, "subject": "x", "body": format!("{iban}")}),
+        ),
+        (
+            SEND,
+            json!({"to": APPROVER, "subject": "x", "body": format!("{contact}")}),
+        ),
+        (
+            "office__pay_invoice",
+            json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": 129_900}),
+        ),
+    ];
+    for (tool, a) in calls {
+        let _ = h.call(&h.session, tool, a, None).await;
+    }
+    let lock = h.lock_store();
+    let _ = h.call(&h.session, "test__count", json!({}), None).await;
+    lock.release();
+    assert_eq!(h.test.effects(), 0);
+    assert_eq!(h.payments(), 1);
+    assert_eq!(h.state().sent[0].body, CONTACT);
+    h.assert_audit_clean();
+}
+
+#[tokio::test]
+async fn hidden_tools_are_unknown() {
+    let mut config = test_config();
+    config.tools.insert(
+        0,
+        secureclaw_gateway::ToolRule {
+            tool: "office__pay_*".into(),
+            effect: None,
+            destructive: None,
+            targets: None,
+            hidden: true,
+        },
+    );
+    let h = Harness::with_config(config).await;
+    let listed: Vec<String> =
+        h.gw.list_tools("alice")
+            .into_iter()
+            .map(|t| t.exposed)
+            .collect();
+    assert!(
+        !listed.contains(&"office__pay_invoice".to_owned()),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&"office__send_email".to_owned()),
+        "{listed:?}"
+    );
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let pay = json!({"invoice_id": "INV-42", "iban": handle_at(&inv, "iban"), "amount_cents": 1});
+    assert_denied(
+        &h.call(&h.session, "office__pay_invoice", pay.clone(), None)
+            .await,
+        ReasonCode::UnknownTool,
+    );
+    assert_eq!(
+        h.preview(&h.session, "office__pay_invoice", pay)
+            .unwrap_err()
+            .reason,
+        ReasonCode::UnknownTool
+    );
+    assert_eq!(h.payments(), 0);
+}

@@ -1,0 +1,356 @@
+//! Handles: the read path hands out handles instead of protected values; only the executor
+//! resolves them, only in their own session, while live, and only for sinks their record
+//! allows.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod common;
+
+use common::*;
+use secureclaw_core::classify::FieldRule;
+use secureclaw_core::handle::{HandleId, Sensitivity};
+use secureclaw_core::recovery::ReasonCode;
+use secureclaw_gateway::{CallOutcome, GatewayError};
+use serde_json::{Value, json};
+
+const SEND: &str = "office__send_email";
+const PAY: &str = "office__pay_invoice";
+
+fn body_with(handle: &str) -> Value {
+    json!({"to": APPROVER, "subject": "INV-42", "body": format!("Vendor contact: {handle}")})
+}
+
+fn pay(iban: &str) -> Value {
+    json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": 129_900})
+}
+
+#[tokio::test]
+async fn reading_inv_42_yields_handles_not_values() {
+    let h = Harness::new().await;
+    let o = h
+        .call(
+            &h.session,
+            "office__read_invoice",
+            json!({"invoice_id": "INV-42"}),
+            None,
+        )
+        .await;
+    let out = completed(&o);
+    let summary = out.structured.clone().unwrap();
+    let iban = handle_at(&summary, "iban");
+    let contact = handle_at(&summary, "contact_email");
+    assert_ne!(iban, contact);
+    let notes = summary["notes"].as_str().unwrap();
+    assert!(!notes.contains(ATTACKER), "{notes}");
+    assert!(email_handle_in(notes).is_some(), "{notes}");
+    // The text block carries the same handles and no value either.
+    let text = out.content[0]["text"].as_str().unwrap();
+    assert!(text.contains(&iban) && text.contains(&contact), "{text}");
+    assert!(!text.contains(IBAN) && !text.contains(CONTACT) && !text.contains(ATTACKER));
+    // The runtime may describe its handle (label, sensitivity, sinks), never read it.
+    let d =
+        h.gw.describe_handle(&h.session, &HandleId(iban.clone()))
+            .unwrap();
+    assert_eq!(d["label"], "payee_iban");
+    assert_eq!(d["sensitivity"], "high");
+    assert_no_plaintext("handle description", &d.to_string());
+    // Other invoices and the mailbox too.
+    let other = h.read_invoice(&h.session, "INV-43").await;
+    handle_at(&other, "iban");
+    let mail = h
+        .call(
+            &h.session,
+            "office__search_mail",
+            json!({"query": "INV-42"}),
+            None,
+        )
+        .await;
+    let mail = visible(&mail);
+    assert!(
+        !mail.contains(CONTACT) && mail.contains("hdl_em_"),
+        "{mail}"
+    );
+    h.assert_audit_clean();
+}
+
+#[tokio::test]
+async fn a_guessed_handle_is_unavailable() {
+    let h = Harness::new().await;
+    let _ = h.read_invoice(&h.session, "INV-42").await;
+    for guess in [
+        format!("hdl_em_{}", "a".repeat(32)),
+        format!("hdl_fld_{}", "234567abcdefghijklmnopqrstuvwxyz"),
+        format!("hdl_ib_{}", "q".repeat(32)),
+    ] {
+        let o = h.call(&h.session, SEND, body_with(&guess), None).await;
+        assert_denied(&o, ReasonCode::HandleUnavailable);
+        let r = h.preview(&h.session, SEND, body_with(&guess)).unwrap_err();
+        assert_eq!(r.reason, ReasonCode::HandleUnavailable);
+        // Also as a read argument and as the recipient.
+        let o = h
+            .call(
+                &h.session,
+                "office__search_mail",
+                json!({"query": guess}),
+                None,
+            )
+            .await;
+        assert_denied(&o, ReasonCode::HandleUnavailable);
+        let o = h.call(&h.session, SEND, email(&guess, "x"), None).await;
+        assert_denied(&o, ReasonCode::HandleUnavailable);
+    }
+    assert_eq!(h.sent(), 0);
+    // Describing a guessed handle gives the same generic answer as a foreign one.
+    assert!(matches!(
+        h.gw.describe_handle(&h.session, &HandleId(format!("hdl_em_{}", "a".repeat(32)))),
+        Err(GatewayError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_handle_of_another_session_is_unavailable() {
+    let h = Harness::new().await;
+    let mine = h.read_invoice(&h.session, "INV-42").await;
+    let my_contact = handle_at(&mine, "contact_email");
+    let other_session = h.open_session("alice");
+    let other_caller = h.open_session("mallory");
+    let theirs = h.read_invoice(&other_caller, "INV-42").await;
+    let their_contact = handle_at(&theirs, "contact_email");
+    for (s, handle) in [
+        (&other_session, &my_contact),
+        (&other_caller, &my_contact),
+        (&h.session, &their_contact),
+    ] {
+        let o = h.call(s, SEND, body_with(handle), None).await;
+        assert_denied(&o, ReasonCode::HandleUnavailable);
+        assert!(matches!(
+            h.gw.describe_handle(s, &HandleId(handle.clone())),
+            Err(GatewayError::NotFound(_))
+        ));
+        assert!(matches!(
+            h.gw.revoke_handle(s, &HandleId(handle.clone())),
+            Err(GatewayError::NotFound(_))
+        ));
+    }
+    assert_eq!(h.sent(), 0);
+    // Positive control: each session uses its own handle; the executor resolves it.
+    completed(&h.call(&h.session, SEND, body_with(&my_contact), None).await);
+    completed(
+        &h.call(&other_caller, SEND, body_with(&their_contact), None)
+            .await,
+    );
+    let state = h.state();
+    assert_eq!(state.sent.len(), 2);
+    assert!(
+        state
+            .sent
+            .iter()
+            .all(|m| m.body == format!("Vendor contact: {CONTACT}"))
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_handle_is_unavailable() {
+    let h = Harness::new().await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let contact = handle_at(&inv, "contact_email");
+    // Previewed before revocation, committed after: the executor re-checks at resolution.
+    let p = h.preview(&h.session, SEND, body_with(&contact)).unwrap();
+    assert_eq!(p.decision, "allow");
+    h.gw.revoke_handle(&h.session, &HandleId(contact.clone()))
+        .unwrap();
+    let o = h
+        .commit(
+            &h.session,
+            SEND,
+            body_with(&contact),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::HandleUnavailable);
+    let o = h.call(&h.session, SEND, body_with(&contact), None).await;
+    assert_denied(&o, ReasonCode::HandleUnavailable);
+    assert_eq!(h.sent(), 0);
+    // Positive control: a fresh read gives a fresh, usable handle.
+    let again = h.read_invoice(&h.session, "INV-42").await;
+    let fresh = handle_at(&again, "contact_email");
+    assert_ne!(fresh, contact);
+    completed(&h.call(&h.session, SEND, body_with(&fresh), None).await);
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test]
+async fn an_expired_handle_is_unavailable() {
+    let mut config = test_config();
+    config.limits.handle_ttl_ms = 600_000;
+    let h = Harness::with_config(config).await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let contact = handle_at(&inv, "contact_email");
+    let iban = handle_at(&inv, "iban");
+    h.clock.advance(600_000);
+    // Live through its last instant.
+    let p = h.preview(&h.session, SEND, body_with(&contact)).unwrap();
+    assert_eq!(p.decision, "allow");
+    h.clock.advance(1);
+    let o = h
+        .commit(
+            &h.session,
+            SEND,
+            body_with(&contact),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::HandleUnavailable);
+    let o = h.call(&h.session, SEND, body_with(&contact), None).await;
+    assert_denied(&o, ReasonCode::HandleUnavailable);
+    let o = h.call(&h.session, PAY, pay(&iban), None).await;
+    assert_denied(&o, ReasonCode::HandleUnavailable);
+    assert_eq!(h.sent(), 0);
+    assert_eq!(h.payments(), 0);
+    let again = h.read_invoice(&h.session, "INV-42").await;
+    completed(
+        &h.call(
+            &h.session,
+            SEND,
+            body_with(&handle_at(&again, "contact_email")),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(h.sent(), 1);
+}
+
+#[tokio::test]
+async fn the_iban_handle_may_not_flow_into_email() {
+    let h = Harness::new().await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
+    let cases = [
+        json!({"to": APPROVER, "subject": "INV-42", "body": format!("Pay to {iban}")}),
+        json!({"to": APPROVER, "subject": iban, "body": "see subject"}),
+        json!({"to": APPROVER, "subject": "x", "body": "y", "attachments": [iban]}),
+    ];
+    for args in cases {
+        let o = h.call(&h.session, SEND, args.clone(), None).await;
+        assert_denied(&o, ReasonCode::HandleSinkForbidden);
+        let o = h.call(&h.session, "office__save_draft", args, None).await;
+        assert_denied(&o, ReasonCode::HandleSinkForbidden);
+    }
+    // Nor into a read tool's arguments (the read path resolves handles too).
+    let o = h
+        .call(
+            &h.session,
+            "office__search_mail",
+            json!({"query": iban}),
+            None,
+        )
+        .await;
+    assert_denied(&o, ReasonCode::HandleSinkForbidden);
+    assert_eq!(h.sent(), 0);
+    assert!(h.state().drafts.is_empty());
+}
+
+#[tokio::test]
+async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
+    let h = Harness::new().await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
+    let o = h.call(&h.session, PAY, pay(&iban), None).await;
+    let out = completed(&o);
+    assert_eq!(out.structured.as_ref().unwrap()["status"], "paid");
+    let state = h.state();
+    assert_eq!(state.payments.len(), 1);
+    assert_eq!(
+        state.payments[0].iban, IBAN,
+        "the executor resolved the handle"
+    );
+    assert_eq!(state.payments[0].amount_cents, 129_900);
+    // The same handle in a two-phase flow: resolved at commit, never in the canonical request.
+    let p = h.preview(&h.session, PAY, pay(&iban)).unwrap();
+    assert_eq!(p.decision, "allow");
+    completed(
+        &h.commit(&h.session, PAY, pay(&iban), &p.action_id, Some(&p.artifact))
+            .await,
+    );
+    assert_eq!(h.payments(), 2);
+    let action = h.store.action(&p.action_id).unwrap().unwrap();
+    assert!(!action.request_json.contains(IBAN) && action.request_json.contains(&iban));
+    h.assert_audit_clean();
+}
+
+#[tokio::test]
+async fn a_resolved_value_echoed_in_a_tool_error_is_declassified_again() {
+    let h = Harness::new().await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
+    // pay_invoice is an allowed sink for the IBAN; the strict demo server rejects the
+    // resolved IBAN as an amount and quotes it in its error message.
+    let o = h
+        .call(
+            &h.session,
+            PAY,
+            json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": iban}),
+            None,
+        )
+        .await;
+    match &o {
+        CallOutcome::Completed { output, .. } => assert!(output.is_error, "{output:?}"),
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+    // `call_on` already asserted that the IBAN is not in what the runtime sees.
+    assert_eq!(h.payments(), 0);
+}
+
+/// A protected field that no identifier detector recognises (a vendor name), resolved by the
+/// read path into a tool that echoes its input, must not come back to the runtime in clear.
+#[tokio::test]
+async fn a_read_tool_is_no_dereference_oracle() {
+    let mut config = test_config();
+    config.classify.push(FieldRule {
+        upstream: "office".into(),
+        tool: "read_invoice".into(),
+        path: "/vendor".into(),
+        label: "vendor_name".into(),
+        sensitivity: Sensitivity::Medium,
+        allowed_sinks: vec![],
+        anchor: false,
+    });
+    let h = Harness::with_config(config).await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let vendor = handle_at(&inv, "vendor");
+    assert!(!inv.to_string().contains("Acme Supplies GmbH"));
+    let o =
+        h.gw.call(
+            &h.session,
+            "test__echo",
+            args(json!({"text": vendor})),
+            None,
+        )
+        .await;
+    let seen = visible(&o);
+    assert!(
+        !seen.contains("Acme Supplies GmbH"),
+        "the runtime dereferenced a handle through an echoing read tool: {seen}"
+    );
+    // Same through the demo server's own error message.
+    let o =
+        h.gw.call(
+            &h.session,
+            "office__read_invoice",
+            args(json!({"invoice_id": vendor})),
+            None,
+        )
+        .await;
+    let seen = visible(&o);
+    assert!(
+        !seen.contains("Acme Supplies GmbH"),
+        "the runtime dereferenced a handle through a read tool's error: {seen}"
+    );
+}
