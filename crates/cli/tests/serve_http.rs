@@ -78,10 +78,12 @@ fn serve(config: &Path, state: &Path, port: u16) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Wrapped at once, so the child is killed and reaped on every path (Drop).
+    let server = Server(child);
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Server(child);
+            return server;
         }
         std::thread::sleep(Duration::from_millis(100));
     }

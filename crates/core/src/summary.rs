@@ -183,7 +183,7 @@ pub fn summarize(
 ) -> Summary {
     let mut run = Run {
         cfg,
-        markers: Markers::new(&cfg.injection_markers),
+        markers: Markers::cached(&cfg.injection_markers),
         field_label,
         mint,
         truncated: false,
@@ -215,7 +215,7 @@ pub fn summarize_text(
     let no_rules = |_: &str| -> Option<String> { None };
     let mut run = Run {
         cfg,
-        markers: Markers::new(&cfg.injection_markers),
+        markers: Markers::cached(&cfg.injection_markers),
         field_label: &no_rules,
         mint,
         truncated: false,
@@ -246,7 +246,7 @@ impl Whole {
 /// One application of D: configuration, callbacks and the running counters.
 struct Run<'a> {
     cfg: &'a SummaryConfig,
-    markers: Markers,
+    markers: std::sync::Arc<Markers>,
     field_label: &'a dyn Fn(&str) -> Option<String>,
     mint: &'a mut dyn FnMut(&Protected) -> String,
     truncated: bool,
@@ -445,7 +445,29 @@ enum Markers {
     Ascii(Vec<String>),
 }
 
+/// The last compiled marker set, keyed by its configuration: building the alternation costs
+/// far more than applying it (hundreds of µs for the default list), and a gateway uses one
+/// configuration for its whole life.
+type MarkerSlot = Option<(Vec<String>, std::sync::Arc<Markers>)>;
+static MARKER_CACHE: std::sync::LazyLock<std::sync::Mutex<MarkerSlot>> =
+    std::sync::LazyLock::new(|| std::sync::Mutex::new(None));
+
 impl Markers {
+    /// The compiled form of `markers`, from the cache when the list is unchanged.
+    fn cached(markers: &[String]) -> std::sync::Arc<Self> {
+        let Ok(mut slot) = MARKER_CACHE.lock() else {
+            return std::sync::Arc::new(Self::new(markers));
+        };
+        if let Some((key, compiled)) = slot.as_ref()
+            && key.as_slice() == markers
+        {
+            return compiled.clone();
+        }
+        let compiled = std::sync::Arc::new(Self::new(markers));
+        *slot = Some((markers.to_vec(), compiled.clone()));
+        compiled
+    }
+
     fn new(markers: &[String]) -> Self {
         let mut words: Vec<Vec<&str>> = markers
             .iter()

@@ -7,6 +7,8 @@
 //! - `core/canonical_bytes_1k`, `core/canonical_bytes_and_binding_1k`: RFC 8785 bytes of the
 //!   canonical request, and bytes + HMAC binding digest (`binding::bind`);
 //! - `policy/cedar_decide_effect`: one Cedar decision on the call's facts;
+//! - `core/summarize_text_ok`: the read path's declassification (operator D) of the one-word
+//!   text result `ok` — what the gateway adds to the demo server's `noop` on the read path;
 //! - `artifact/seal_and_open`: seal an authorization artifact and open (verify) it;
 //! - `acceptance/accept_memory_ledger`: the whole acceptance predicate (artifact open,
 //!   binding recomputation, freshness, single-use mark) against an in-memory ledger;
@@ -25,6 +27,7 @@ use secureclaw_core::artifact::AuthorizationArtifact;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::bind;
 use secureclaw_core::policy::PolicyEngine;
+use secureclaw_core::summary::{SummaryConfig, summarize_text};
 use std::hint::black_box;
 
 fn preview_commit(c: &mut Criterion) {
@@ -53,6 +56,11 @@ fn pieces(c: &mut Criterion) {
     let facts = policy_request();
     c.bench_function("policy/cedar_decide_effect", |b| {
         b.iter(|| parts.policy.decide(black_box(&facts)));
+    });
+
+    let summary = SummaryConfig::default();
+    c.bench_function("core/summarize_text_ok", |b| {
+        b.iter(|| summarize_text(black_box("ok"), &summary, &mut |_| String::new()));
     });
 
     let id = action_id();

@@ -6,14 +6,17 @@
 //! one `Gateway::preview` with a fresh action id followed by its `Gateway::commit`; preview
 //! and commit are also timed separately. The pieces (canonical bytes + binding, Cedar
 //! decision, artifact seal + open, acceptance predicate with an in-memory ledger, one audit
-//! append) are timed the same way for the breakdown.
+//! append, and the read path's declassification of a one-word text result) are timed the same
+//! way for the breakdown.
 //!
 //! ```text
-//! cargo run --release -p secureclaw-gateway --example commit_latency -- [--iterations N] [--warmup W]
+//! cargo run --release -p secureclaw-gateway --example commit_latency -- \
+//!     [--iterations N] [--warmup W] [--only wal|memory|pieces|store]
 //! ```
 //!
-//! Defaults: N = 20000 measured iterations per row after W = 2000 warm-up iterations. Prints
-//! one Markdown table row per measurement, in microseconds. Nothing here checks a threshold.
+//! Defaults: N = 20000 measured iterations per row after W = 2000 warm-up iterations, every
+//! group of rows (`--only` picks one, e.g. to count fsyncs under `strace`). Prints one Markdown
+//! table row per measurement, in microseconds. Nothing here checks a threshold.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -24,6 +27,7 @@ use secureclaw_core::artifact::AuthorizationArtifact;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::bind;
 use secureclaw_core::policy::PolicyEngine;
+use secureclaw_core::summary::{SummaryConfig, summarize_text};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -146,6 +150,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n = arg(&args, "--iterations", 20_000);
     let warmup = arg(&args, "--warmup", 2_000);
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let run = |group: &str| only.as_deref().is_none_or(|o| o == group);
     println!(
         "commit_latency: {n} measured iterations per row after {warmup} warm-up iterations; times in µs"
     );
@@ -153,9 +163,21 @@ fn main() {
     println!("| measurement | n | p50 | p90 | p99 | max | mean |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
 
-    preview_commit_rows(StoreKind::SqliteWal, warmup, n);
-    preview_commit_rows(StoreKind::SqliteMemory, warmup, n);
+    if run("wal") {
+        preview_commit_rows(StoreKind::SqliteWal, warmup, n);
+    }
+    if run("memory") {
+        preview_commit_rows(StoreKind::SqliteMemory, warmup, n);
+    }
+    if run("pieces") {
+        pieces(warmup, n);
+    }
+    if run("store") {
+        store_rows(warmup, n);
+    }
+}
 
+fn pieces(warmup: usize, n: usize) {
     let fx = Fixture::new(StoreKind::SqliteMemory);
     let parts = CoreParts::new(&fx);
     let request = &parts.request;
@@ -175,6 +197,17 @@ fn main() {
         n,
         || {
             black_box(parts.policy.decide(black_box(&facts)));
+        },
+    );
+    let summary = SummaryConfig::default();
+    time(
+        "core: declassify the text `ok` (summarize_text, default config)",
+        warmup,
+        n,
+        || {
+            black_box(summarize_text(black_box("ok"), &summary, &mut |_| {
+                String::new()
+            }));
         },
     );
     let claims = parts.artifact(&action_id(), now());
@@ -209,14 +242,15 @@ fn main() {
             "accept",
         );
         let d = t.elapsed();
-        black_box(proof);
+        let _spent = black_box(proof);
         if i >= warmup {
             accept_samples.push(d);
         }
     }
     accept_samples.report();
-    drop(fx);
+}
 
+fn store_rows(warmup: usize, n: usize) {
     for kind in [StoreKind::SqliteWal, StoreKind::SqliteMemory] {
         let fx = Fixture::new(kind);
         let store = fx.gateway.store().clone();

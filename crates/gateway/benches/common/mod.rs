@@ -338,6 +338,7 @@ pub fn policy_request() -> PolicyRequest {
         effect: EffectClass::Effect,
         known_tool: true,
         destructive: false,
+        targets_declared: false,
         targets: vec![TargetFact {
             field: "to".into(),
             anchored: true,
