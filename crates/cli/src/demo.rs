@@ -14,10 +14,8 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
-use secureclaw_core::classify::FieldRule;
-use secureclaw_core::handle::Sensitivity;
 use secureclaw_gateway::{
-    Gateway, GatewayConfig, ToolRule, UpstreamSpec, UpstreamTransport, decide_approval,
+    Gateway, GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval,
 };
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
@@ -38,43 +36,6 @@ pub struct DemoArgs {
 const TASK: &str = "Please send invoice INV-42 to our approver approver@corp.example for sign-off.";
 const ATTACKER: &str = "attacker@evil.example";
 const IBAN: &str = "DE89370400440532013000";
-
-/// Gateway configuration of the demo office: which invoice fields are protected and how.
-pub fn demo_config() -> GatewayConfig {
-    let rule = |path: &str, label: &str, sensitivity, sinks: &[&str]| FieldRule {
-        upstream: "office".into(),
-        tool: "read_invoice".into(),
-        path: path.into(),
-        label: label.into(),
-        sensitivity,
-        allowed_sinks: sinks.iter().map(|s| (*s).to_owned()).collect(),
-        anchor: true,
-    };
-    GatewayConfig {
-        classify: vec![
-            rule(
-                "/iban",
-                "payee_iban",
-                Sensitivity::High,
-                &["office__pay_invoice"],
-            ),
-            rule(
-                "/contact_email",
-                "counterparty_email",
-                Sensitivity::Medium,
-                &[],
-            ),
-        ],
-        tools: vec![ToolRule {
-            tool: "office__save_draft".into(),
-            effect: None,
-            destructive: Some(false),
-            targets: Some(vec![]),
-            hidden: false,
-        }],
-        ..GatewayConfig::default()
-    }
-}
 
 struct Runtime {
     client: RunningService<RoleClient, ()>,
@@ -216,7 +177,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         namespace: true,
     };
     println!("SecureClaw demo: the paper's running example (invoice INV-42)\n");
-    let gw = stack::start(&dir, &[], demo_config(), vec![spec]).await?;
+    let gw = stack::start(&dir, &[], GatewayConfig::demo_office(), vec![spec]).await?;
     let session = gw.open_session(
         "alice",
         TaskEnvelope {

@@ -3,6 +3,7 @@
 //! fields so that a typo is reported with the key's name instead of being ignored.
 
 use secureclaw_core::classify::FieldRule;
+use secureclaw_core::handle::Sensitivity;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::summary::SummaryConfig;
 use serde::{Deserialize, Serialize};
@@ -200,4 +201,47 @@ pub struct GatewayConfig {
     pub summary: SummaryConfig,
     /// Tool overrides, first match wins.
     pub tools: Vec<ToolRule>,
+}
+
+impl GatewayConfig {
+    /// The configuration of the demo office (`crates/demo-tools`), used by `secureclaw demo`
+    /// and by the integration tests: an invoice's IBAN is a `high` value that may only flow to
+    /// `office__pay_invoice`, its contact address a `medium` one, both trusted attributes of
+    /// the invoice (`anchor`); drafts are declared target-less and non-destructive.
+    #[must_use]
+    pub fn demo_office() -> Self {
+        let rule = |path: &str, label: &str, sensitivity, sinks: &[&str]| FieldRule {
+            upstream: "office".into(),
+            tool: "read_invoice".into(),
+            path: path.into(),
+            label: label.into(),
+            sensitivity,
+            allowed_sinks: sinks.iter().map(|s| (*s).to_owned()).collect(),
+            anchor: true,
+        };
+        Self {
+            classify: vec![
+                rule(
+                    "/iban",
+                    "payee_iban",
+                    Sensitivity::High,
+                    &["office__pay_invoice"],
+                ),
+                rule(
+                    "/contact_email",
+                    "counterparty_email",
+                    Sensitivity::Medium,
+                    &[],
+                ),
+            ],
+            tools: vec![ToolRule {
+                tool: "office__save_draft".into(),
+                effect: None,
+                destructive: Some(false),
+                targets: Some(vec![]),
+                hidden: false,
+            }],
+            ..Self::default()
+        }
+    }
 }

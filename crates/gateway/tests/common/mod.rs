@@ -17,8 +17,6 @@ use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
-use secureclaw_core::classify::FieldRule;
-use secureclaw_core::handle::Sensitivity;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::recovery::{ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
@@ -93,39 +91,7 @@ impl TestClock {
 /// The demo office's gateway configuration (as `secureclaw demo` uses it).
 #[must_use]
 pub fn demo_config() -> GatewayConfig {
-    let rule = |path: &str, label: &str, sensitivity, sinks: &[&str]| FieldRule {
-        upstream: "office".into(),
-        tool: "read_invoice".into(),
-        path: path.into(),
-        label: label.into(),
-        sensitivity,
-        allowed_sinks: sinks.iter().map(|s| (*s).to_owned()).collect(),
-        anchor: true,
-    };
-    GatewayConfig {
-        classify: vec![
-            rule(
-                "/iban",
-                "payee_iban",
-                Sensitivity::High,
-                &["office__pay_invoice"],
-            ),
-            rule(
-                "/contact_email",
-                "counterparty_email",
-                Sensitivity::Medium,
-                &[],
-            ),
-        ],
-        tools: vec![ToolRule {
-            tool: "office__save_draft".into(),
-            effect: None,
-            destructive: Some(false),
-            targets: Some(vec![]),
-            hidden: false,
-        }],
-        ..GatewayConfig::default()
-    }
+    GatewayConfig::demo_office()
 }
 
 /// A config with a generous upstream timeout (the machine may be loaded by parallel builds).
