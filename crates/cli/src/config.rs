@@ -34,6 +34,33 @@
 //! transport = "stdio"
 //! command = "secureclaw"
 //! args = ["demo-tools", "--state", "/tmp/office.json"]
+//!
+//! # Issue-time privacy contracts (Ghost Tool Calls). Off by default: pre-commit calls are
+//! # then deferred until their branch is promoted.
+//! [gateway.speculation]
+//! enabled = true
+//!
+//! [[gateway.speculation.labeler.destinations]]
+//! pattern = "https://api.search.example/*"
+//! label = "public"                   # public|tenant-internal|sensitive|regulated|forbidden
+//!
+//! [[gateway.speculation.labeler.effects]]
+//! tool = "docs__*"
+//! effect = "local-read"              # pure-local|local-read|external-read|external-write|…
+//!
+//! [[gateway.speculation.contracts]]
+//! scope = "*"                        # first contract whose scope matches upstream__tool
+//! allowed_tools = ["search__*", "docs__*"]
+//! allowed_destinations = ["*"]
+//! max_destination_label = "sensitive"
+//! max_arg_label = "personal"         # sensitive and intent-revealing fields are forbidden
+//! branch_threshold = 0.7             # τ: pre-commit calls below it are deferred
+//! budget = 5                         # pre-commit dispatches with sensitive fields per task
+//! shadow_required = false
+//!
+//! [[gateway.speculation.substitutes]]
+//! tool = "search__*"
+//! kind = "cache"                     # empty|cache|tool (tool needs `with = "local__search"`)
 //! ```
 
 use anyhow::{Context, Result, bail};
@@ -154,6 +181,10 @@ impl Config {
                 );
             }
         }
+        self.gateway
+            .speculation
+            .validate()
+            .map_err(|e| anyhow::anyhow!("gateway.{e}"))?;
         if self.server.default_caller.trim().is_empty() {
             bail!("server.default_caller must not be empty");
         }
@@ -212,6 +243,22 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(ok.upstream.len(), 1);
+    }
+
+    #[test]
+    fn speculation_section_parses_and_is_validated() {
+        let text = "[gateway.speculation]\nenabled = true\n\n[[gateway.speculation.labeler.destinations]]\npattern = \"*\"\nlabel = \"public\"\n\n[[gateway.speculation.contracts]]\nallowed_tools = [\"*\"]\nallowed_destinations = [\"*\"]\nmax_destination_label = \"sensitive\"\nmax_arg_label = \"personal\"\nbranch_threshold = 0.7\nbudget = 5\n";
+        let c: Config = toml::from_str(text).unwrap();
+        assert!(c.gateway.speculation.enabled);
+        assert_eq!(c.gateway.speculation.contracts[0].scope, "*");
+        assert!(c.validate().is_ok());
+        let bad = text.replace("0.7", "1.5");
+        let c: Config = toml::from_str(&bad).unwrap();
+        let err = format!("{:#}", c.validate().unwrap_err());
+        assert!(err.contains("branch_threshold"), "{err}");
+        let typo = text.replace("max_arg_label", "max_arg_lable");
+        let err = toml::from_str::<Config>(&typo).unwrap_err().to_string();
+        assert!(err.contains("max_arg_lable"), "{err}");
     }
 
     #[test]

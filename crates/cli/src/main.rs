@@ -7,6 +7,7 @@ mod config;
 mod demo;
 mod stack;
 mod state;
+mod trace;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -48,6 +49,9 @@ enum Command {
     /// Validate a policy set (the built-in defaults plus .cedar files).
     #[command(subcommand)]
     Policy(commands::PolicyCommand),
+    /// Inspect a session's speculative trace: marginal exposure per observer.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
     /// List, rotate or retire keys.
     #[command(subcommand)]
     Keys(commands::KeysCommand),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
             Command::Approvals(c) => commands::approvals(&state_dir, c),
             Command::Audit(c) => commands::audit(&state_dir, c),
             Command::Policy(c) => commands::policy(c),
+            Command::Trace(c) => trace::trace(&state_dir, c),
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
                 .await

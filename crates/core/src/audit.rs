@@ -44,6 +44,9 @@ pub enum AuditKind {
     HandleRevoke,
     /// A ledger entry was found `reserved` without `executed` at start-up.
     CrashRecovery,
+    /// An issue-time privacy contract decided a call (the trace event: decision and fields
+    /// as dispatched, never raw pre-commit arguments), or a branch was promoted or abandoned.
+    Speculation,
 }
 
 /// One event.

@@ -17,7 +17,10 @@
 //! - [`policy`]: the policy-engine trait and the facts it decides on;
 //! - [`recovery`]: reason codes and deny-aware recovery templates;
 //! - [`audit`]: audit records and their hash chain;
-//! - [`vault`]: AEAD sealing of protected values at rest.
+//! - [`vault`]: AEAD sealing of protected values at rest;
+//! - [`contract`], [`labeler`] and [`exposure`]: issue-time privacy contracts for speculative
+//!   calls (Ghost Tool Calls, arXiv 2606.02483): labels, κ, `decide`, the event lifecycle and
+//!   branch table, the labeler and rewrites, observer projections and marginal exposure.
 //!
 //! Clock and randomness are always passed in ([`time::UnixMillis`], `&mut dyn FnMut(&mut [u8])`);
 //! storage and policy are traits implemented by other crates.
@@ -30,10 +33,13 @@ pub mod binding;
 pub mod canonical;
 pub mod classify;
 pub mod confirmation;
+pub mod contract;
 pub mod detect;
 pub mod encoding;
+pub mod exposure;
 pub mod handle;
 pub mod keys;
+pub mod labeler;
 pub mod policy;
 pub mod recovery;
 pub mod summary;

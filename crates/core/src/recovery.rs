@@ -71,6 +71,11 @@ pub enum ReasonCode {
     /// The effect ran, but its result could not be recorded or declassified; it is withheld
     /// and the action will not run again.
     ResultWithheld,
+    // -- issue-time privacy contracts (Ghost Tool Calls) --
+    /// A pre-commit call is held until its branch is promoted (or dropped when abandoned).
+    Deferred,
+    /// The issue-time privacy contract blocked the call before anything was sent.
+    ContractBlocked,
 }
 
 impl ReasonCode {
@@ -106,6 +111,8 @@ impl ReasonCode {
             ReasonCode::SessionUnknown => "session_unknown",
             ReasonCode::Internal => "internal",
             ReasonCode::ResultWithheld => "result_withheld",
+            ReasonCode::Deferred => "deferred",
+            ReasonCode::ContractBlocked => "contract_blocked",
         }
     }
 }
@@ -129,7 +136,7 @@ pub enum ActionClass {
 /// A deny-aware recovery message: reason, action class and safe next steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recovery {
-    /// Always `"denied"` or `"pending_confirmation"`.
+    /// `"denied"`, `"pending_confirmation"` or `"deferred"`.
     pub status: &'static str,
     /// Reason code.
     pub reason: ReasonCode,
@@ -140,6 +147,9 @@ pub struct Recovery {
     /// Action id when one exists (needed to ask for approval).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action_id: Option<String>,
+    /// Branch a deferred call waits on (echoes the runtime's own `_meta` input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     /// One-line fixed explanation.
     pub message: &'static str,
     /// Safe next steps.
@@ -227,6 +237,20 @@ impl Recovery {
                 "the action was executed, but its result is withheld because it could not be recorded",
                 vec!["do not retry it; check the outcome with a read-only tool".into()],
             ),
+            ReasonCode::Deferred => (
+                "this speculative call was not sent; it waits until its branch is promoted",
+                vec![
+                    "call secureclaw.promote_branch with this branch when you use it; the call then runs as committed and its result is returned".into(),
+                    "call secureclaw.abandon_branch if you drop the branch; the call is then discarded unsent".into(),
+                ],
+            ),
+            ReasonCode::ContractBlocked => (
+                "the privacy contract does not allow this call to this destination",
+                vec![
+                    "use another tool or destination the deployment allows".into(),
+                    "ask the operator if this call is needed for the task".into(),
+                ],
+            ),
             ReasonCode::Replay => (
                 "this action was already executed or attempted",
                 vec!["do not repeat it; preview a new action if another effect is intended".into()],
@@ -250,18 +274,27 @@ impl Recovery {
             ),
         };
         Self {
-            status: if reason == ReasonCode::ConfirmationRequired {
-                "pending_confirmation"
-            } else {
-                "denied"
+            status: match reason {
+                ReasonCode::ConfirmationRequired => "pending_confirmation",
+                ReasonCode::Deferred => "deferred",
+                _ => "denied",
             },
             reason,
             action_class,
             tool: tool.to_owned(),
             action_id: action_id.map(str::to_owned),
+            branch: None,
             message,
             next_steps: steps,
         }
+    }
+
+    /// The template for a speculative call deferred until `branch` is promoted.
+    #[must_use]
+    pub fn deferred(action_class: ActionClass, tool: &str, branch: &str) -> Self {
+        let mut r = Self::new(ReasonCode::Deferred, action_class, tool, None);
+        r.branch = Some(branch.to_owned());
+        r
     }
 
     /// Human/LLM-readable one-paragraph rendering.
@@ -271,6 +304,9 @@ impl Recovery {
             "SecureClaw {} `{}` ({}): {}.",
             self.status, self.tool, self.reason, self.message
         );
+        if let Some(b) = &self.branch {
+            out.push_str(&format!(" Branch: `{b}`."));
+        }
         for step in &self.next_steps {
             out.push_str("\n- ");
             out.push_str(step);

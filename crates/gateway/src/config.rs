@@ -201,6 +201,94 @@ pub struct GatewayConfig {
     pub summary: SummaryConfig,
     /// Tool overrides, first match wins.
     pub tools: Vec<ToolRule>,
+    /// Issue-time privacy contracts for speculative and committed calls (`[gateway.speculation]`).
+    pub speculation: SpeculationConfig,
+}
+
+/// What answers a shadowed call (Ghost Tool Calls §4 SHADOW).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SubstituteKind {
+    /// An empty result.
+    #[default]
+    Empty,
+    /// The result of the identical committed call earlier in this session, else empty.
+    Cache,
+    /// Another (local, trusted) tool of a configured upstream, named by `with`.
+    Tool,
+}
+
+/// A local substitute for shadowed calls of the tools matching `tool`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubstituteRule {
+    /// `upstream__tool` pattern.
+    pub tool: String,
+    /// Kind of substitute.
+    #[serde(default)]
+    pub kind: SubstituteKind,
+    /// For `kind = "tool"`: the exposed name (`upstream__tool`) of the substitute tool.
+    #[serde(default)]
+    pub with: Option<String>,
+}
+
+/// `[gateway.speculation]`: the contract monitor (Ghost Tool Calls, arXiv 2606.02483).
+///
+/// Disabled by default: committed calls then pass exactly as without this section, and every
+/// pre-commit call (`_meta["dev.secureclaw/mode"]` other than `committed`) is deferred until
+/// its branch is promoted — speculation is off unless the operator turns it on. Enabled,
+/// every call, committed or not, is labeled and decided by the first contract whose scope
+/// matches (none matching = BLOCK).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpeculationConfig {
+    /// Turn the monitor on.
+    pub enabled: bool,
+    /// Labeler: mode, field rules, lexicon terms, destination labels, effect overrides and
+    /// rewrite transformations.
+    pub labeler: secureclaw_core::labeler::LabelerConfig,
+    /// Contracts, first matching scope wins.
+    pub contracts: Vec<secureclaw_core::contract::Contract>,
+    /// Local substitutes for SHADOW, first match wins; none = empty result.
+    pub substitutes: Vec<SubstituteRule>,
+}
+
+impl SpeculationConfig {
+    /// Semantic checks: thresholds in `[0, 1]`, JSON Pointer paths, substitutes that name a
+    /// tool when they need one.
+    ///
+    /// # Errors
+    /// A message naming the offending entry.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, k) in self.contracts.iter().enumerate() {
+            if !(0.0..=1.0).contains(&k.branch_threshold) {
+                return Err(format!(
+                    "speculation.contracts[{i}].branch_threshold must be within [0, 1]"
+                ));
+            }
+            if k.allowed_tools.is_empty() || k.allowed_destinations.is_empty() {
+                return Err(format!(
+                    "speculation.contracts[{i}] must list allowed_tools and allowed_destinations (use [\"*\"] for any)"
+                ));
+            }
+        }
+        for (i, r) in self.labeler.fields.iter().enumerate() {
+            if !r.path.starts_with('/') {
+                return Err(format!(
+                    "speculation.labeler.fields[{i}].path `{}` must be a JSON pointer starting with `/`",
+                    r.path
+                ));
+            }
+        }
+        for (i, s) in self.substitutes.iter().enumerate() {
+            if (s.kind == SubstituteKind::Tool) != s.with.is_some() {
+                return Err(format!(
+                    "speculation.substitutes[{i}]: `with` is required for kind = \"tool\" and only then"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl GatewayConfig {

@@ -34,6 +34,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod speculation;
+pub use speculation::{
+    ABANDON_TOOL, CallMeta, MAX_HELD_PER_SESSION, META_APPROVAL, META_BRANCH, META_CONFIDENCE,
+    META_MODE, PROMOTE_TOOL, Released, session_exposure, session_trace, valid_branch,
+};
+
 /// Source of the current time (injected so tests can move it).
 pub type Clock = Arc<dyn Fn() -> UnixMillis + Send + Sync>;
 
@@ -68,6 +74,9 @@ pub enum GatewayError {
     /// Keys are missing.
     #[error("key ring: {0}")]
     Keys(String),
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
 }
 
 /// Result of a tool call as the runtime sees it.
@@ -84,6 +93,44 @@ pub enum CallOutcome {
     Pending(Recovery),
     /// Denied, with a recovery.
     Denied(Recovery),
+    /// A pre-commit call held by the privacy contract until its branch is promoted (then it
+    /// runs as committed) or abandoned (then it is discarded unsent); the recovery names the
+    /// branch. Nothing was sent.
+    Deferred(Recovery),
+    /// A pre-commit call answered by the trusted local substitute (SHADOW): the provider saw
+    /// nothing; the output is not the provider's answer.
+    Shadowed {
+        /// The substitute's (declassified) output.
+        output: ToolOutput,
+    },
+}
+
+impl CallOutcome {
+    /// JSON form for the wire:
+    /// `{"status":"completed","content":[…],"structured_content":…,"is_error":…,"action_id":…}`,
+    /// `{"status":"shadowed",…same fields…}`, or `{"status":"pending_confirmation"|"denied"|
+    /// "deferred","recovery":{…}}`.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        match self {
+            CallOutcome::Completed { output, action_id } => json!({
+                "status": "completed",
+                "content": output.content,
+                "structured_content": output.structured,
+                "is_error": output.is_error,
+                "action_id": action_id,
+            }),
+            CallOutcome::Shadowed { output } => json!({
+                "status": "shadowed",
+                "content": output.content,
+                "structured_content": output.structured,
+                "is_error": output.is_error,
+            }),
+            CallOutcome::Pending(r) => json!({"status": "pending_confirmation", "recovery": r}),
+            CallOutcome::Denied(r) => json!({"status": "denied", "recovery": r}),
+            CallOutcome::Deferred(r) => json!({"status": "deferred", "recovery": r}),
+        }
+    }
 }
 
 /// Result of an explicit preview.
@@ -124,6 +171,7 @@ struct Inner {
     clock: Clock,
     catalog: Catalog,
     executor: Executor,
+    speculation: speculation::Speculation,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -189,6 +237,23 @@ impl Gateway {
         let classifier = Classifier {
             rules: config.classify.clone(),
         };
+        config
+            .speculation
+            .validate()
+            .map_err(GatewayError::Config)?;
+        for s in &config.speculation.substitutes {
+            if let Some(with) = &s.with
+                && catalog.get(with).is_none()
+            {
+                return Err(GatewayError::Config(format!(
+                    "speculation substitute `{}` names `{with}`, which no upstream provides",
+                    s.tool
+                )));
+            }
+        }
+        let speculation = speculation::Speculation::new(secureclaw_core::labeler::Labeler::new(
+            config.speculation.labeler.clone(),
+        ));
         let gw = Self {
             inner: Arc::new(Inner {
                 keys,
@@ -199,6 +264,7 @@ impl Gateway {
                 clock,
                 catalog,
                 executor,
+                speculation,
             }),
         };
         let dangling = gw

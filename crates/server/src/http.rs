@@ -14,7 +14,9 @@
 //! | GET | `/v1/audit?from=1&limit=1000` | operator | audit records |
 //! | GET | `/v1/audit/verify` | operator | `{"verified": n}` |
 //! | GET | `/v1/tools` | session | tools visible to the caller |
-//! | POST | `/v1/call` | session | `{"tool","arguments","approval"?}` → outcome |
+//! | POST | `/v1/call` | session | `{"tool","arguments","approval"?,"meta"?}` → outcome (`meta` holds the `_meta` keys `dev.secureclaw/mode`, `…/branch`, `…/confidence`) |
+//! | POST | `/v1/branches/{branch}/promote` · `/abandon` | session | released calls with outcomes / discarded count |
+//! | GET | `/v1/sessions/{id}/exposure` | operator | marginal exposure per observer |
 //! | POST | `/v1/preview` | session | `{"tool","arguments"}` → preview (artifact) |
 //! | POST | `/v1/commit` | session | `{"tool","arguments","action_id","artifact"}` → outcome |
 //! | GET/DELETE | `/v1/handles/{id}` | session | describe / revoke |
@@ -32,7 +34,7 @@ use axum::{Json, Router};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
-use secureclaw_gateway::Gateway;
+use secureclaw_gateway::{CallMeta, Gateway};
 use secureclaw_store::{ApprovalState, SessionRecord};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -93,7 +95,7 @@ impl From<secureclaw_gateway::GatewayError> for ApiError {
                 "store_unavailable",
                 "store unavailable",
             ),
-            G::Upstream(_) | G::Keys(_) => Self::new(
+            G::Upstream(_) | G::Keys(_) | G::Config(_) => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
                 "internal error",
@@ -160,6 +162,9 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
         .route("/v1/audit/verify", get(audit_verify))
         .route("/v1/tools", get(tools))
         .route("/v1/call", post(call))
+        .route("/v1/branches/{branch}/promote", post(promote_branch))
+        .route("/v1/branches/{branch}/abandon", post(abandon_branch))
+        .route("/v1/sessions/{id}/exposure", get(exposure))
         .route("/v1/preview", post(preview))
         .route("/v1/commit", post(commit))
         .route(
@@ -331,6 +336,10 @@ struct CallBody {
     arguments: Map<String, Value>,
     #[serde(default)]
     approval: Option<String>,
+    /// `_meta` keys (`dev.secureclaw/mode`, `dev.secureclaw/branch`,
+    /// `dev.secureclaw/confidence`).
+    #[serde(default)]
+    meta: Map<String, Value>,
 }
 
 async fn call(
@@ -340,12 +349,68 @@ async fn call(
 ) -> Result<Json<Value>, ApiError> {
     let session = session_from(&s.gateway, &headers)?;
     let Json(body) = body?;
-    let approval = body.approval.map(ActionId);
+    let mut meta = CallMeta::from_meta(&body.meta)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_meta", e))?;
+    if let Some(a) = body.approval {
+        meta.approval = Some(ActionId(a));
+    }
     let outcome = s
         .gateway
-        .call(&session, &body.tool, body.arguments, approval.as_ref())
+        .call_with(&session, &body.tool, body.arguments, &meta)
         .await;
     Ok(Json(outcome_json(&outcome)))
+}
+
+fn branch_arg(branch: &str) -> Result<(), ApiError> {
+    if secureclaw_gateway::valid_branch(branch) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_branch",
+            "a branch id is 1-128 characters of A-Z a-z 0-9 . _ : -",
+        ))
+    }
+}
+
+async fn promote_branch(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(branch): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    branch_arg(&branch)?;
+    let released = s.gateway.promote_branch(&session, &branch).await?;
+    let calls: Vec<Value> = released
+        .iter()
+        .map(|r| json!({"tool": r.tool, "result": outcome_json(&r.outcome)}))
+        .collect();
+    Ok(Json(
+        json!({"branch": branch, "state": "promoted", "released": calls}),
+    ))
+}
+
+async fn abandon_branch(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(branch): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let session = session_from(&s.gateway, &headers)?;
+    branch_arg(&branch)?;
+    let n = s.gateway.abandon_branch(&session, &branch)?;
+    Ok(Json(
+        json!({"branch": branch, "state": "abandoned", "discarded": n}),
+    ))
+}
+
+async fn exposure(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    operator(&s, &headers)?;
+    let report = s.gateway.exposure(&id)?;
+    Ok(Json(json!({"session": id, "observers": report})))
 }
 
 #[derive(Deserialize)]

@@ -23,14 +23,14 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::policy::EffectClass;
-use secureclaw_gateway::{CallOutcome, Gateway};
+use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
 use secureclaw_store::SessionRecord;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
 /// `_meta` key carrying an approved action id on a re-issued call.
-pub const META_APPROVAL: &str = "dev.secureclaw/approval";
+pub use secureclaw_gateway::META_APPROVAL;
 
 /// How the front end finds the session of a request.
 #[derive(Clone, Debug)]
@@ -183,12 +183,57 @@ fn render(outcome: &CallOutcome) -> CallToolResult {
             r.structured_content.clone_from(&output.structured);
             r
         }
+        CallOutcome::Shadowed { output } => {
+            let mut r = CallToolResult::success(blocks(&output.content));
+            r.structured_content.clone_from(&output.structured);
+            let mut meta = serde_json::Map::new();
+            meta.insert(META_SHADOWED.to_owned(), Value::Bool(true));
+            r.meta = Some(rmcp::model::MetaObject(meta));
+            r
+        }
+        // Not an error: the call is held, and the runtime is told how to release it.
+        CallOutcome::Deferred(rec) => {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(rec.render())]);
+            r.structured_content = Some(outcome_json(outcome));
+            r
+        }
         CallOutcome::Pending(rec) | CallOutcome::Denied(rec) => {
             let mut r = CallToolResult::error(vec![ContentBlock::text(rec.render())]);
             r.structured_content = Some(outcome_json(outcome));
             r
         }
     }
+}
+
+/// `_meta` key set on a result answered by the local substitute (SHADOW): not the provider's
+/// answer, and the provider saw nothing.
+pub const META_SHADOWED: &str = "dev.secureclaw/shadowed";
+
+/// The gateway-provided branch tools (Ghost Tool Calls: promotion and abandonment).
+fn branch_tools() -> Vec<Tool> {
+    let schema = |what: &str| {
+        let v = serde_json::json!({
+            "type": "object",
+            "properties": {"branch": {"type": "string", "description": what}},
+            "required": ["branch"],
+        });
+        match v {
+            Value::Object(m) => Arc::new(m),
+            _ => Arc::new(serde_json::Map::new()),
+        }
+    };
+    vec![
+        Tool::new(
+            secureclaw_gateway::PROMOTE_TOOL,
+            "Promote a speculative branch: the calls you made with _meta \"dev.secureclaw/branch\" set to it become committed; calls the gateway deferred for it run now as committed and their results are returned.",
+            schema("the branch id you sent in _meta \"dev.secureclaw/branch\""),
+        ),
+        Tool::new(
+            secureclaw_gateway::ABANDON_TOOL,
+            "Abandon a speculative branch: calls deferred for it are discarded without being sent.",
+            schema("the branch id you sent in _meta \"dev.secureclaw/branch\""),
+        ),
+    ]
 }
 
 impl ServerHandler for McpFrontEnd {
@@ -208,12 +253,13 @@ impl ServerHandler for McpFrontEnd {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let session = self.session(&context)?;
-        let tools = self
+        let mut tools: Vec<Tool> = self
             .gateway
             .list_tools(&session.caller)
             .iter()
             .map(to_tool)
             .collect();
+        tools.extend(branch_tools());
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -223,30 +269,28 @@ impl ServerHandler for McpFrontEnd {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let session = self.session(&context)?;
-        // rmcp may surface `_meta` on the params or on the request context; read both.
-        let from_meta = |m: Option<Value>| {
-            m.and_then(|m| {
-                m.get(META_APPROVAL)
-                    .and_then(Value::as_str)
-                    .map(|s| ActionId(s.to_owned()))
-            })
+        // rmcp may surface `_meta` on the params or on the request context; read both (the
+        // params win key by key).
+        let mut meta = serde_json::to_value(&context.meta)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        if let Some(Value::Object(m)) = request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok())
+        {
+            meta.extend(m);
+        }
+        let meta = match CallMeta::from_meta(&meta) {
+            Ok(m) => m,
+            Err(e) => return Err(McpError::invalid_params(e, None)),
         };
-        let approval = from_meta(
-            request
-                .meta
-                .as_ref()
-                .and_then(|m| serde_json::to_value(m).ok()),
-        )
-        .or_else(|| from_meta(serde_json::to_value(&context.meta).ok()));
+        let approval = meta.approval.clone();
         let arguments = request.arguments.unwrap_or_default();
         let mut outcome = self
             .gateway
-            .call(
-                &session,
-                &request.name,
-                arguments.clone(),
-                approval.as_ref(),
-            )
+            .call_with(&session, &request.name, arguments.clone(), &meta)
             .await;
         // Ask the human at the client, if the client can be asked — only for an action this
         // very call created (never for a re-issue naming an approval), and showing the stored,

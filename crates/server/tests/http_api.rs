@@ -552,3 +552,58 @@ async fn mcp_endpoint_checks_origin_and_session() {
         resp.status()
     );
 }
+
+/// Speculative calls over the HTTP API: `meta` carries the `_meta` keys; a pre-commit call is
+/// deferred (speculation is off by default), promoted through `/v1/branches/…/promote`, and
+/// the operator reads the exposure report; malformed metadata is refused with a clear error.
+#[tokio::test]
+async fn speculative_calls_over_http() {
+    let e = env().await;
+    let sid = session(&e.app, "look things up").await;
+    let spec = |b: &str| {
+        json!({"dev.secureclaw/mode": "speculative", "dev.secureclaw/branch": b,
+                                "dev.secureclaw/confidence": 0.9})
+    };
+    let (s, body) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__lookup", "arguments": {"q": "x"}, "meta": spec("b1")})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "deferred", "{body}");
+    assert_eq!(body["recovery"]["branch"], "b1");
+    assert_eq!(body["recovery"]["reason"], "deferred");
+    let (s, body) = send(&e.app, "POST", "/v1/branches/b1/promote", Some(&sid), None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["released"][0]["result"]["status"], "completed",
+        "{body}"
+    );
+    // abandoning a promoted branch is a conflict
+    let (s, _) = send(&e.app, "POST", "/v1/branches/b1/abandon", Some(&sid), None).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    // bad metadata: named key, 400
+    let (s, body) = send(&e.app, "POST", "/v1/call", Some(&sid),
+        Some(json!({"tool": "office__lookup", "arguments": {}, "meta": {"dev.secureclaw/mode": "maybe"}}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(body.to_string().contains("dev.secureclaw/mode"), "{body}");
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        "/v1/branches/bad%20branch/promote",
+        Some(&sid),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // the exposure report is operator-only
+    let path = format!("/v1/sessions/{sid}/exposure");
+    let (s, _) = send(&e.app, "GET", &path, Some(&sid), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, body) = send(&e.app, "GET", &path, Some(OPERATOR), None).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["observers"].as_array().unwrap().len(), 5);
+}

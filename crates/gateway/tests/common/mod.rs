@@ -673,7 +673,10 @@ pub fn visible(o: &CallOutcome) -> String {
                 "is_error": output.is_error, "action_id": action_id})
             .to_string()
         }
-        CallOutcome::Pending(r) | CallOutcome::Denied(r) => {
+        CallOutcome::Shadowed { output } => json!({"content": output.content,
+            "structured": output.structured, "is_error": output.is_error})
+        .to_string(),
+        CallOutcome::Pending(r) | CallOutcome::Denied(r) | CallOutcome::Deferred(r) => {
             format!("{}\n{}", serde_json::to_string(r).unwrap(), r.render())
         }
     }
@@ -694,8 +697,10 @@ pub fn assert_no_plaintext(what: &str, haystack: &str) {
 #[must_use]
 pub fn reason(o: &CallOutcome) -> Option<ReasonCode> {
     match o {
-        CallOutcome::Completed { .. } => None,
-        CallOutcome::Pending(r) | CallOutcome::Denied(r) => Some(r.reason),
+        CallOutcome::Completed { .. } | CallOutcome::Shadowed { .. } => None,
+        CallOutcome::Pending(r) | CallOutcome::Denied(r) | CallOutcome::Deferred(r) => {
+            Some(r.reason)
+        }
     }
 }
 

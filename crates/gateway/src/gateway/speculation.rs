@@ -1,0 +1,824 @@
+//! The speculative dispatcher: every `tools/call` passes the issue-time privacy contract
+//! before anything about it is sent, logged or cached (Ghost Tool Calls, arXiv 2606.02483 §4;
+//! DESIGN.md §3 "Speculative contracts").
+//!
+//! Order of a call: label (pure, in memory) → `decide` → REWRITE / re-label / A3 check →
+//! charge budget → then, and only then, the first trace record and the dispatch. Raw
+//! pre-commit arguments live only in memory: a deferred call is held in the session's task
+//! state until its branch is promoted (re-decided as committed, then dispatched) or abandoned
+//! (discarded unsent); a gateway restart abandons every held call. The trace written to the
+//! audit log holds the decision and the fields *as dispatched* — for committed calls only
+//! their digests, which is all the committed-only counterfactual needs.
+
+use super::{CallOutcome, Gateway, GatewayError};
+use crate::config::{SubstituteKind, SubstituteRule};
+use crate::upstream::ToolOutput;
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::audit::AuditKind;
+use secureclaw_core::contract::{
+    BranchState, BranchTable, Budget, Contract, EffectLabel, Mode, Verdict, check_rewrite, decide,
+    qualified, recorded_fields, select, value_digest,
+};
+use secureclaw_core::exposure::{Dispatch, ObserverExposure, TraceEvent, exposure};
+use secureclaw_core::handle::glob_match;
+use secureclaw_core::labeler::Labeler;
+use secureclaw_core::policy::EffectClass;
+use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
+use secureclaw_core::time::UnixMillis;
+use secureclaw_store::{SessionRecord, SqliteStore};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// `_meta` key of the execution mode (`committed`, `speculative`, `prefetch`, `retry`,
+/// `validation`, `shadow`).
+pub const META_MODE: &str = "dev.secureclaw/mode";
+/// `_meta` key of the branch id (1–128 characters of `A-Za-z0-9._:-`).
+pub const META_BRANCH: &str = "dev.secureclaw/branch";
+/// `_meta` key of the branch confidence, a number in `[0, 1]`.
+pub const META_CONFIDENCE: &str = "dev.secureclaw/confidence";
+/// `_meta` key carrying an approved action id on a re-issued call.
+pub const META_APPROVAL: &str = "dev.secureclaw/approval";
+/// Gateway-provided tool that promotes a branch.
+pub const PROMOTE_TOOL: &str = "secureclaw.promote_branch";
+/// Gateway-provided tool that abandons a branch.
+pub const ABANDON_TOOL: &str = "secureclaw.abandon_branch";
+/// Held (deferred or reissuable shadowed) calls per session; beyond it calls are blocked.
+pub const MAX_HELD_PER_SESSION: usize = 1024;
+/// Cached committed results per session for the `cache` substitute.
+const MAX_CACHE_PER_SESSION: usize = 256;
+
+/// The wire metadata of one `tools/call` (`_meta` keys above).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CallMeta {
+    /// Approved action id (`dev.secureclaw/approval`).
+    pub approval: Option<ActionId>,
+    /// Execution mode; absent = committed (plain MCP clients do not speculate).
+    pub mode: Option<Mode>,
+    /// Branch id.
+    pub branch: Option<String>,
+    /// Branch confidence.
+    pub confidence: Option<f64>,
+}
+
+impl CallMeta {
+    /// Read the SecureClaw keys of a `_meta` object; other keys are ignored.
+    ///
+    /// # Errors
+    /// A message naming the malformed key: a mode that is not a known mode, a branch that is
+    /// not 1–128 characters of `A-Za-z0-9._:-`, a confidence that is not a number, an
+    /// approval that is not a string.
+    pub fn from_meta(meta: &Map<String, Value>) -> Result<Self, String> {
+        let mut out = CallMeta::default();
+        if let Some(v) = meta.get(META_APPROVAL) {
+            let s = v
+                .as_str()
+                .ok_or_else(|| format!("`{META_APPROVAL}` must be a string"))?;
+            out.approval = Some(ActionId(s.to_owned()));
+        }
+        if let Some(v) = meta.get(META_MODE) {
+            let m = v
+                .as_str()
+                .and_then(Mode::parse)
+                .ok_or_else(|| format!("`{META_MODE}` must be one of committed, speculative, prefetch, retry, validation, shadow"))?;
+            out.mode = Some(m);
+        }
+        if let Some(v) = meta.get(META_BRANCH) {
+            let s = v.as_str().filter(|s| valid_branch(s)).ok_or_else(|| {
+                format!("`{META_BRANCH}` must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+            })?;
+            out.branch = Some(s.to_owned());
+        }
+        if let Some(v) = meta.get(META_CONFIDENCE) {
+            let c = v
+                .as_f64()
+                .ok_or_else(|| format!("`{META_CONFIDENCE}` must be a number in [0, 1]"))?;
+            out.confidence = Some(c);
+        }
+        Ok(out)
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Committed)
+    }
+}
+
+/// Whether `s` is a valid branch id.
+#[must_use]
+pub fn valid_branch(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// A call held by the gateway until its branch settles.
+#[derive(Debug, Clone)]
+struct Held {
+    branch: String,
+    tool: String,
+    arguments: Map<String, Value>,
+}
+
+/// Per-task (per-session) speculative state.
+#[derive(Debug, Default)]
+struct TaskState {
+    started: Option<UnixMillis>,
+    seq: u64,
+    budget: Budget,
+    branches: BranchTable,
+    held: Vec<Held>,
+    cache: HashMap<String, ToolOutput>,
+}
+
+/// The monitor's shared state.
+#[derive(Debug, Default)]
+pub(super) struct Speculation {
+    labeler: Labeler,
+    tasks: Mutex<HashMap<String, TaskState>>,
+}
+
+impl Speculation {
+    pub(super) fn new(labeler: Labeler) -> Self {
+        Speculation {
+            labeler,
+            tasks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// One call released by a promotion, with its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Released {
+    /// The tool the runtime had called.
+    pub tool: String,
+    /// What happened when it was re-decided as committed and dispatched.
+    pub outcome: CallOutcome,
+}
+
+fn derived_effect(effect: EffectClass, destructive: bool) -> EffectLabel {
+    match (effect, destructive) {
+        (EffectClass::Read, _) => EffectLabel::ExternalRead,
+        (EffectClass::Effect, true) => EffectLabel::Irreversible,
+        (EffectClass::Effect, false) => EffectLabel::ExternalWrite,
+    }
+}
+
+fn host_of(destination: &str) -> String {
+    match destination.split_once("://") {
+        Some((_, rest)) => rest.split(['/', '?', '#']).next().unwrap_or("").to_owned(),
+        None => destination
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_owned(),
+    }
+}
+
+fn cache_key(tool: &str, args: &Map<String, Value>) -> String {
+    let bytes = serde_json_canonicalizer::to_vec(args).unwrap_or_default();
+    format!("{tool}\u{0}{}", hex::encode(Sha256::digest(&bytes)))
+}
+
+fn empty_output() -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": "[]"})],
+        structured: None,
+        is_error: false,
+    }
+}
+
+impl Gateway {
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskState>> {
+        // A poisoned lock only means another request panicked mid-update; the state is a
+        // cache of counters and held calls, still consistent enough to keep serving.
+        match self.inner.speculation.tasks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// A `tools/call` with its `_meta` (Ghost Tool Calls §4): the gateway-provided branch
+    /// tools, then the contract monitor, then [`Gateway::call`] for whatever it lets through.
+    ///
+    /// Without `[gateway.speculation]` enabled, committed calls go straight to
+    /// [`Gateway::call`] and pre-commit calls are deferred
+    /// ([`ReasonCode::Deferred`]); enabled, every call is decided: BLOCK →
+    /// [`CallOutcome::Denied`] with [`ReasonCode::ContractBlocked`], DEFER →
+    /// [`CallOutcome::Deferred`], SHADOW → [`CallOutcome::Shadowed`], REWRITE and ALLOW →
+    /// dispatched (rewritten arguments in place of the originals).
+    pub async fn call_with(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        meta: &CallMeta,
+    ) -> CallOutcome {
+        match tool {
+            PROMOTE_TOOL | ABANDON_TOOL => {
+                return self.branch_tool(session, tool, &arguments).await;
+            }
+            _ => {}
+        }
+        if meta.approval.is_some() {
+            // An approval re-issue is the committed call the user confirmed.
+            return self
+                .call(session, tool, arguments, meta.approval.as_ref())
+                .await;
+        }
+        let mut mode = meta.mode();
+        if let (true, Some(b)) = (mode.is_pre_commit(), meta.branch.as_deref()) {
+            let state = self
+                .lock_tasks()
+                .get(&session.id)
+                .map_or(BranchState::Pending, |t| t.branches.state(b));
+            match state {
+                // The branch is already in use: the call is part of the committed plan.
+                BranchState::Promoted => mode = Mode::Committed,
+                // Nothing more is sent for a dropped branch.
+                BranchState::Abandoned => {
+                    return self.deny(
+                        session,
+                        tool,
+                        self.inner.catalog.get(tool),
+                        ReasonCode::ContractBlocked,
+                        None,
+                    );
+                }
+                BranchState::Pending => {}
+            }
+        }
+        let enabled = self.inner.config.speculation.enabled;
+        if !enabled && !mode.is_pre_commit() {
+            return self.call(session, tool, arguments, None).await;
+        }
+        let Some(entry) = self.inner.catalog.get(tool).cloned() else {
+            return self.call(session, tool, arguments, None).await;
+        };
+        let class = match entry.effect {
+            EffectClass::Read => ActionClass::Read,
+            EffectClass::Effect => ActionClass::Effect,
+        };
+        let branch = meta.branch.clone();
+        if !enabled {
+            let branch = branch.unwrap_or_else(|| format!("call-{}", self.next_seq(session)));
+            return self.hold(
+                session,
+                &entry.exposed,
+                class,
+                mode,
+                &branch,
+                arguments,
+                "defer:speculation_disabled",
+            );
+        }
+        let destination = self
+            .inner
+            .executor
+            .destination(&entry.upstream)
+            .unwrap_or_default()
+            .to_owned();
+        let q = qualified(&entry.upstream, &entry.name);
+        let labeler = &self.inner.speculation.labeler;
+        let event = labeler.label(
+            &entry.upstream,
+            &entry.name,
+            &destination,
+            Some(derived_effect(entry.effect, entry.destructive)),
+            &arguments,
+            mode,
+            meta.confidence,
+        );
+        let contracts = &self.inner.config.speculation.contracts;
+        let kappa: Option<&Contract> = select(contracts, &q);
+        let (verdict, dispatched_args) = {
+            let mut tasks = self.lock_tasks();
+            let task = tasks.entry(session.id.clone()).or_default();
+            let mut verdict = match kappa {
+                Some(k) => decide(&event, k, task.budget.spent),
+                None => Verdict::Block(secureclaw_core::contract::BlockReason::NoContract),
+            };
+            let mut args = arguments.clone();
+            if let (Verdict::Rewrite { fields }, Some(k)) = (&verdict, kappa) {
+                args = labeler.rewrite(&q, &arguments, fields, k);
+                let relabeled = labeler.label(
+                    &entry.upstream,
+                    &entry.name,
+                    &destination,
+                    event.effect,
+                    &args,
+                    mode,
+                    meta.confidence,
+                );
+                verdict = check_rewrite(&relabeled, k, verdict);
+            }
+            task.budget.charge(&event, &verdict);
+            (verdict, args)
+        };
+        let branch_or_seq = || {
+            branch
+                .clone()
+                .unwrap_or_else(|| format!("call-{}", self.next_seq(session)))
+        };
+        match verdict {
+            Verdict::Block(reason) => {
+                let tag = format!("block:{}", reason.as_str());
+                self.record(
+                    session,
+                    &q,
+                    &destination,
+                    mode,
+                    branch.as_deref(),
+                    &tag,
+                    Dispatch::None,
+                    None,
+                    0,
+                );
+                self.deny(
+                    session,
+                    tool,
+                    Some(&entry),
+                    ReasonCode::ContractBlocked,
+                    None,
+                )
+            }
+            Verdict::Defer(reason) => {
+                let b = branch_or_seq();
+                let tag = format!("defer:{}", reason.as_str());
+                self.hold(session, &entry.exposed, class, mode, &b, arguments, &tag)
+            }
+            Verdict::Shadow => {
+                let reissue = kappa.is_some_and(|k| {
+                    k.shadow_promotion == secureclaw_core::contract::ShadowPromotion::Reissue
+                });
+                let b = branch_or_seq();
+                if reissue {
+                    let _ = self.keep(session, &b, &entry.exposed, arguments.clone());
+                }
+                let started = Instant::now();
+                let output = self
+                    .substitute(session, &q, &entry.exposed, &arguments)
+                    .await;
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.record(
+                    session,
+                    &q,
+                    &destination,
+                    mode,
+                    Some(&b),
+                    "shadow",
+                    Dispatch::Substitute,
+                    None,
+                    ms,
+                );
+                CallOutcome::Shadowed { output }
+            }
+            Verdict::Allow | Verdict::Rewrite { .. } => {
+                let tag = verdict.tag();
+                let started = Instant::now();
+                let outcome = self
+                    .call(session, tool, dispatched_args.clone(), None)
+                    .await;
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let dispatched = match &outcome {
+                    CallOutcome::Completed { .. } => true,
+                    CallOutcome::Denied(r) => matches!(
+                        r.reason,
+                        ReasonCode::UpstreamError
+                            | ReasonCode::UpstreamTimeout
+                            | ReasonCode::ResultWithheld
+                    ),
+                    _ => false,
+                };
+                if let (CallOutcome::Completed { output, .. }, false, EffectClass::Read) =
+                    (&outcome, mode.is_pre_commit(), entry.effect)
+                {
+                    self.cache_result(session, &q, &dispatched_args, output);
+                }
+                let dispatch = if dispatched {
+                    Dispatch::Provider
+                } else {
+                    Dispatch::None
+                };
+                let fields = match (dispatched, kappa) {
+                    (true, Some(k)) => Some((
+                        recorded_fields(&labeler.label_fields(&q, &dispatched_args), k),
+                        serde_json::to_vec(&dispatched_args).map_or(0, |v| v.len() as u64),
+                    )),
+                    _ => None,
+                };
+                self.record(
+                    session,
+                    &q,
+                    &destination,
+                    mode,
+                    branch.as_deref(),
+                    tag,
+                    dispatch,
+                    fields,
+                    ms,
+                );
+                outcome
+            }
+        }
+    }
+
+    fn next_seq(&self, session: &SessionRecord) -> u64 {
+        let mut tasks = self.lock_tasks();
+        let task = tasks.entry(session.id.clone()).or_default();
+        task.seq += 1;
+        task.seq
+    }
+
+    /// Keep a call (a deferral, or a shadowed call to re-issue on promotion) for its branch;
+    /// `Err` when the session holds too many or the branch is settled.
+    fn keep(
+        &self,
+        session: &SessionRecord,
+        branch: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<(), ()> {
+        let mut tasks = self.lock_tasks();
+        let task = tasks.entry(session.id.clone()).or_default();
+        if task.held.len() >= MAX_HELD_PER_SESSION
+            || task.branches.state(branch) != BranchState::Pending
+        {
+            return Err(());
+        }
+        task.branches.open(branch);
+        task.held.push(Held {
+            branch: branch.to_owned(),
+            tool: tool.to_owned(),
+            arguments,
+        });
+        Ok(())
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the deferral's full context")]
+    fn hold(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        class: ActionClass,
+        mode: Mode,
+        branch: &str,
+        arguments: Map<String, Value>,
+        tag: &str,
+    ) -> CallOutcome {
+        let (q, destination) = match self.inner.catalog.get(tool) {
+            Some(e) => (
+                qualified(&e.upstream, &e.name),
+                self.inner
+                    .executor
+                    .destination(&e.upstream)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            None => (tool.to_owned(), String::new()),
+        };
+        // A call for a branch that was already abandoned is dropped unsent; one for a
+        // promoted branch is not speculative any more, but the runtime said it was: hold it
+        // like any other and let the next promotion release it.
+        if self.keep(session, branch, tool, arguments).is_err() {
+            self.record(
+                session,
+                &q,
+                &destination,
+                mode,
+                Some(branch),
+                "block:held_limit_or_settled",
+                Dispatch::None,
+                None,
+                0,
+            );
+            return self.deny(
+                session,
+                tool,
+                self.inner.catalog.get(tool),
+                ReasonCode::ContractBlocked,
+                None,
+            );
+        }
+        self.record(
+            session,
+            &q,
+            &destination,
+            mode,
+            Some(branch),
+            tag,
+            Dispatch::None,
+            None,
+            0,
+        );
+        CallOutcome::Deferred(Recovery::deferred(class, tool, branch))
+    }
+
+    async fn substitute(
+        &self,
+        session: &SessionRecord,
+        qualified_name: &str,
+        exposed: &str,
+        arguments: &Map<String, Value>,
+    ) -> ToolOutput {
+        let rule: Option<&SubstituteRule> = self
+            .inner
+            .config
+            .speculation
+            .substitutes
+            .iter()
+            .find(|r| glob_match(&r.tool, qualified_name) || glob_match(&r.tool, exposed));
+        match rule.map(|r| (r.kind, r.with.as_deref())) {
+            Some((SubstituteKind::Cache, _)) => {
+                let key = cache_key(qualified_name, arguments);
+                let tasks = self.lock_tasks();
+                tasks
+                    .get(&session.id)
+                    .and_then(|t| t.cache.get(&key).cloned())
+                    .unwrap_or_else(empty_output)
+            }
+            Some((SubstituteKind::Tool, Some(with))) => {
+                // The substitute is a local tool behind the same read path and policy.
+                match Box::pin(self.call(session, with, arguments.clone(), None)).await {
+                    CallOutcome::Completed { output, .. } => output,
+                    _ => empty_output(),
+                }
+            }
+            _ => empty_output(),
+        }
+    }
+
+    fn cache_result(
+        &self,
+        session: &SessionRecord,
+        qualified_name: &str,
+        arguments: &Map<String, Value>,
+        output: &ToolOutput,
+    ) {
+        let mut tasks = self.lock_tasks();
+        let task = tasks.entry(session.id.clone()).or_default();
+        if task.cache.len() >= MAX_CACHE_PER_SESSION {
+            task.cache.clear();
+        }
+        task.cache
+            .insert(cache_key(qualified_name, arguments), output.clone());
+    }
+
+    /// Append one trace event (decision + fields as dispatched) to the audit log. Committed
+    /// events keep only digests of their values.
+    #[expect(clippy::too_many_arguments, reason = "one trace event's fields")]
+    fn record(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        destination: &str,
+        mode: Mode,
+        branch: Option<&str>,
+        decision: &str,
+        dispatch: Dispatch,
+        fields: Option<(Vec<(String, String)>, u64)>,
+        duration_ms: u64,
+    ) {
+        let now = self.now();
+        let (seq, issued_ms) = {
+            let mut tasks = self.lock_tasks();
+            let task = tasks.entry(session.id.clone()).or_default();
+            let started = *task.started.get_or_insert(now);
+            task.seq += 1;
+            (
+                task.seq,
+                now.0.saturating_sub(started.0).saturating_sub(duration_ms),
+            )
+        };
+        let (fields, payload_bytes) = match fields {
+            Some((mut fs, bytes)) => {
+                if !mode.is_pre_commit() {
+                    for (_, v) in &mut fs {
+                        if !v.starts_with("sha256:") {
+                            *v = value_digest(v);
+                        }
+                    }
+                }
+                (fs, bytes)
+            }
+            None => (Vec::new(), 0),
+        };
+        let event = TraceEvent {
+            seq,
+            branch: branch.map(str::to_owned),
+            mode,
+            tool: tool.to_owned(),
+            destination: destination.to_owned(),
+            host: host_of(destination),
+            decision: decision.to_owned(),
+            dispatch,
+            fields,
+            payload_bytes,
+            issued_ms,
+            duration_ms,
+        };
+        tracing::debug!(tool, decision, mode = mode.as_str(), "contract decision");
+        let mut ev = self.event(AuditKind::Speculation, session, tool);
+        ev.detail = json!({"event": event});
+        // The trace is evidence for exposure reports; a failed append is logged, and the
+        // call's own read/commit audit records still decide whether it completes.
+        let _ = self.audit(ev);
+    }
+
+    fn record_branch(
+        &self,
+        session: &SessionRecord,
+        branch: &str,
+        state: BranchState,
+        released: usize,
+        discarded: usize,
+    ) {
+        let mut ev = self.event(AuditKind::Speculation, session, "secureclaw");
+        ev.detail =
+            json!({"branch": branch, "state": state, "released": released, "discarded": discarded});
+        let _ = self.audit(ev);
+    }
+
+    /// Promote `branch`: its dispatched calls join the committed trace; each held call is
+    /// re-decided as committed and dispatched, in the order it was issued (paper §4 DEFER;
+    /// shadowed calls are re-issued only when their contract says `reissue`).
+    ///
+    /// # Errors
+    /// [`GatewayError::Conflict`] if the branch was abandoned.
+    pub async fn promote_branch(
+        &self,
+        session: &SessionRecord,
+        branch: &str,
+    ) -> Result<Vec<Released>, GatewayError> {
+        let held = {
+            let mut tasks = self.lock_tasks();
+            let task = tasks.entry(session.id.clone()).or_default();
+            task.branches
+                .settle(branch, BranchState::Promoted)
+                .map_err(|e| GatewayError::Conflict(e.to_string()))?;
+            let (mine, rest): (Vec<Held>, Vec<Held>) =
+                task.held.drain(..).partition(|h| h.branch == branch);
+            task.held = rest;
+            mine
+        };
+        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0);
+        let mut released = Vec::with_capacity(held.len());
+        for h in held {
+            let meta = CallMeta {
+                mode: Some(Mode::Committed),
+                branch: Some(branch.to_owned()),
+                ..CallMeta::default()
+            };
+            let outcome = Box::pin(self.call_with(session, &h.tool, h.arguments, &meta)).await;
+            released.push(Released {
+                tool: h.tool,
+                outcome,
+            });
+        }
+        Ok(released)
+    }
+
+    /// Abandon `branch`: its held calls are discarded without ever being dispatched; its
+    /// dispatched calls stay in the issued trace only (they are ghosts). Returns how many held
+    /// calls were discarded.
+    ///
+    /// # Errors
+    /// [`GatewayError::Conflict`] if the branch was promoted.
+    pub fn abandon_branch(
+        &self,
+        session: &SessionRecord,
+        branch: &str,
+    ) -> Result<usize, GatewayError> {
+        let n = {
+            let mut tasks = self.lock_tasks();
+            let task = tasks.entry(session.id.clone()).or_default();
+            task.branches
+                .settle(branch, BranchState::Abandoned)
+                .map_err(|e| GatewayError::Conflict(e.to_string()))?;
+            let before = task.held.len();
+            task.held.retain(|h| h.branch != branch);
+            before - task.held.len()
+        };
+        self.record_branch(session, branch, BranchState::Abandoned, 0, n);
+        Ok(n)
+    }
+
+    async fn branch_tool(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> CallOutcome {
+        let Some(branch) = arguments
+            .get("branch")
+            .and_then(Value::as_str)
+            .filter(|b| valid_branch(b))
+        else {
+            return CallOutcome::Denied(Recovery::new(
+                ReasonCode::InvalidArguments,
+                ActionClass::Read,
+                tool,
+                None,
+            ));
+        };
+        let text = |v: Value| ToolOutput {
+            content: vec![json!({"type": "text", "text": v.to_string()})],
+            structured: Some(v),
+            is_error: false,
+        };
+        if tool == ABANDON_TOOL {
+            return match self.abandon_branch(session, branch) {
+                Ok(n) => CallOutcome::Completed {
+                    output: text(json!({"branch": branch, "state": "abandoned", "discarded": n})),
+                    action_id: None,
+                },
+                Err(_) => CallOutcome::Denied(Recovery::new(
+                    ReasonCode::InvalidArguments,
+                    ActionClass::Read,
+                    tool,
+                    None,
+                )),
+            };
+        }
+        match self.promote_branch(session, branch).await {
+            Ok(released) => {
+                let calls: Vec<Value> = released
+                    .iter()
+                    .map(|r| json!({"tool": r.tool, "result": r.outcome.to_json()}))
+                    .collect();
+                CallOutcome::Completed {
+                    output: text(json!({"branch": branch, "state": "promoted", "released": calls})),
+                    action_id: None,
+                }
+            }
+            Err(_) => CallOutcome::Denied(Recovery::new(
+                ReasonCode::InvalidArguments,
+                ActionClass::Read,
+                tool,
+                None,
+            )),
+        }
+    }
+
+    /// Marginal exposure per observer for `session_id`'s task, from the trace in the audit
+    /// log (Ghost Tool Calls §3: Δ_i = O_i(S) \ O_i(C)).
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] if the audit log cannot be read.
+    pub fn exposure(&self, session_id: &str) -> Result<Vec<ObserverExposure>, GatewayError> {
+        session_exposure(&self.inner.store, session_id)
+    }
+}
+
+/// Read `session_id`'s trace events and branch settlements from the audit log and compute
+/// each observer's marginal exposure (used by the HTTP API and `secureclaw trace exposure`).
+///
+/// # Errors
+/// [`GatewayError::Store`] if the audit log cannot be read.
+pub fn session_exposure(
+    store: &SqliteStore,
+    session_id: &str,
+) -> Result<Vec<ObserverExposure>, GatewayError> {
+    let (events, branches) = session_trace(store, session_id)?;
+    Ok(exposure(&events, &branches))
+}
+
+/// The trace events and branch table of `session_id` as recorded in the audit log.
+///
+/// # Errors
+/// [`GatewayError::Store`] if the audit log cannot be read.
+pub fn session_trace(
+    store: &SqliteStore,
+    session_id: &str,
+) -> Result<(Vec<TraceEvent>, BranchTable), GatewayError> {
+    let sid = super::audit_session_id(session_id);
+    let mut events = Vec::new();
+    let mut branches = BranchTable::default();
+    let mut from = 0u64;
+    loop {
+        let page = store
+            .audit_records(from, 1000)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        for r in &page {
+            if r.event.kind != AuditKind::Speculation || r.event.session.as_deref() != Some(&sid) {
+                continue;
+            }
+            let d = &r.event.detail;
+            if let Some(e) = d.get("event") {
+                if let Ok(e) = serde_json::from_value::<TraceEvent>(e.clone()) {
+                    events.push(e);
+                }
+            } else if let (Some(b), Some(s)) =
+                (d.get("branch").and_then(Value::as_str), d.get("state"))
+            {
+                if let Ok(s) = serde_json::from_value::<BranchState>(s.clone()) {
+                    let _ = branches.settle(b, s);
+                }
+            }
+        }
+    }
+    Ok((events, branches))
+}

@@ -1,0 +1,596 @@
+//! Issue-time privacy contracts through the real gateway (Ghost Tool Calls, arXiv
+//! 2606.02483): every action on the dispatch path, the branch lifecycle, exposure, and the
+//! guarantee that raw pre-commit arguments reach no log, trace, audit record or database page.
+
+mod common;
+
+use common::*;
+use secureclaw_core::contract::{
+    ArgLabel, Contract, DestinationLabel, EffectLabel, Mode, Observer, ShadowPromotion,
+};
+use secureclaw_core::exposure::Observation;
+use secureclaw_core::labeler::{DestinationRule, EffectRule};
+use secureclaw_core::recovery::ReasonCode;
+use secureclaw_gateway::{CallMeta, CallOutcome, GatewayConfig, SubstituteKind, SubstituteRule};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+fn contract() -> Contract {
+    Contract {
+        scope: "*".into(),
+        allowed_tools: vec!["test__*".into(), "office__*".into()],
+        allowed_destinations: vec!["in-process:*".into(), "in-process-*".into()],
+        max_destination_label: DestinationLabel::Regulated,
+        max_arg_label: ArgLabel::Personal,
+        authorized_observers: BTreeSet::new(),
+        branch_threshold: 0.5,
+        budget: Some(2),
+        shadow_required: false,
+        shadow_promotion: ShadowPromotion::Reuse,
+        applies_to_committed: false,
+    }
+}
+
+fn enabled(k: Contract) -> GatewayConfig {
+    let mut c = test_config();
+    c.speculation.enabled = true;
+    c.speculation.labeler.destinations = vec![DestinationRule {
+        pattern: "in-process*".into(),
+        label: DestinationLabel::Public,
+    }];
+    c.speculation.contracts = vec![k];
+    c
+}
+
+fn spec(branch: &str, c: f64) -> CallMeta {
+    CallMeta {
+        mode: Some(Mode::Speculative),
+        branch: Some(branch.into()),
+        confidence: Some(c),
+        ..CallMeta::default()
+    }
+}
+
+fn received_text(h: &Harness) -> Vec<String> {
+    h.test
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(t, a)| format!("{t}:{}", Value::Object(a.clone())))
+        .collect()
+}
+
+fn deferred_branch(o: &CallOutcome) -> String {
+    match o {
+        CallOutcome::Deferred(r) => {
+            assert_eq!(r.reason, ReasonCode::Deferred);
+            assert_eq!(r.status, "deferred");
+            r.branch.clone().expect("a deferral names its branch")
+        }
+        other => panic!("expected deferred, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn disabled_by_default_committed_unchanged_precommit_deferred() {
+    let h = Harness::new().await;
+    let s = &h.session;
+    // a plain call (no mode) is committed and runs as before
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "hello"})),
+            &CallMeta::default(),
+        )
+        .await;
+    completed(&o);
+    // a speculative call is held: speculation is off unless the operator enables it
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "ghost"})),
+            &spec("b1", 0.99),
+        )
+        .await;
+    assert_eq!(deferred_branch(&o), "b1");
+    assert_eq!(
+        h.test.reads(),
+        1,
+        "the deferred call must not reach the provider"
+    );
+    // promotion runs it as committed and returns its result
+    let released = h.gw.promote_branch(s, "b1").await.unwrap();
+    assert_eq!(released.len(), 1);
+    completed(&released[0].outcome);
+    assert_eq!(h.test.reads(), 2);
+    // a deferred call on another branch, abandoned, is never sent
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "never"})),
+            &spec("b2", 0.99),
+        )
+        .await;
+    deferred_branch(&o);
+    assert_eq!(h.gw.abandon_branch(s, "b2").unwrap(), 1);
+    assert!(
+        h.gw.promote_branch(s, "b2").await.is_err(),
+        "abandoned is final"
+    );
+    assert_eq!(h.test.reads(), 2);
+    assert!(!received_text(&h).iter().any(|r| r.contains("never")));
+    // a later speculative call on the promoted branch is part of the plan: it runs
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "more"})),
+                &spec("b1", 0.1),
+            )
+            .await,
+    );
+    // one on the abandoned branch is not sent
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "late"})),
+            &spec("b2", 0.99),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::ContractBlocked);
+    assert_eq!(h.test.reads(), 3);
+}
+
+#[tokio::test]
+async fn allow_rewrite_defer_block_shadow() {
+    let h = Harness::with_config(enabled(contract())).await;
+    let s = &h.session;
+    // ALLOW: public text, confident branch
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "weather in Paris"})),
+                &spec("a", 0.9),
+            )
+            .await,
+    );
+    // REWRITE: intent-revealing text is rewritten before dispatch
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "penalty for breaking my lease early"})),
+                &spec("r", 0.9),
+            )
+            .await,
+    );
+    let got = received_text(&h);
+    assert!(got[0].contains("weather in Paris"));
+    assert!(!got[1].contains("lease"), "rewritten: {}", got[1]);
+    assert!(got[1].contains("[topic]"), "{}", got[1]);
+    // DEFER: low confidence → nothing sent
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "low"})),
+            &spec("d", 0.2),
+        )
+        .await;
+    deferred_branch(&o);
+    // DEFER: an effect before commitment
+    let o =
+        h.gw.call_with(s, "test__count", args(json!({})), &spec("d", 0.99))
+            .await;
+    deferred_branch(&o);
+    assert_eq!((h.test.reads(), h.test.effects()), (2, 0));
+    // promotion re-decides both as committed: the read runs raw (committed calls are the
+    // user's plan under this contract), the effect goes to the write path
+    let released = h.gw.promote_branch(s, "d").await.unwrap();
+    assert_eq!(released.len(), 2);
+    completed(&released[0].outcome);
+    assert!(received_text(&h)[2].contains("low"));
+    assert!(!matches!(released[1].outcome, CallOutcome::Deferred(_)));
+    // BLOCK: a tool outside the contract
+    let mut k = contract();
+    k.allowed_tools = vec!["test__echo".into()];
+    let h2 = Harness::with_config(enabled(k)).await;
+    let o = h2
+        .gw
+        .call_with(&h2.session, "test__peek", args(json!({})), &spec("x", 0.9))
+        .await;
+    assert_denied(&o, ReasonCode::ContractBlocked);
+    // ... and a committed call is blocked too: contracts apply to every call when enabled
+    let o = h2
+        .gw
+        .call_with(
+            &h2.session,
+            "test__peek",
+            args(json!({})),
+            &CallMeta::default(),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::ContractBlocked);
+    assert_eq!(h2.test.reads(), 0);
+    // positive control on the same deployment
+    completed(
+        &h2.gw
+            .call_with(
+                &h2.session,
+                "test__echo",
+                args(json!({"text": "ok"})),
+                &spec("x", 0.9),
+            )
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn unlabeled_destination_blocks() {
+    let mut c = enabled(contract());
+    c.speculation.labeler.destinations.clear();
+    let h = Harness::with_config(c).await;
+    let o =
+        h.gw.call_with(
+            &h.session,
+            "test__echo",
+            args(json!({"text": "x"})),
+            &CallMeta::default(),
+        )
+        .await;
+    assert_denied(&o, ReasonCode::ContractBlocked);
+    assert_eq!(h.test.reads(), 0);
+}
+
+#[tokio::test]
+async fn budget_defers_after_b_sensitive_dispatches() {
+    let h = Harness::with_config(enabled(contract())).await; // b = 2
+    let s = &h.session;
+    for i in 0..2 {
+        completed(
+            &h.gw
+                .call_with(
+                    s,
+                    "test__echo",
+                    args(json!({"text": format!("lawyer {i}")})),
+                    &spec("b", 0.9),
+                )
+                .await,
+        );
+    }
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "lawyer 3"})),
+            &spec("b", 0.9),
+        )
+        .await;
+    deferred_branch(&o);
+    // public events are not budgeted
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "weather"})),
+                &spec("b", 0.9),
+            )
+            .await,
+    );
+    // the budget is per task: another session starts at zero
+    let other = h.open_session("bob");
+    completed(
+        &h.gw
+            .call_with(
+                &other,
+                "test__echo",
+                args(json!({"text": "lawyer"})),
+                &spec("b", 0.9),
+            )
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn shadow_routes_to_substitutes_and_reuses_or_reissues() {
+    let mut k = contract();
+    k.shadow_required = true;
+    let mut c = enabled(k.clone());
+    c.speculation.substitutes = vec![SubstituteRule {
+        tool: "test__echo".into(),
+        kind: SubstituteKind::Cache,
+        with: None,
+    }];
+    let h = Harness::with_config(c).await;
+    let s = &h.session;
+    // committed call fills the local cache
+    let first =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "cached"})),
+            &CallMeta::default(),
+        )
+        .await;
+    let first = completed(&first).clone();
+    assert_eq!(h.test.reads(), 1);
+    // the same call speculatively is answered locally, from the cache
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "cached"})),
+            &spec("s", 0.9),
+        )
+        .await;
+    match o {
+        CallOutcome::Shadowed { output } => assert_eq!(output, first),
+        other => panic!("expected shadowed, got {other:?}"),
+    }
+    // a miss gives an empty result, still without contacting the provider
+    let o =
+        h.gw.call_with(
+            s,
+            "test__echo",
+            args(json!({"text": "other"})),
+            &spec("s", 0.9),
+        )
+        .await;
+    assert!(matches!(o, CallOutcome::Shadowed { .. }));
+    assert_eq!(h.test.reads(), 1);
+    // Reuse on promotion (the paper's default): nothing is re-sent
+    assert!(h.gw.promote_branch(s, "s").await.unwrap().is_empty());
+    assert_eq!(h.test.reads(), 1);
+
+    // Reissue: the promoted shadow goes to the provider as committed
+    k.shadow_promotion = ShadowPromotion::Reissue;
+    let h = Harness::with_config(enabled(k)).await;
+    let o =
+        h.gw.call_with(
+            &h.session,
+            "test__echo",
+            args(json!({"text": "later"})),
+            &spec("s", 0.9),
+        )
+        .await;
+    assert!(matches!(o, CallOutcome::Shadowed { .. }));
+    assert_eq!(h.test.reads(), 0);
+    let released = h.gw.promote_branch(&h.session, "s").await.unwrap();
+    assert_eq!(released.len(), 1);
+    completed(&released[0].outcome);
+    assert_eq!(h.test.reads(), 1);
+}
+
+#[tokio::test]
+async fn local_reads_are_not_rewritten_and_effect_overrides_apply() {
+    let mut c = enabled(contract());
+    c.speculation.labeler.effects = vec![EffectRule {
+        tool: "test__echo".into(),
+        effect: EffectLabel::LocalRead,
+    }];
+    let h = Harness::with_config(c).await;
+    completed(
+        &h.gw
+            .call_with(
+                &h.session,
+                "test__echo",
+                args(json!({"text": "my divorce lawyer"})),
+                &spec("l", 0.9),
+            )
+            .await,
+    );
+    assert!(
+        received_text(&h)[0].contains("divorce"),
+        "local reads have no external observer"
+    );
+}
+
+/// The lease example (paper Appendix A.1) through the gateway: the abandoned branches'
+/// dispatched calls are the provider's marginal exposure; deferred ones are not in it.
+#[tokio::test]
+async fn exposure_counts_ghosts_only() {
+    let h = Harness::with_config(enabled(contract())).await;
+    let s = &h.session;
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "tenant rights termination"})),
+                &spec("e1", 0.9),
+            )
+            .await,
+    );
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "apartments near the station"})),
+                &spec("e2", 0.9),
+            )
+            .await,
+    );
+    deferred_branch(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "personal loan rates"})),
+                &spec("e3", 0.1),
+            )
+            .await,
+    );
+    h.gw.promote_branch(s, "e1").await.unwrap();
+    h.gw.abandon_branch(s, "e2").unwrap();
+    h.gw.abandon_branch(s, "e3").unwrap();
+    let report = h.gw.exposure(&s.id).unwrap();
+    let prov = report
+        .iter()
+        .find(|x| x.observer == Observer::Provider)
+        .unwrap();
+    assert_eq!(prov.issued, 4, "two calls with one field each");
+    assert_eq!(prov.committed, 2);
+    let fields: Vec<&str> = prov
+        .marginal
+        .iter()
+        .filter_map(|o| match o {
+            Observation::Field { value, .. } => Some(value.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fields, vec!["apartments near the station"]);
+    let log = report
+        .iter()
+        .find(|x| x.observer == Observer::RuntimeLog)
+        .unwrap();
+    assert_eq!(
+        log.issued, 3,
+        "the deferral is logged as a decision, without its arguments"
+    );
+    // the same report comes from the store alone (what `secureclaw trace exposure` reads)
+    let again = secureclaw_gateway::session_exposure(&h.store, &s.id).unwrap();
+    assert_eq!(again, report);
+}
+
+/// Logs, traces, audit records and database pages carry decisions and transformed fields
+/// only: raw pre-commit arguments of deferred, blocked, shadowed and abandoned calls, and the
+/// forbidden words of rewritten ones, appear nowhere.
+#[tokio::test]
+async fn raw_precommit_arguments_reach_no_sink() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mut k = contract();
+    k.allowed_tools = vec![
+        "test__echo".into(),
+        "test__count".into(),
+        "test__crash".into(),
+    ];
+    let mut shadowing = k.clone();
+    shadowing.scope = "test__crash".into();
+    shadowing.shadow_required = true;
+    let mut c = enabled(k);
+    c.speculation.contracts.insert(0, shadowing);
+    let h = Harness::with_config(c).await;
+    let s = &h.session;
+    // deferred (low confidence) then abandoned
+    deferred_branch(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "zqdeferred"})),
+                &spec("g1", 0.1),
+            )
+            .await,
+    );
+    // deferred effect, abandoned
+    deferred_branch(
+        &h.gw
+            .call_with(
+                s,
+                "test__count",
+                args(json!({"to": "zqeffect@x.example"})),
+                &spec("g1", 0.9),
+            )
+            .await,
+    );
+    // blocked
+    assert_denied(
+        &h.gw
+            .call_with(
+                s,
+                "test__peek",
+                args(json!({"q": "zqblocked"})),
+                &spec("g2", 0.9),
+            )
+            .await,
+        ReasonCode::ContractBlocked,
+    );
+    // shadowed (never reaches the crashing provider)
+    assert!(matches!(
+        h.gw.call_with(
+            s,
+            "test__crash",
+            args(json!({"q": "zqshadowed"})),
+            &spec("g3", 0.9)
+        )
+        .await,
+        CallOutcome::Shadowed { .. }
+    ));
+    // rewritten: the forbidden words are gone, the rest is the transformed field
+    completed(
+        &h.gw
+            .call_with(
+                s,
+                "test__echo",
+                args(json!({"text": "my chemotherapy schedule"})),
+                &spec("g4", 0.9),
+            )
+            .await,
+    );
+    h.gw.abandon_branch(s, "g1").unwrap();
+    h.gw.abandon_branch(s, "g3").unwrap();
+    h.gw.abandon_branch(s, "g4").unwrap();
+    assert_eq!(
+        h.test.reads() + h.test.effects(),
+        1,
+        "only the rewritten call was sent"
+    );
+
+    let mut sinks = String::from_utf8_lossy(&buf.0.lock().unwrap()).into_owned();
+    sinks.push_str(&h.audit_dump());
+    for f in ["secureclaw.db", "secureclaw.db-wal"] {
+        if let Ok(b) = std::fs::read(h.dir.path().join(f)) {
+            sinks.push_str(&String::from_utf8_lossy(&b));
+        }
+    }
+    sinks.push_str(&serde_json::to_string(&h.gw.exposure(&s.id).unwrap()).unwrap());
+    assert!(
+        sinks.contains("contract decision") || sinks.contains("speculation"),
+        "sinks were captured"
+    );
+    for raw in [
+        "zqdeferred",
+        "zqeffect",
+        "zqblocked",
+        "zqshadowed",
+        "chemotherapy",
+    ] {
+        assert!(!sinks.contains(raw), "`{raw}` reached a sink");
+    }
+    // positive control: the rewritten, dispatched field is recorded for the exposure report
+    assert!(
+        sinks.contains("[topic] schedule"),
+        "transformed fields are kept"
+    );
+}
