@@ -31,6 +31,11 @@ pub struct DemoArgs {
     /// so the audit log can be checked.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Run the Ghost Tool Calls demo instead: a speculative fan-out for "What's the penalty
+    /// for breaking my lease early?", once without and once with issue-time privacy
+    /// contracts, with what each provider received and the exposure report of both runs.
+    #[arg(long)]
+    speculative: bool,
 }
 
 const TASK: &str = "Please send invoice INV-42 to our approver approver@corp.example for sign-off.";
@@ -160,6 +165,9 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         )),
     };
     crate::state::ensure_dir(&dir)?;
+    if args.speculative {
+        return crate::demo_speculative::run(&dir).await;
+    }
     let office = dir.join("office.json");
     let exe = std::env::current_exe().context("cannot locate the secureclaw binary")?;
     let spec = UpstreamSpec {

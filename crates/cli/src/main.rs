@@ -5,6 +5,7 @@
 mod commands;
 mod config;
 mod demo;
+mod demo_speculative;
 mod stack;
 mod state;
 mod trace;
@@ -62,6 +63,19 @@ enum Command {
         #[arg(long)]
         state: PathBuf,
     },
+    /// Serve one research provider of the speculative demo on stdio (used by `demo --speculative`).
+    #[command(hide = true)]
+    ResearchTools {
+        /// Provider name, recorded in its log.
+        #[arg(long)]
+        provider: String,
+        /// Tools to serve, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',')]
+        tools: Vec<String>,
+        /// Provider log: every request received is appended here.
+        #[arg(long)]
+        log: PathBuf,
+    },
 }
 
 fn init_logging() {
@@ -100,6 +114,14 @@ fn main() -> ExitCode {
             Command::Trace(c) => trace::trace(&state_dir, c),
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
+                .await
+                .map_err(Into::into)
+                .map(|()| ExitCode::SUCCESS),
+            Command::ResearchTools {
+                provider,
+                tools,
+                log,
+            } => secureclaw_demo_tools::serve_research_stdio(&provider, &tools, log)
                 .await
                 .map_err(Into::into)
                 .map(|()| ExitCode::SUCCESS),

@@ -21,6 +21,11 @@
 //!
 //! Results carry `structuredContent` (always a JSON object) and one text block holding the same
 //! JSON; `noop` returns the text `ok`. Logs, if any, go to stderr: stdout is the MCP channel.
+//!
+//! A second server, [`ResearchTools`], plays the read-only providers of the Ghost Tool Calls
+//! demo (`secureclaw demo --speculative`): web search, document retrieval, calendar, CRM,
+//! e-mail search and rate sheets, each instance logging every request it receives to its
+//! provider log ([`load_provider_log`]).
 #![expect(
     clippy::result_large_err,
     reason = "rmcp's CallToolResult is the natural error value of a tool handler"
@@ -30,9 +35,14 @@ use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 
+mod research;
 mod state;
 mod tools;
 
+pub use research::{
+    ProviderLog, ProviderRequest, RESEARCH_TOOLS, ResearchTools, load_provider_log,
+    serve_research_stdio,
+};
 pub use state::{DemoState, Draft, Invoice, MailMessage, Payment, SentEmail, load_state};
 pub use tools::DemoTools;
 
@@ -67,6 +77,9 @@ pub enum DemoToolsError {
         #[source]
         source: std::io::Error,
     },
+    /// A research server was asked to serve a tool it does not have.
+    #[error("unknown research tool `{0}`")]
+    UnknownTool(String),
     /// The MCP session could not be established (for example the client hung up before
     /// `initialize`).
     #[error("mcp initialization failed")]

@@ -259,12 +259,12 @@ pub(crate) fn load_or_seed(path: &Path) -> Result<DemoState, DemoToolsError> {
     }
 }
 
-/// Writes `state` to `path` atomically: a sibling temporary file, then a rename over `path`.
+/// Writes `state` (any serializable document) to `path` atomically: a sibling temporary file, then a rename over `path`.
 ///
 /// # Errors
 ///
 /// [`DemoToolsError::WriteState`] if the temporary file cannot be written or renamed.
-pub(crate) fn persist(path: &Path, state: &DemoState) -> Result<(), DemoToolsError> {
+pub(crate) fn persist(path: &Path, state: &impl Serialize) -> Result<(), DemoToolsError> {
     let write_error = |source| DemoToolsError::WriteState {
         path: path.to_path_buf(),
         source,
