@@ -2,6 +2,7 @@
 //!
 //! Thin wiring: one module per subcommand. See `secureclaw --help`.
 
+mod bypass;
 mod commands;
 mod config;
 mod demo;
@@ -56,6 +57,9 @@ enum Command {
     /// List, rotate or retire keys.
     #[command(subcommand)]
     Keys(commands::KeysCommand),
+    /// Run the commit-path bypass suite (paper Tables 17 and 18 and more) against the real
+    /// stack in process, or against a running `secureclaw serve` with --url.
+    Bypass(bypass::BypassArgs),
     /// Serve the demo office MCP tool server on stdio (used by `demo`).
     #[command(hide = true)]
     DemoTools {
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
             Command::Policy(c) => commands::policy(c),
             Command::Trace(c) => trace::trace(&state_dir, c),
             Command::Keys(c) => commands::keys(&state_dir, c),
+            Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
                 .await
                 .map_err(Into::into)

@@ -781,11 +781,47 @@ fn scan_urls(text: &str, out: &mut Vec<Finding>) {
 static PHONE: LazyLock<Option<Regex>> =
     LazyLock::new(|| compile(r"\+?(?:\(\d{1,5}\)|\d{1,5})(?:[ ./-]?(?:\(\d{1,5}\)|\d{1,5})){1,7}"));
 
+/// Find phone numbers. The regex match is leftmost and greedy, so one implausible candidate
+/// could hide a real number: a number followed by more digit groups
+/// (`+49 30 1234567 4111 1111 1111 1111`), or a number after digits glued to a word
+/// (`ref x7 030 1234567`). So for each candidate the shorter candidates ending at its earlier
+/// group ends are tried too, longest first; if none is plausible, scanning resumes at the
+/// candidate's next digit group instead of after the whole candidate (fuzzing found both
+/// misses; FUZZING.md). Each candidate spans at most 8 groups, so this stays linear.
 fn scan_phones(text: &str, out: &mut Vec<Finding>) {
     let Some(re) = PHONE.as_ref() else { return };
-    for m in re.find_iter(text) {
-        if phone_plausible(text, m.start(), m.end()) {
-            push(out, IdentifierKind::Phone, m.start(), m.end());
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    while let Some(m) = re.find_at(text, pos) {
+        let (start, end) = (m.start(), m.end());
+        let group_ends: Vec<usize> = (start + 1..=end)
+            .filter(|&e| {
+                bytes
+                    .get(e - 1)
+                    .is_some_and(|b| b.is_ascii_digit() || *b == b')')
+                    && !bytes.get(e).is_some_and(u8::is_ascii_digit)
+            })
+            .collect();
+        match group_ends
+            .iter()
+            .rev()
+            .find(|&&e| phone_plausible(text, start, e))
+        {
+            Some(&e) => {
+                push(out, IdentifierKind::Phone, start, e);
+                pos = e;
+            }
+            None => {
+                // Skip the candidate's first group (`+`, `(`, digits, `)`), then rescan.
+                let mut k = start + 1;
+                while bytes
+                    .get(k)
+                    .is_some_and(|b| b.is_ascii_digit() || *b == b')')
+                {
+                    k += 1;
+                }
+                pos = k;
+            }
         }
     }
 }
@@ -796,9 +832,12 @@ fn phone_plausible(text: &str, start: usize, end: usize) -> bool {
     let Some(cand) = text.get(start..end) else {
         return false;
     };
-    // Left context: not inside a word, a code like `INV-2026-0042`, or a longer number.
+    // Left context: not inside a word, a code like `INV-2026-0042`, or a longer number. A `+`
+    // starts a new number whatever precedes it (`Tel+49 …`, `… 1234+44 20 7946`; found by
+    // fuzzing, FUZZING.md).
     let prev = byte_before(text, start);
-    if is_word_byte(prev) || prev == Some(b'#') {
+    let plus = byte_at(text, start) == Some(b'+');
+    if !plus && (is_word_byte(prev) || prev == Some(b'#')) {
         return false;
     }
     if prev.is_some_and(|p| matches!(p, b'.' | b',' | b'-' | b'/'))

@@ -1,1 +1,26 @@
-//! placeholder
+//! # SecureClaw evaluation harnesses
+//!
+//! The commit-path **bypass suite** (`secureclaw bypass`): the SecureClaw paper's Table 17
+//! (§A.9), the attacks the authors' suite never tried, and the payment case study of Table 18
+//! (§A.10), run against the real stack — in process ([`stack::Stack`]) or a running
+//! `secureclaw serve` through its HTTP API ([`target::Target::Http`]).
+//!
+//! - [`bypass`]: the cases and [`bypass::run`];
+//! - [`payment`]: the payment case study, boundary on and off;
+//! - [`report`]: results, the printed table and the JSON report;
+//! - [`target`]: the two targets behind one interface;
+//! - [`stack`]: the in-process deployment;
+//! - [`attack`]: artifact surgery and other attack helpers;
+//! - [`http`]: a minimal HTTP/1.1 client.
+
+pub mod attack;
+pub mod bypass;
+pub mod http;
+pub mod payment;
+pub mod report;
+pub mod stack;
+pub mod target;
+
+pub use bypass::{run, run_in_process};
+pub use report::{CaseResult, Expect, Observed, Report, Summary};
+pub use target::Target;

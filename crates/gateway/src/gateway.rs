@@ -1006,14 +1006,9 @@ impl Gateway {
         match result {
             Ok(output) => {
                 let digest = result_digest(&output);
-                if self
-                    .inner
-                    .store
-                    .mark_executed(action_id, &digest, self.now())
-                    .is_err()
-                {
-                    tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
-                }
+                // The commit record is written before the ledger says `executed`: a crash (or
+                // an audit failure) between the two leaves the entry `reserved`, which the
+                // next start reports as `crash_recovery`, so no effect is ever unaudited.
                 let mut ev = self.event(AuditKind::Commit, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
@@ -1025,6 +1020,14 @@ impl Gateway {
                         ReasonCode::ResultWithheld,
                         Some(action_id),
                     );
+                }
+                if self
+                    .inner
+                    .store
+                    .mark_executed(action_id, &digest, self.now())
+                    .is_err()
+                {
+                    tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
                 }
                 self.finish(
                     session,

@@ -103,6 +103,22 @@ impl std::fmt::Debug for RmcpUpstream {
 }
 
 impl RmcpUpstream {
+    /// An upstream over an rmcp client that is already initialized — for servers run in
+    /// process over an in-memory pipe (evaluation harnesses, tests). `destination` is recorded
+    /// as `ctx.destination` in canonical requests.
+    #[must_use]
+    pub fn from_client(
+        id: impl Into<String>,
+        destination: impl Into<String>,
+        client: RunningService<RoleClient, ()>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            destination: destination.into(),
+            client,
+        }
+    }
+
     /// Start (stdio) or connect (HTTP) and initialize.
     ///
     /// # Errors

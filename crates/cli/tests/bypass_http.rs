@@ -1,0 +1,141 @@
+//! `secureclaw bypass --url`: the suite against a running `secureclaw serve` (the demo office
+//! behind it over stdio), through the HTTP API only. In-process-only cases must say SKIP.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use serde_json::Value;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
+const OPERATOR: &str = "bypass-operator-token-0123456789";
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The demo office behind `secureclaw serve`, classified as `GatewayConfig::demo_office()`
+/// classifies it (the README's example configuration for `bypass --url`).
+fn demo_office_config(port: u16, office: &Path) -> String {
+    format!(
+        r#"[server]
+http_bind = "127.0.0.1:{port}"
+
+[[gateway.classify]]
+upstream = "office"
+tool = "read_invoice"
+path = "/iban"
+label = "payee_iban"
+sensitivity = "high"
+allowed_sinks = ["office__pay_invoice"]
+anchor = true
+
+[[gateway.classify]]
+upstream = "office"
+tool = "read_invoice"
+path = "/contact_email"
+label = "counterparty_email"
+sensitivity = "medium"
+anchor = true
+
+[[gateway.tools]]
+tool = "office__save_draft"
+destructive = false
+targets = []
+
+[[upstream]]
+id = "office"
+transport = "stdio"
+command = {exe:?}
+args = ["demo-tools", "--state", {office:?}]
+"#,
+        exe = EXE,
+        office = office.display().to_string()
+    )
+}
+
+#[test]
+fn bypass_suite_against_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("secureclaw.toml");
+    std::fs::write(
+        &config,
+        demo_office_config(port, &dir.path().join("office.json")),
+    )
+    .unwrap();
+    let child = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let json = dir.path().join("bypass.json");
+    let out = Command::new(EXE)
+        .args(["bypass", "--url", &format!("http://127.0.0.1:{port}")])
+        .arg("--json")
+        .arg(&json)
+        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bypass --url failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("SKIP (in-process only"), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = &report["summary"];
+    assert_eq!(report["mode"], "http");
+    assert_eq!(s["false_accepts"], 0, "{stdout}");
+    assert_eq!(s["false_denies"], 0, "{stdout}");
+    assert_eq!(s["failed"], 0, "{stdout}");
+    let skipped = s["skipped"].as_u64().unwrap();
+    let passed = s["passed"].as_u64().unwrap();
+    assert!(skipped > 0 && passed >= 60, "{s}");
+    assert_eq!(passed + skipped, s["total"].as_u64().unwrap());
+    // Every skip says why.
+    for c in report["cases"].as_array().unwrap() {
+        if c["pass"].is_null() {
+            assert!(
+                c["observed"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("SKIP (in-process only"),
+                "{c}"
+            );
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Crash safety of the commit path: `secureclaw serve` in front of the demo office (whose state
+//! file records every e-mail sent, durably, before it answers) is driven with previews,
+//! commits and replays of earlier actions, and killed with SIGKILL at a random moment, over
+//! and over, on one state directory. After every restart:
+//!
+//! - no action executed twice (every e-mail has a distinct subject, one per action);
+//! - every effect belongs to an action the driver previewed, has a ledger entry and an audit
+//!   record (`commit`, or `crash_recovery` when the crash came between effect and record);
+//! - the audit chain verifies (`secureclaw audit verify`).
+//!
+//! Trials: `SECURECLAW_CRASH_TRIALS` (default 12; the full run uses 200). Kill times come from
+//! `SECURECLAW_CRASH_SEED` (default: the clock), printed so that a failure can be replayed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::keys::{KeyRing, KeyRingFile};
+use secureclaw_store::SqliteStore;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
+const OPERATOR: &str = "crash-operator-token-0123456789";
+const APPROVER: &str = "approver@corp.example";
+const BODY: &str = "Invoice INV-42 for sign-off.";
+const SEND: &str = "office__send_email";
+
+/// xorshift64*: reproducible kill times from a printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.1 request; `Err` when the server is gone (expected around a kill).
+fn http(port: u16, method: &str, path: &str, token: &str, body: &Value) -> Result<Value, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .map_err(|e| e.to_string())?;
+    let body = body.to_string();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
+    let (head, payload) = resp.split_once("\r\n\r\n").ok_or("truncated response")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("{head}: {payload}"));
+    }
+    serde_json::from_str(payload).map_err(|e| e.to_string())
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Deployment {
+    config: PathBuf,
+    state: PathBuf,
+    office: PathBuf,
+    port: u16,
+}
+
+impl Deployment {
+    fn new(dir: &Path) -> Self {
+        let port = free_port();
+        let office = dir.join("office.json");
+        let config = dir.join("secureclaw.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
+                office.display().to_string()
+            ),
+        )
+        .unwrap();
+        Self {
+            config,
+            state: dir.join("state"),
+            office,
+            port,
+        }
+    }
+
+    fn start(&self) -> Server {
+        let child = Command::new(EXE)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(v) = http(self.port, "GET", "/health", "", &Value::Null) {
+                if v["status"] == "ok" {
+                    return server;
+                }
+            }
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// SIGKILL, then wait until the orphaned demo office (its stdin now closed) has exited, so
+    /// that an effect it was still persisting is on disk before anything is checked.
+    fn kill(&self, mut server: Server) {
+        server.0.kill().unwrap();
+        server.0.wait().unwrap();
+        let needle = self.office.display().to_string();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while orphan_alive(&needle) {
+            assert!(Instant::now() < deadline, "demo office did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Whether a process whose command line mentions `needle` is still running (Linux /proc).
+fn orphan_alive(needle: &str) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(needle))
+            .unwrap_or(false)
+            && std::fs::read_to_string(e.path().join("stat"))
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
+    })
+}
+
+#[derive(Clone)]
+struct Attempt {
+    action_id: String,
+    artifact: String,
+    subject: String,
+}
+
+fn mail(subject: &str) -> Value {
+    json!({"to": APPROVER, "subject": subject, "body": BODY})
+}
+
+/// Preview and commit fresh e-mails, interleaved with re-commits of earlier actions, until the
+/// server is gone.
+fn drive(
+    port: u16,
+    session: &str,
+    trial: usize,
+    seed: u64,
+    attempts: &Mutex<Vec<Attempt>>,
+    stop: &AtomicBool,
+) {
+    let mut rng = Rng(seed | 1);
+    for k in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let old = {
+            let list = attempts.lock().unwrap();
+            (k % 3 == 2 && !list.is_empty())
+                .then(|| list[usize::try_from(rng.below(list.len() as u64)).unwrap()].clone())
+        };
+        let result = if let Some(a) = old {
+            http(
+                port,
+                "POST",
+                "/v1/commit",
+                session,
+                &json!({"tool": SEND, "arguments": mail(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
+            )
+        } else {
+            let subject = format!("crash trial {trial} action {k}");
+            let preview = http(
+                port,
+                "POST",
+                "/v1/preview",
+                session,
+                &json!({"tool": SEND, "arguments": mail(&subject)}),
+            );
+            let Ok(p) = preview else { return };
+            let a = Attempt {
+                action_id: p["action_id"].as_str().unwrap().to_owned(),
+                artifact: p["artifact"].as_str().unwrap().to_owned(),
+                subject,
+            };
+            attempts.lock().unwrap().push(a.clone());
+            http(
+                port,
+                "POST",
+                "/v1/commit",
+                session,
+                &json!({"tool": SEND, "arguments": mail(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
+            )
+        };
+        if result.is_err() {
+            return;
+        }
+    }
+}
+
+/// The invariants, checked against the office's state file and the gateway's database.
+/// Returns (effects, entries still reserved).
+fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
+    let office = secureclaw_demo_tools::load_state(&d.office).unwrap();
+    let mut per_subject: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in &office.sent {
+        *per_subject.entry(m.subject.as_str()).or_default() += 1;
+    }
+    for (subject, n) in &per_subject {
+        assert_eq!(*n, 1, "action `{subject}` executed {n} times");
+    }
+    let keys: KeyRingFile =
+        serde_json::from_str(&std::fs::read_to_string(d.state.join("keys.json")).unwrap()).unwrap();
+    let keys = Arc::new(KeyRing::from_file(&keys).unwrap());
+    let store = SqliteStore::open(&d.state.join("secureclaw.db"), keys).unwrap();
+    let audited: BTreeSet<String> =
+        serde_json::to_value(store.audit_records(0, usize::MAX).unwrap())
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["event"]["kind"] == "commit" || r["event"]["kind"] == "crash_recovery")
+            .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned))
+            .collect();
+    let by_subject: BTreeMap<&str, &Attempt> =
+        attempts.iter().map(|a| (a.subject.as_str(), a)).collect();
+    for subject in per_subject.keys() {
+        let a = by_subject
+            .get(subject)
+            .unwrap_or_else(|| panic!("effect `{subject}` belongs to no previewed action"));
+        let entry = store
+            .ledger_entry(&ActionId(a.action_id.clone()))
+            .unwrap()
+            .unwrap_or_else(|| panic!("effect `{subject}` has no ledger entry"));
+        assert_ne!(
+            entry.state,
+            secureclaw_store::LedgerState::Failed,
+            "effect `{subject}` ran but its ledger entry says failed"
+        );
+        assert!(
+            audited.contains(&a.action_id),
+            "effect `{subject}` ({}) has no commit or crash_recovery audit record",
+            a.action_id
+        );
+    }
+    store.verify_audit().unwrap();
+    let reserved = store.dangling_reservations().unwrap().len();
+    (office.sent.len(), reserved)
+}
+
+fn audit_verify(d: &Deployment) {
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&d.state)
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "secureclaw audit verify failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sigkill_at_random_points_never_executes_an_action_twice() {
+    let trials: usize = std::env::var("SECURECLAW_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let seed: u64 = std::env::var("SECURECLAW_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("crash safety: {trials} trials, SECURECLAW_CRASH_SEED={seed}");
+    let mut rng = Rng(seed | 1);
+    let dir = tempfile::tempdir().unwrap();
+    let d = Deployment::new(dir.path());
+    let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
+    let mut session = String::new();
+    let mut crashed_mid_commit = 0;
+    let mut prev_reserved = 0;
+    let started = Instant::now();
+    for trial in 0..trials {
+        let server = d.start();
+        let (_, reserved) = check(&d, &attempts.lock().unwrap());
+        if reserved > prev_reserved {
+            crashed_mid_commit += 1;
+        }
+        prev_reserved = reserved;
+        audit_verify(&d);
+        if session.is_empty() {
+            session = http(
+                d.port,
+                "POST",
+                "/v1/sessions",
+                OPERATOR,
+                &json!({"caller": "crash-runtime", "task": {"request": format!("Send INV-42 to {APPROVER}")}}),
+            )
+            .unwrap()["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let driver = {
+            let (attempts, stop, session) = (attempts.clone(), stop.clone(), session.clone());
+            let (port, seed) = (d.port, rng.next());
+            std::thread::spawn(move || drive(port, &session, trial, seed, &attempts, &stop))
+        };
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        d.kill(server);
+        stop.store(true, Ordering::SeqCst);
+        driver.join().unwrap();
+    }
+    // A last clean start: crash recovery runs, then every invariant once more.
+    let server = d.start();
+    let (effects, _) = check(&d, &attempts.lock().unwrap());
+    audit_verify(&d);
+    drop(server);
+    let attempted = attempts.lock().unwrap().len();
+    eprintln!(
+        "crash safety: {trials} kills in {:.1} s, {attempted} actions previewed, {effects} executed, {crashed_mid_commit} restarts found an interrupted commit",
+        started.elapsed().as_secs_f64()
+    );
+    if trials >= 5 {
+        assert!(
+            effects > 0,
+            "no commit ever completed: the harness tests nothing"
+        );
+    }
+}

@@ -1,0 +1,388 @@
+//! The real stack, in process: a [`Gateway`] over a [`SqliteStore`] on a temporary directory,
+//! the default Cedar policy set, the demo office (`secureclaw-demo-tools`) served over an
+//! in-memory MCP pipe, a zero-argument counting upstream, and a clock the harness moves.
+//!
+//! Nothing here is a mock of the trusted path: preview, policy, binding, acceptance, ledger,
+//! vault and audit are the production code. What the harness adds are the trusted-side powers
+//! an operator has and a runtime does not — moving the clock, rotating keys, restarting the
+//! gateway over the same database, changing the policy set — so that the suite can attack the
+//! commit path across those events.
+
+use rmcp::ServiceExt;
+use secureclaw_core::keys::KeyRing;
+use secureclaw_core::policy::EffectClass;
+use secureclaw_core::time::UnixMillis;
+use secureclaw_demo_tools::{DemoState, DemoTools};
+use secureclaw_gateway::upstream::BoxFuture;
+use secureclaw_gateway::{
+    Clock, Gateway, GatewayConfig, GatewayError, RmcpUpstream, ToolOutput, ToolRule, Upstream,
+    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
+};
+use secureclaw_policy::CedarPolicy;
+use secureclaw_store::SqliteStore;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Start of the in-process clock: 2027-01-15 (a realistic Unix time in milliseconds).
+pub const T0: u64 = 1_800_000_000_000;
+
+/// Handle lifetime of the evaluation configuration (1 h, shorter than the 24 h session
+/// lifetime, so a handle can expire inside a live session).
+pub const EVAL_HANDLE_TTL_MS: u64 = 3_600_000;
+
+/// Errors building the in-process stack.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The temporary state directory could not be created.
+    #[error("cannot create a temporary directory")]
+    TempDir(#[source] std::io::Error),
+    /// The operating system's random source failed.
+    #[error("the operating system random source failed")]
+    Random,
+    /// The demo office could not start.
+    #[error("demo office: {0}")]
+    Office(String),
+    /// The store could not be opened.
+    #[error("store: {0}")]
+    Store(String),
+    /// The policy set was rejected.
+    #[error("policy: {0}")]
+    Policy(String),
+    /// The gateway could not start.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+}
+
+/// A clock the harness sets by hand (shared by every gateway of one [`Stack`]).
+#[derive(Debug, Clone)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock reading `start` milliseconds.
+    #[must_use]
+    pub fn new(start: u64) -> Self {
+        Self(Arc::new(AtomicU64::new(start)))
+    }
+
+    /// The gateway's view of this clock.
+    #[must_use]
+    pub fn clock(&self) -> Clock {
+        let ms = self.0.clone();
+        Arc::new(move || UnixMillis(ms.load(Ordering::SeqCst)))
+    }
+
+    /// Current reading in milliseconds.
+    #[must_use]
+    pub fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Set the reading.
+    pub fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::SeqCst);
+    }
+}
+
+/// A second upstream, `counter`, with two zero-argument effectful tools that only count:
+/// `bump` (declared target-less and non-destructive by the operator, so the policy allows it)
+/// and `bump_undeclared` (no operator rule: an effect with unknown targets, held for
+/// confirmation).
+#[derive(Debug, Default)]
+pub struct Counter {
+    effects: AtomicU64,
+}
+
+impl Counter {
+    /// Effects executed so far.
+    #[must_use]
+    pub fn effects(&self) -> u64 {
+        self.effects.load(Ordering::SeqCst)
+    }
+}
+
+fn counter_tool(name: &str) -> UpstreamTool {
+    let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    UpstreamTool {
+        name: name.into(),
+        title: None,
+        description: Some(format!("counts one effect ({name})")),
+        input_schema: match schema {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+        read_only_hint: false,
+        destructive_hint: false,
+        open_world_hint: true,
+    }
+}
+
+impl Upstream for Counter {
+    fn id(&self) -> &str {
+        "counter"
+    }
+
+    fn destination(&self) -> &str {
+        "in-process:counter"
+    }
+
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        Box::pin(async move { Ok(vec![counter_tool("bump"), counter_tool("bump_undeclared")]) })
+    }
+
+    fn call_tool(
+        &self,
+        name: String,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        Box::pin(async move {
+            if !arguments.is_empty() || !(name == "bump" || name == "bump_undeclared") {
+                return Ok(ToolOutput {
+                    content: vec![json!({"type": "text", "text": "bad call"})],
+                    structured: None,
+                    is_error: true,
+                });
+            }
+            let n = self.effects.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(ToolOutput {
+                content: vec![json!({"type": "text", "text": format!("{{\"n\":{n}}}")})],
+                structured: Some(json!({"n": n})),
+                is_error: false,
+            })
+        })
+    }
+}
+
+fn spec(id: &str) -> UpstreamSpec {
+    UpstreamSpec {
+        id: id.into(),
+        transport: UpstreamTransport::Stdio {
+            command: format!("in-process-{id}"),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: true,
+    }
+}
+
+/// Fill `buf` from the operating system, reporting failure.
+fn fill(buf: &mut [u8], ok: &mut bool) {
+    if getrandom::fill(buf).is_err() {
+        *ok = false;
+    }
+}
+
+/// A fresh key ring (one key per purpose).
+///
+/// # Errors
+/// [`StackError::Random`] if the random source fails.
+pub fn fresh_keys() -> Result<KeyRing, StackError> {
+    let mut ok = true;
+    let ring = KeyRing::generate(&mut |b: &mut [u8]| fill(b, &mut ok));
+    if ok {
+        Ok(ring)
+    } else {
+        Err(StackError::Random)
+    }
+}
+
+/// Add a newly generated key for `purpose` to `ring` (it becomes the active one).
+///
+/// # Errors
+/// [`StackError::Random`] if the random source fails.
+pub fn rotate(
+    ring: &mut KeyRing,
+    purpose: secureclaw_core::keys::KeyPurpose,
+) -> Result<secureclaw_core::keys::KeyId, StackError> {
+    let mut ok = true;
+    let id = ring.add_generated(purpose, &mut |b: &mut [u8]| fill(b, &mut ok));
+    if ok { Ok(id) } else { Err(StackError::Random) }
+}
+
+/// What every gateway of one stack shares.
+struct Parts<'a> {
+    db: &'a std::path::Path,
+    config: &'a GatewayConfig,
+    office: &'a Arc<RmcpUpstream>,
+    counter: &'a Arc<Counter>,
+    clock: &'a ManualClock,
+}
+
+impl Parts<'_> {
+    async fn gateway(
+        &self,
+        keys: Arc<KeyRing>,
+        extra_policies: &[(String, String)],
+    ) -> Result<Gateway, StackError> {
+        let store = Arc::new(
+            SqliteStore::open(self.db, keys.clone())
+                .map_err(|e| StackError::Store(e.to_string()))?,
+        );
+        let policy =
+            CedarPolicy::load(extra_policies).map_err(|e| StackError::Policy(e.to_string()))?;
+        let office: Arc<dyn Upstream> = self.office.clone();
+        let counter: Arc<dyn Upstream> = self.counter.clone();
+        Ok(Gateway::start(
+            keys,
+            store,
+            Arc::new(policy),
+            self.config.clone(),
+            vec![(spec("office"), office), (spec("counter"), counter)],
+            self.clock.clock(),
+        )
+        .await?)
+    }
+}
+
+/// The in-process deployment under evaluation.
+pub struct Stack {
+    dir: tempfile::TempDir,
+    db: PathBuf,
+    /// The key ring of the main gateway.
+    pub keys: Arc<KeyRing>,
+    /// The shared clock.
+    pub clock: ManualClock,
+    /// The gateway configuration ([`Stack::config`]).
+    pub config: GatewayConfig,
+    office: DemoTools,
+    office_upstream: Arc<RmcpUpstream>,
+    counter: Arc<Counter>,
+    /// The main gateway (default policy set, [`Stack::keys`]).
+    pub gateway: Gateway,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stack {
+    /// The evaluation configuration: [`GatewayConfig::demo_office`] with a 1 h handle
+    /// lifetime ([`EVAL_HANDLE_TTL_MS`]) and the operator rule declaring `counter__bump`
+    /// target-less and non-destructive. All other limits are the defaults (60 s artifact
+    /// freshness, 5 s tolerated skew).
+    #[must_use]
+    pub fn config() -> GatewayConfig {
+        let mut c = GatewayConfig::demo_office();
+        c.limits.handle_ttl_ms = EVAL_HANDLE_TTL_MS;
+        c.tools.push(ToolRule {
+            tool: "counter__bump".into(),
+            effect: Some(EffectClass::Effect),
+            destructive: Some(false),
+            targets: Some(vec![]),
+            hidden: false,
+        });
+        c
+    }
+
+    /// Start the stack: temporary directory, fresh keys, store, demo office, gateway.
+    ///
+    /// # Errors
+    /// A [`StackError`] naming the part that failed.
+    pub async fn start() -> Result<Self, StackError> {
+        let dir = tempfile::tempdir().map_err(StackError::TempDir)?;
+        let db = dir.path().join("secureclaw.db");
+        let office_path = dir.path().join("office.json");
+        let keys = Arc::new(fresh_keys()?);
+        let office = DemoTools::new(office_path).map_err(|e| StackError::Office(e.to_string()))?;
+        let server = office.clone();
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.map_err(|e| StackError::Office(e.to_string()))?;
+        let office_upstream = Arc::new(RmcpUpstream::from_client(
+            "office",
+            "in-process:demo-office",
+            client,
+        ));
+        let clock = ManualClock::new(T0);
+        let counter = Arc::new(Counter::default());
+        let config = Self::config();
+        let parts = Parts {
+            db: &db,
+            config: &config,
+            office: &office_upstream,
+            counter: &counter,
+            clock: &clock,
+        };
+        let gateway = parts.gateway(keys.clone(), &[]).await?;
+        Ok(Self {
+            dir,
+            db,
+            keys,
+            clock,
+            config,
+            office,
+            office_upstream,
+            counter,
+            gateway,
+        })
+    }
+
+    /// Another gateway over a new connection to the same database, with the same clock,
+    /// configuration and upstreams, `keys`, and the default policies plus `extra_policies`
+    /// `(file, text)`. With the main keys and no extra policies this is a restart.
+    ///
+    /// # Errors
+    /// [`StackError`] if the store, the policy set or the gateway cannot start.
+    pub async fn gateway_with(
+        &self,
+        keys: Arc<KeyRing>,
+        extra_policies: &[(String, String)],
+    ) -> Result<Gateway, StackError> {
+        Parts {
+            db: &self.db,
+            config: &self.config,
+            office: &self.office_upstream,
+            counter: &self.counter,
+            clock: &self.clock,
+        }
+        .gateway(keys, extra_policies)
+        .await
+    }
+
+    /// A gateway of another deployment: its own database and an unrelated key ring (with the
+    /// same key ids), sharing only the upstreams, clock and configuration.
+    ///
+    /// # Errors
+    /// As [`Stack::gateway_with`].
+    pub async fn foreign_gateway(&self) -> Result<Gateway, StackError> {
+        Parts {
+            db: &self.dir.path().join("foreign.db"),
+            config: &self.config,
+            office: &self.office_upstream,
+            counter: &self.counter,
+            clock: &self.clock,
+        }
+        .gateway(Arc::new(fresh_keys()?), &[])
+        .await
+    }
+
+    /// The demo office's state (the effects that really happened).
+    pub async fn office(&self) -> DemoState {
+        self.office.state().await
+    }
+
+    /// Every effect executed so far: e-mails sent, drafts saved, payments made, counter bumps.
+    pub async fn effects(&self) -> u64 {
+        let s = self.office.state().await;
+        let n = s.sent.len() + s.drafts.len() + s.payments.len();
+        u64::try_from(n)
+            .unwrap_or(u64::MAX)
+            .saturating_add(self.counter.effects())
+    }
+
+    /// The demo office upstream, for the suite's deliberately insecure executor only.
+    pub(crate) fn office_upstream(&self) -> Arc<dyn Upstream> {
+        self.office_upstream.clone()
+    }
+}

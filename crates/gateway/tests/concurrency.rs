@@ -1,0 +1,133 @@
+//! Concurrency of the commit path: 64 commits of one action id race across threads and two
+//! gateway instances over one database (exactly one effect), and a thousand distinct actions
+//! commit concurrently (each exactly once; `SECURECLAW_CONCURRENCY_COMMITS` changes the
+//! number). Bounded to a few seconds.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod common;
+
+use common::*;
+use secureclaw_core::recovery::ReasonCode;
+use serde_json::json;
+use std::collections::BTreeSet;
+
+const COUNT: &str = "test__count";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_commits_of_one_action_execute_once() {
+    let h = Harness::new().await;
+    let second = h.restarted().await;
+    let p = h
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1}))
+        .unwrap();
+    assert_eq!(p.decision, "allow");
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let gw = if i % 2 == 0 {
+            h.gw.clone()
+        } else {
+            second.clone()
+        };
+        let (session, action, artifact) =
+            (h.session.clone(), p.action_id.clone(), p.artifact.clone());
+        tasks.push(tokio::spawn(async move {
+            gw.commit(
+                &session,
+                COUNT,
+                args(json!({"to": APPROVER, "n": 1})),
+                &action,
+                Some(&artifact),
+            )
+            .await
+        }));
+    }
+    let mut completed_count = 0;
+    for t in tasks {
+        let o = t.await.unwrap();
+        match reason(&o) {
+            None => completed_count += 1,
+            Some(r) => assert_eq!(r, ReasonCode::Replay, "{o:?}"),
+        }
+    }
+    assert_eq!(completed_count, 1);
+    assert_eq!(
+        h.test.effects(),
+        1,
+        "one action id, more than one upstream effect"
+    );
+    h.assert_audit_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_distinct_commits_each_execute_once() {
+    let n_commits: usize = std::env::var("SECURECLAW_CONCURRENCY_COMMITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let h = Harness::new().await;
+    let second = h.restarted().await;
+    let started = std::time::Instant::now();
+    let mut previews = Vec::new();
+    for n in 0..n_commits {
+        let p = h
+            .preview(&h.session, COUNT, json!({"to": APPROVER, "n": n}))
+            .unwrap();
+        assert_eq!(p.decision, "allow");
+        previews.push((n, p));
+    }
+    let mut tasks = Vec::new();
+    for (n, p) in previews {
+        let gw = if n % 2 == 0 {
+            h.gw.clone()
+        } else {
+            second.clone()
+        };
+        let session = h.session.clone();
+        tasks.push(tokio::spawn(async move {
+            gw.commit(
+                &session,
+                COUNT,
+                args(json!({"to": APPROVER, "n": n})),
+                &p.action_id,
+                Some(&p.artifact),
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        let o = t.await.unwrap();
+        completed(&o);
+    }
+    assert_eq!(h.test.effects(), n_commits);
+    let received: Vec<u64> = h
+        .test
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, a)| a["n"].as_u64().unwrap())
+        .collect();
+    let distinct: BTreeSet<u64> = received.iter().copied().collect();
+    assert_eq!(
+        received.len(),
+        n_commits,
+        "an action executed more than once"
+    );
+    assert_eq!(
+        distinct.len(),
+        n_commits,
+        "an action executed more than once"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "took {:?}",
+        started.elapsed()
+    );
+    h.store.verify_audit().unwrap();
+}
