@@ -5,6 +5,7 @@
 mod commands;
 mod config;
 mod demo;
+mod eval;
 mod stack;
 mod state;
 
@@ -51,6 +52,9 @@ enum Command {
     /// List, rotate or retire keys.
     #[command(subcommand)]
     Keys(commands::KeysCommand),
+    /// Run an evaluation harness (AgentDojo with a compromised runtime).
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// Serve the demo office MCP tool server on stdio (used by `demo`).
     #[command(hide = true)]
     DemoTools {
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
             Command::Audit(c) => commands::audit(&state_dir, c),
             Command::Policy(c) => commands::policy(c),
             Command::Keys(c) => commands::keys(&state_dir, c),
+            Command::Eval(c) => eval::run(c),
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
                 .await
                 .map_err(Into::into)
