@@ -514,7 +514,9 @@ class Harness:
             if self.gw:
                 sid = self.gw.open_session(prompt)
                 read, write, _ = await stack.enter_async_context(
-                    streamablehttp_client(self.gw.base + "/mcp", headers={"Authorization": f"Bearer {sid}"})
+                    streamablehttp_client(
+                        self.gw.base + "/mcp", headers={"Authorization": f"Bearer {sid}"}, terminate_on_close=False
+                    )
                 )
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
