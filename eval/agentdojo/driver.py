@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import fnmatch
 import json
 import os
 import pickle
@@ -147,6 +148,17 @@ def align(raw, shown, out: dict[str, str]) -> None:
         for k, v in shown.items():
             if k in raw:
                 align(raw[k], v, out)
+            elif HANDLE_RE.search(k):
+                # An identifier in an object key (`shared_with: {address: "r"}`).
+                for rk in raw:
+                    if rk in shown:
+                        continue
+                    found: dict[str, str] = {}
+                    align(rk, k, found)
+                    if found:
+                        out.update(found)
+                        align(raw[rk], v, out)
+                        break
     elif isinstance(shown, list) and isinstance(raw, list):
         for r, s in zip(raw, shown):
             align(r, s, out)
@@ -268,7 +280,7 @@ class SimulatedUser:
             return False, "unreadable call"
         unanchored = {f["field"] for f in facts if not f.get("anchored")}
         anchored = {f["field"] for f in facts if f.get("anchored")} - unanchored
-        if not facts and tool in self.destructive:
+        if not facts and self.destructive(tool):
             return False, "destructive call without a target"
         for field in sorted(unanchored):
             if field in PAYLOAD_FIELDS:
@@ -310,12 +322,9 @@ class Gateway:
         cfg_path = HERE / "configs" / f"{suite}.toml"
         with open(cfg_path, "rb") as f:
             cfg = tomllib.load(f)
-        self.targets, self.destructive = {}, set()
-        for rule in cfg.get("gateway", {}).get("tools", []):
-            name = rule["tool"].split("__", 1)[-1]
-            self.targets[name] = rule.get("targets", [])
-            if rule.get("destructive"):
-                self.destructive.add(name)
+        # Tool rules as the gateway applies them: first matching `upstream__tool` pattern wins.
+        self.rules = cfg.get("gateway", {}).get("tools", [])
+        self.targets = {}
         self.audit_from = 1
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
@@ -380,6 +389,13 @@ namespace = false
             if a["action_id"] == action_id:
                 return a["call"]
         return None
+
+    def destructive(self, tool: str) -> bool:
+        """Whether the operator configuration marks the exposed tool `tool` destructive."""
+        for rule in self.rules:
+            if fnmatch.fnmatchcase(f"{self.suite}__{tool}", rule["tool"]):
+                return bool(rule.get("destructive"))
+        return True
 
     def decision_facts(self, action_id: str) -> list[dict]:
         """The targets (field, anchored) the policy decided this action on, from the audit log."""
