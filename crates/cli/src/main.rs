@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod demo;
 mod demo_speculative;
+mod eval;
 mod stack;
 mod state;
 mod trace;
@@ -60,6 +61,9 @@ enum Command {
     /// Run the commit-path bypass suite (paper Tables 17 and 18 and more) against the real
     /// stack in process, or against a running `secureclaw serve` with --url.
     Bypass(bypass::BypassArgs),
+    /// Run an evaluation harness (AgentDojo with a compromised runtime).
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// Serve the demo office MCP tool server on stdio (used by `demo`).
     #[command(hide = true)]
     DemoTools {
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
             Command::Trace(c) => trace::trace(&state_dir, c),
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
+            Command::Eval(c) => eval::run(c),
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
                 .await
                 .map_err(Into::into)

@@ -35,6 +35,23 @@ pub struct FieldRule {
     /// user named).
     #[serde(default)]
     pub anchor: bool,
+    /// Apply the rule to the identifiers the detectors find *inside* the field (e-mail
+    /// addresses, IBANs, URLs … in free text) instead of protecting the whole field: the text
+    /// stays readable, each identifier becomes a handle with this rule's sensitivity, sinks and
+    /// anchoring (its label stays the identifier kind). For example the payee IBAN written in
+    /// a bill the user named, or a link in a channel the user named.
+    #[serde(default)]
+    pub identifiers: bool,
+}
+
+impl FieldRule {
+    /// Whether the rule names this (upstream, tool, JSON pointer).
+    #[must_use]
+    pub fn matches(&self, upstream: &str, tool: &str, path: &str) -> bool {
+        glob_match(&self.upstream, upstream)
+            && glob_match(&self.tool, tool)
+            && pointer_match(&self.path, path)
+    }
 }
 
 fn star() -> String {
@@ -57,14 +74,27 @@ pub struct Classifier {
 }
 
 impl Classifier {
-    /// The first rule matching (`upstream`, `tool`, `path`).
+    /// The first whole-field rule matching (`upstream`, `tool`, `path`) (rules with
+    /// [`FieldRule::identifiers`] are not consulted).
     #[must_use]
     pub fn rule_for(&self, upstream: &str, tool: &str, path: &str) -> Option<&FieldRule> {
-        self.rules.iter().find(|r| {
-            glob_match(&r.upstream, upstream)
-                && glob_match(&r.tool, tool)
-                && pointer_match(&r.path, path)
-        })
+        self.rules
+            .iter()
+            .find(|r| !r.identifiers && r.matches(upstream, tool, path))
+    }
+
+    /// The first rule with [`FieldRule::identifiers`] matching (`upstream`, `tool`, `path`):
+    /// it governs the identifiers detected inside that field.
+    #[must_use]
+    pub fn identifier_rule_for(
+        &self,
+        upstream: &str,
+        tool: &str,
+        path: &str,
+    ) -> Option<&FieldRule> {
+        self.rules
+            .iter()
+            .find(|r| r.identifiers && r.matches(upstream, tool, path))
     }
 
     /// Sensitivity given to an identifier found by a detector outside any rule: secrets, card
@@ -99,6 +129,7 @@ mod tests {
                     sensitivity: Sensitivity::High,
                     allowed_sinks: vec!["office__pay_invoice".into()],
                     anchor: true,
+                    identifiers: false,
                 },
                 FieldRule {
                     upstream: "*".into(),
@@ -108,6 +139,7 @@ mod tests {
                     sensitivity: Sensitivity::Medium,
                     allowed_sinks: vec![],
                     anchor: false,
+                    identifiers: false,
                 },
             ],
         };
@@ -119,5 +151,30 @@ mod tests {
         assert!(c.rule_for("office", "list", "/iban").is_none());
         assert!(c.rule_for("x", "y", "/items/3/email").is_some());
         assert!(c.rule_for("x", "y", "/items/3/email/x").is_none());
+        assert!(
+            c.identifier_rule_for("office", "read_invoice", "/iban")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn identifier_rules_are_separate_from_field_rules() {
+        let c = Classifier {
+            rules: vec![FieldRule {
+                upstream: "*".into(),
+                tool: "read_file".into(),
+                path: "/result".into(),
+                label: "document".into(),
+                sensitivity: Sensitivity::High,
+                allowed_sinks: vec!["bank__send_money".into()],
+                anchor: true,
+                identifiers: true,
+            }],
+        };
+        assert!(c.rule_for("bank", "read_file", "/result").is_none());
+        assert!(
+            c.identifier_rule_for("bank", "read_file", "/result")
+                .is_some_and(|r| r.anchor)
+        );
     }
 }

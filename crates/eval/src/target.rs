@@ -170,10 +170,17 @@ pub fn reply_of(o: &CallOutcome) -> Reply {
             structured: output.structured.clone(),
             action_id: action_id.as_ref().map(|a| a.0.clone()),
         },
-        CallOutcome::Pending(r) => Reply {
+        // A deferred speculative call is held like a pending one: nothing was executed.
+        CallOutcome::Pending(r) | CallOutcome::Deferred(r) => Reply {
             verdict: Verdict::Hold(r.reason),
             structured: None,
             action_id: r.action_id.clone(),
+        },
+        // Answered by the local substitute: the provider never ran, so no effect was allowed.
+        CallOutcome::Shadowed { output } => Reply {
+            verdict: Verdict::Hold(secureclaw_core::recovery::ReasonCode::Deferred),
+            structured: output.structured.clone(),
+            action_id: None,
         },
         CallOutcome::Denied(r) => Reply {
             verdict: Verdict::Deny(r.reason),

@@ -306,6 +306,7 @@ impl GatewayConfig {
             sensitivity,
             allowed_sinks: sinks.iter().map(|s| (*s).to_owned()).collect(),
             anchor: true,
+            identifiers: false,
         };
         Self {
             classify: vec![

@@ -78,13 +78,25 @@ impl Minter<'_, '_> {
 
     fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
         let (label, kind_tag, sensitivity, allowed_sinks, anchor) = match &p.kind {
-            ProtectedKind::Identifier(kind) => (
-                kind.as_str().to_owned(),
-                kind.token_prefix().to_owned(),
-                Classifier::detected_sensitivity(*kind),
-                Vec::new(),
-                false,
-            ),
+            ProtectedKind::Identifier(kind) => {
+                // An identifier inside a field an `identifiers` rule names takes that rule's
+                // sensitivity, sinks and anchoring; elsewhere the detector's defaults.
+                let rule = self.d.classifier.identifier_rule_for(
+                    &self.entry.upstream,
+                    &self.entry.name,
+                    &p.path,
+                );
+                (
+                    kind.as_str().to_owned(),
+                    kind.token_prefix().to_owned(),
+                    rule.map_or_else(
+                        || Classifier::detected_sensitivity(*kind),
+                        |r| r.sensitivity,
+                    ),
+                    rule.map(|r| r.allowed_sinks.clone()).unwrap_or_default(),
+                    rule.is_some_and(|r| r.anchor),
+                )
+            }
             ProtectedKind::Field { label } => {
                 let rule = self.rule(&p.path);
                 (

@@ -284,6 +284,7 @@ async fn rec_harness() -> RecHarness {
         sensitivity: Sensitivity::Medium,
         allowed_sinks: vec![],
         anchor: true,
+        identifiers: false,
     });
     let dynup: Arc<dyn Upstream> = up.clone();
     let gw = Gateway::start(

@@ -321,6 +321,7 @@ async fn a_read_tool_is_no_dereference_oracle() {
         sensitivity: Sensitivity::Medium,
         allowed_sinks: vec![],
         anchor: false,
+        identifiers: false,
     });
     let h = Harness::with_config(config).await;
     let inv = h.read_invoice(&h.session, "INV-42").await;
@@ -352,5 +353,74 @@ async fn a_read_tool_is_no_dereference_oracle() {
     assert!(
         !seen.contains("Acme Supplies GmbH"),
         "the runtime dereferenced a handle through a read tool's error: {seen}"
+    );
+}
+
+/// Regression (AgentDojo lane, issue 6): an identifier inside free text of an object the task
+/// named (the payee IBAN written in a bill, a link in a named channel) could get neither sinks
+/// nor anchoring, because a classification rule could only protect a whole field. A rule with
+/// `identifiers = true` governs the identifiers found inside the field and leaves the text
+/// readable.
+#[tokio::test]
+async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
+    // Without the rule: the address in the notes of INV-42 is a plain detected e-mail handle,
+    // not anchored, so mailing it needs the user's confirmation.
+    let h = Harness::new().await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let em = email_handle_in(inv["notes"].as_str().unwrap()).unwrap();
+    let o = h
+        .call(
+            &h.session,
+            SEND,
+            json!({"to": em, "subject": "INV-42", "body": "hello"}),
+            None,
+        )
+        .await;
+    assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
+
+    // With the rule: same text, same kind of handle, but it carries the rule's sensitivity and
+    // sinks, and it is anchored because INV-42 was read by an anchored request.
+    let mut config = test_config();
+    config.classify.insert(
+        0,
+        FieldRule {
+            upstream: "office".into(),
+            tool: "read_invoice".into(),
+            path: "/notes".into(),
+            label: "invoice_notes".into(),
+            sensitivity: Sensitivity::High,
+            allowed_sinks: vec![SEND.into()],
+            anchor: true,
+            identifiers: true,
+        },
+    );
+    let h = Harness::with_config(config).await;
+    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let notes = inv["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("Payment terms"),
+        "the text stays readable: {notes}"
+    );
+    let em = email_handle_in(notes).unwrap();
+    let d =
+        h.gw.describe_handle(&h.session, &HandleId(em.clone()))
+            .unwrap();
+    assert_eq!(d["label"], "email");
+    assert_eq!(d["sensitivity"], "high");
+    assert_eq!(d["allowed_sinks"], json!([SEND]));
+    let o = h
+        .call(
+            &h.session,
+            SEND,
+            json!({"to": em, "subject": "INV-42", "body": "hello"}),
+            None,
+        )
+        .await;
+    completed(&o);
+    // A high identifier still flows only to the rule's sinks.
+    let o = h.call(&h.session, PAY, pay(&em), None).await;
+    assert!(
+        matches!(&o, CallOutcome::Denied(r) if r.reason == ReasonCode::HandleSinkForbidden),
+        "{o:?}"
     );
 }
