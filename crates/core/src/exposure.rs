@@ -32,6 +32,9 @@ pub enum Dispatch {
     None,
     /// Sent to the real provider.
     Provider,
+    /// Run by a local tool inside the trusted boundary (effect class pure-local or
+    /// local-read): no external observer.
+    Local,
     /// Answered by the trusted local substitute (SHADOW).
     Substitute,
 }

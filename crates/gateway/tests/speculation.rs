@@ -393,6 +393,16 @@ async fn local_reads_are_not_rewritten_and_effect_overrides_apply() {
         received_text(&h)[0].contains("divorce"),
         "local reads have no external observer"
     );
+    // ... and no provider, network or co-tenant exposure either
+    let report = h.gw.exposure(&h.session.id).unwrap();
+    for x in &report {
+        if matches!(
+            x.observer,
+            Observer::Provider | Observer::Network | Observer::CoTenant
+        ) {
+            assert_eq!(x.issued, 0, "{:?} saw a local read", x.observer);
+        }
+    }
 }
 
 /// The lease example (paper Appendix A.1) through the gateway: the abandoned branches'

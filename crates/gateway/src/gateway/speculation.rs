@@ -396,10 +396,11 @@ impl Gateway {
                 {
                     self.cache_result(session, &q, &dispatched_args, output);
                 }
-                let dispatch = if dispatched {
-                    Dispatch::Provider
-                } else {
-                    Dispatch::None
+                let external = event.effect.is_some_and(EffectLabel::is_external);
+                let dispatch = match (dispatched, external) {
+                    (true, true) => Dispatch::Provider,
+                    (true, false) => Dispatch::Local,
+                    (false, _) => Dispatch::None,
                 };
                 let fields = match (dispatched, kappa) {
                     (true, Some(k)) => Some((
