@@ -81,6 +81,12 @@ impl From<EvalError> for Stop {
     }
 }
 
+impl From<crate::stack::StackError> for Stop {
+    fn from(e: crate::stack::StackError) -> Self {
+        Self::Err(EvalError::Stack(e))
+    }
+}
+
 pub(crate) type Outcome = Result<Observed, Stop>;
 
 /// The in-process stack, or a skip naming the power the case needs.
