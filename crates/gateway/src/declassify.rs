@@ -52,6 +52,24 @@ fn random<const N: usize>() -> [u8; N] {
     b
 }
 
+/// The JSON pointer of a protected value as the audit log records it: a segment (an object
+/// key, unescaped) in which the detectors find an identifier — a key may itself be an e-mail
+/// address or an API key — is replaced by `[redacted]`, so the audit log never holds the
+/// plaintext D took out of the result (found by `tests/prop_gateway.rs`).
+fn audit_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| {
+            let key = segment.replace("~1", "/").replace("~0", "~");
+            if secureclaw_core::detect::detect(&key).is_empty() {
+                segment.to_owned()
+            } else {
+                "[redacted]".to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 impl Minter<'_, '_> {
     fn rule(&self, path: &str) -> Option<&FieldRule> {
         self.d
@@ -142,7 +160,7 @@ impl Minter<'_, '_> {
         ev.caller = Some(self.session.caller.clone());
         ev.tool = Some(self.entry.exposed.clone());
         ev.detail = json!({
-            "handle": id, "label": label, "sensitivity": sensitivity, "path": p.path,
+            "handle": id, "label": label, "sensitivity": sensitivity, "path": audit_path(&p.path),
             "anchored": record.anchored,
         });
         self.d.store.append_audit(ev).map_err(|_| ())?;
