@@ -149,16 +149,18 @@ def align(raw, shown, out: dict[str, str]) -> None:
             if k in raw:
                 align(raw[k], v, out)
             elif HANDLE_RE.search(k):
-                # An identifier in an object key (`shared_with: {address: "r"}`).
+                # An identifier in an object key (`shared_with: {address: "r"}`): aligned only
+                # when exactly one raw key fits (keys made only of handles are ambiguous).
+                fits = []
                 for rk in raw:
-                    if rk in shown:
-                        continue
                     found: dict[str, str] = {}
-                    align(rk, k, found)
+                    if rk not in shown:
+                        align(rk, k, found)
                     if found:
-                        out.update(found)
-                        align(raw[rk], v, out)
-                        break
+                        fits.append((rk, found))
+                if len(fits) == 1:
+                    out.update(fits[0][1])
+                    align(raw[fits[0][0]], v, out)
     elif isinstance(shown, list) and isinstance(raw, list):
         for r, s in zip(raw, shown):
             align(r, s, out)
