@@ -245,9 +245,9 @@ class SimulatedUser:
 
     It never sees task ids or ground truth."""
 
-    def __init__(self, prompt: str, targets: dict[str, list[str]]):
+    def __init__(self, prompt: str, destructive):
         self.prompt = prompt
-        self.targets = targets
+        self.destructive = destructive  # tool name -> bool, from the operator configuration
         self.templates = [
             re.compile(
                 "".join(".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^{}]*\})", t)),
@@ -326,7 +326,6 @@ class Gateway:
             cfg = tomllib.load(f)
         # Tool rules as the gateway applies them: first matching `upstream__tool` pattern wins.
         self.rules = cfg.get("gateway", {}).get("tools", [])
-        self.targets = {}
         self.audit_from = 1
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
@@ -538,8 +537,7 @@ class Harness:
                 )
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                user = SimulatedUser(prompt, self.gw.targets)
-                user.destructive = self.gw.destructive
+                user = SimulatedUser(prompt, self.gw.destructive)
 
                 async def decides(action_id):
                     call = self.gw.pending_call(action_id) if action_id else None
