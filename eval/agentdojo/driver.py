@@ -149,16 +149,18 @@ def align(raw, shown, out: dict[str, str]) -> None:
             if k in raw:
                 align(raw[k], v, out)
             elif HANDLE_RE.search(k):
-                # An identifier in an object key (`shared_with: {address: "r"}`).
+                # An identifier in an object key (`shared_with: {address: "r"}`): aligned only
+                # when exactly one raw key fits (keys made only of handles are ambiguous).
+                fits = []
                 for rk in raw:
-                    if rk in shown:
-                        continue
                     found: dict[str, str] = {}
-                    align(rk, k, found)
+                    if rk not in shown:
+                        align(rk, k, found)
                     if found:
-                        out.update(found)
-                        align(raw[rk], v, out)
-                        break
+                        fits.append((rk, found))
+                if len(fits) == 1:
+                    out.update(fits[0][1])
+                    align(raw[fits[0][0]], v, out)
     elif isinstance(shown, list) and isinstance(raw, list):
         for r, s in zip(raw, shown):
             align(r, s, out)
@@ -243,9 +245,9 @@ class SimulatedUser:
 
     It never sees task ids or ground truth."""
 
-    def __init__(self, prompt: str, targets: dict[str, list[str]]):
+    def __init__(self, prompt: str, destructive):
         self.prompt = prompt
-        self.targets = targets
+        self.destructive = destructive  # tool name -> bool, from the operator configuration
         self.templates = [
             re.compile(
                 "".join(".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^{}]*\})", t)),
@@ -324,7 +326,6 @@ class Gateway:
             cfg = tomllib.load(f)
         # Tool rules as the gateway applies them: first matching `upstream__tool` pattern wins.
         self.rules = cfg.get("gateway", {}).get("tools", [])
-        self.targets = {}
         self.audit_from = 1
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
@@ -536,8 +537,7 @@ class Harness:
                 )
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                user = SimulatedUser(prompt, self.gw.targets)
-                user.destructive = self.gw.destructive
+                user = SimulatedUser(prompt, self.gw.destructive)
 
                 async def decides(action_id):
                     call = self.gw.pending_call(action_id) if action_id else None
