@@ -255,6 +255,7 @@ fn leak_config() -> GatewayConfig {
                 sensitivity: secureclaw_core::handle::Sensitivity::High,
                 allowed_sinks: vec![],
                 anchor: false,
+                identifiers: false,
             });
         }
     }
