@@ -132,10 +132,10 @@ impl Deployment {
         let server = Server(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(v) = http(self.port, "GET", "/health", "", &Value::Null) {
-                if v["status"] == "ok" {
-                    return server;
-                }
+            if let Ok(v) = http(self.port, "GET", "/health", "", &Value::Null)
+                && v["status"] == "ok"
+            {
+                return server;
             }
             assert!(Instant::now() < deadline, "server did not start");
             std::thread::sleep(Duration::from_millis(25));

@@ -792,6 +792,10 @@ impl Gateway {
     /// # Errors
     /// A [`Recovery`] for calls that cannot be previewed at all (unknown tool, invalid
     /// arguments, unavailable handles, store down).
+    #[expect(
+        clippy::result_large_err,
+        reason = "a denial is the common answer here; boxing it would only move the allocation"
+    )]
     pub fn preview(
         &self,
         session: &SessionRecord,

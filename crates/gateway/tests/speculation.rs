@@ -2,6 +2,14 @@
 //! 2606.02483): every action on the dispatch path, the branch lifecycle, exposure, and the
 //! guarantee that raw pre-commit arguments reach no log, trace, audit record or database page.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
 mod common;
 
 use common::*;

@@ -814,10 +814,9 @@ pub fn session_trace(
                 }
             } else if let (Some(b), Some(s)) =
                 (d.get("branch").and_then(Value::as_str), d.get("state"))
+                && let Ok(s) = serde_json::from_value::<BranchState>(s.clone())
             {
-                if let Ok(s) = serde_json::from_value::<BranchState>(s.clone()) {
-                    let _ = branches.settle(b, s);
-                }
+                let _ = branches.settle(b, s);
             }
         }
     }

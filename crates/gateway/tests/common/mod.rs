@@ -8,7 +8,8 @@
     clippy::panic,
     clippy::indexing_slicing,
     missing_docs,
-    dead_code
+    dead_code,
+    clippy::result_large_err
 )]
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
