@@ -333,7 +333,10 @@ mod tests {
             tool: "u".into(),
             decision: "allow".into(),
         };
-        let d = difference(vec![a.clone(), a.clone(), b.clone()], std::slice::from_ref(&a));
+        let d = difference(
+            vec![a.clone(), a.clone(), b.clone()],
+            std::slice::from_ref(&a),
+        );
         assert_eq!(d, vec![a, b]);
     }
 
