@@ -20,6 +20,7 @@ use secureclaw_core::exposure::Observation;
 use secureclaw_core::labeler::{DestinationRule, EffectRule};
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_gateway::{CallMeta, CallOutcome, GatewayConfig, SubstituteKind, SubstituteRule};
+use secureclaw_store::SessionRecord;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -59,6 +60,11 @@ fn spec(branch: &str, c: f64) -> CallMeta {
     }
 }
 
+/// `test__echo` through `call_with` on `h`'s gateway.
+async fn echo(h: &Harness, s: &SessionRecord, arguments: Value, meta: &CallMeta) -> CallOutcome {
+    h.gw.call_with(s, "test__echo", args(arguments), meta).await
+}
+
 fn received_text(h: &Harness) -> Vec<String> {
     h.test
         .received
@@ -85,24 +91,10 @@ async fn disabled_by_default_committed_unchanged_precommit_deferred() {
     let h = Harness::new().await;
     let s = &h.session;
     // a plain call (no mode) is committed and runs as before
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "hello"})),
-            &CallMeta::default(),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "hello"}), &CallMeta::default()).await;
     completed(&o);
     // a speculative call is held: speculation is off unless the operator enables it
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "ghost"})),
-            &spec("b1", 0.99),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "ghost"}), &spec("b1", 0.99)).await;
     assert_eq!(deferred_branch(&o), "b1");
     assert_eq!(
         h.test.reads(),
@@ -115,14 +107,7 @@ async fn disabled_by_default_committed_unchanged_precommit_deferred() {
     completed(&released[0].outcome);
     assert_eq!(h.test.reads(), 2);
     // a deferred call on another branch, abandoned, is never sent
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "never"})),
-            &spec("b2", 0.99),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "never"}), &spec("b2", 0.99)).await;
     deferred_branch(&o);
     assert_eq!(h.gw.abandon_branch(s, "b2").unwrap(), 1);
     assert!(
@@ -132,25 +117,9 @@ async fn disabled_by_default_committed_unchanged_precommit_deferred() {
     assert_eq!(h.test.reads(), 2);
     assert!(!received_text(&h).iter().any(|r| r.contains("never")));
     // a later speculative call on the promoted branch is part of the plan: it runs
-    completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "more"})),
-                &spec("b1", 0.1),
-            )
-            .await,
-    );
+    completed(&echo(&h, s, json!({"text": "more"}), &spec("b1", 0.1)).await);
     // one on the abandoned branch is not sent
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "late"})),
-            &spec("b2", 0.99),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "late"}), &spec("b2", 0.99)).await;
     assert_denied(&o, ReasonCode::ContractBlocked);
     assert_eq!(h.test.reads(), 3);
 }
@@ -160,40 +129,23 @@ async fn allow_rewrite_defer_block_shadow() {
     let h = Harness::with_config(enabled(contract())).await;
     let s = &h.session;
     // ALLOW: public text, confident branch
-    completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "weather in Paris"})),
-                &spec("a", 0.9),
-            )
-            .await,
-    );
+    completed(&echo(&h, s, json!({"text": "weather in Paris"}), &spec("a", 0.9)).await);
     // REWRITE: intent-revealing text is rewritten before dispatch
     completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "penalty for breaking my lease early"})),
-                &spec("r", 0.9),
-            )
-            .await,
+        &echo(
+            &h,
+            s,
+            json!({"text": "penalty for breaking my lease early"}),
+            &spec("r", 0.9),
+        )
+        .await,
     );
     let got = received_text(&h);
     assert!(got[0].contains("weather in Paris"));
     assert!(!got[1].contains("lease"), "rewritten: {}", got[1]);
     assert!(got[1].contains("[topic]"), "{}", got[1]);
     // DEFER: low confidence → nothing sent
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "low"})),
-            &spec("d", 0.2),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "low"}), &spec("d", 0.2)).await;
     deferred_branch(&o);
     // DEFER: an effect before commitment
     let o =
@@ -230,16 +182,7 @@ async fn allow_rewrite_defer_block_shadow() {
     assert_denied(&o, ReasonCode::ContractBlocked);
     assert_eq!(h2.test.reads(), 0);
     // positive control on the same deployment
-    completed(
-        &h2.gw
-            .call_with(
-                &h2.session,
-                "test__echo",
-                args(json!({"text": "ok"})),
-                &spec("x", 0.9),
-            )
-            .await,
-    );
+    completed(&echo(&h2, &h2.session, json!({"text": "ok"}), &spec("x", 0.9)).await);
 }
 
 #[tokio::test]
@@ -247,14 +190,7 @@ async fn unlabeled_destination_blocks() {
     let mut c = enabled(contract());
     c.speculation.labeler.destinations.clear();
     let h = Harness::with_config(c).await;
-    let o =
-        h.gw.call_with(
-            &h.session,
-            "test__echo",
-            args(json!({"text": "x"})),
-            &CallMeta::default(),
-        )
-        .await;
+    let o = echo(&h, &h.session, json!({"text": "x"}), &CallMeta::default()).await;
     assert_denied(&o, ReasonCode::ContractBlocked);
     assert_eq!(h.test.reads(), 0);
 }
@@ -275,38 +211,13 @@ async fn budget_defers_after_b_sensitive_dispatches() {
                 .await,
         );
     }
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "lawyer 3"})),
-            &spec("b", 0.9),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "lawyer 3"}), &spec("b", 0.9)).await;
     deferred_branch(&o);
     // public events are not budgeted
-    completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "weather"})),
-                &spec("b", 0.9),
-            )
-            .await,
-    );
+    completed(&echo(&h, s, json!({"text": "weather"}), &spec("b", 0.9)).await);
     // the budget is per task: another session starts at zero
     let other = h.open_session("bob");
-    completed(
-        &h.gw
-            .call_with(
-                &other,
-                "test__echo",
-                args(json!({"text": "lawyer"})),
-                &spec("b", 0.9),
-            )
-            .await,
-    );
+    completed(&echo(&h, &other, json!({"text": "lawyer"}), &spec("b", 0.9)).await);
 }
 
 #[tokio::test]
@@ -322,38 +233,17 @@ async fn shadow_routes_to_substitutes_and_reuses_or_reissues() {
     let h = Harness::with_config(c).await;
     let s = &h.session;
     // committed call fills the local cache
-    let first =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "cached"})),
-            &CallMeta::default(),
-        )
-        .await;
+    let first = echo(&h, s, json!({"text": "cached"}), &CallMeta::default()).await;
     let first = completed(&first).clone();
     assert_eq!(h.test.reads(), 1);
     // the same call speculatively is answered locally, from the cache
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "cached"})),
-            &spec("s", 0.9),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "cached"}), &spec("s", 0.9)).await;
     match o {
         CallOutcome::Shadowed { output } => assert_eq!(output, first),
         other => panic!("expected shadowed, got {other:?}"),
     }
     // a miss gives an empty result, still without contacting the provider
-    let o =
-        h.gw.call_with(
-            s,
-            "test__echo",
-            args(json!({"text": "other"})),
-            &spec("s", 0.9),
-        )
-        .await;
+    let o = echo(&h, s, json!({"text": "other"}), &spec("s", 0.9)).await;
     assert!(matches!(o, CallOutcome::Shadowed { .. }));
     assert_eq!(h.test.reads(), 1);
     // Reuse on promotion (the paper's default): nothing is re-sent
@@ -363,14 +253,7 @@ async fn shadow_routes_to_substitutes_and_reuses_or_reissues() {
     // Reissue: the promoted shadow goes to the provider as committed
     k.shadow_promotion = ShadowPromotion::Reissue;
     let h = Harness::with_config(enabled(k)).await;
-    let o =
-        h.gw.call_with(
-            &h.session,
-            "test__echo",
-            args(json!({"text": "later"})),
-            &spec("s", 0.9),
-        )
-        .await;
+    let o = echo(&h, &h.session, json!({"text": "later"}), &spec("s", 0.9)).await;
     assert!(matches!(o, CallOutcome::Shadowed { .. }));
     assert_eq!(h.test.reads(), 0);
     let released = h.gw.promote_branch(&h.session, "s").await.unwrap();
@@ -388,14 +271,13 @@ async fn local_reads_are_not_rewritten_and_effect_overrides_apply() {
     }];
     let h = Harness::with_config(c).await;
     completed(
-        &h.gw
-            .call_with(
-                &h.session,
-                "test__echo",
-                args(json!({"text": "my divorce lawyer"})),
-                &spec("l", 0.9),
-            )
-            .await,
+        &echo(
+            &h,
+            &h.session,
+            json!({"text": "my divorce lawyer"}),
+            &spec("l", 0.9),
+        )
+        .await,
     );
     assert!(
         received_text(&h)[0].contains("divorce"),
@@ -420,34 +302,31 @@ async fn exposure_counts_ghosts_only() {
     let h = Harness::with_config(enabled(contract())).await;
     let s = &h.session;
     completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "tenant rights termination"})),
-                &spec("e1", 0.9),
-            )
-            .await,
+        &echo(
+            &h,
+            s,
+            json!({"text": "tenant rights termination"}),
+            &spec("e1", 0.9),
+        )
+        .await,
     );
     completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "apartments near the station"})),
-                &spec("e2", 0.9),
-            )
-            .await,
+        &echo(
+            &h,
+            s,
+            json!({"text": "apartments near the station"}),
+            &spec("e2", 0.9),
+        )
+        .await,
     );
     deferred_branch(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "personal loan rates"})),
-                &spec("e3", 0.1),
-            )
-            .await,
+        &echo(
+            &h,
+            s,
+            json!({"text": "personal loan rates"}),
+            &spec("e3", 0.1),
+        )
+        .await,
     );
     h.gw.promote_branch(s, "e1").await.unwrap();
     h.gw.abandon_branch(s, "e2").unwrap();
@@ -521,16 +400,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
     let h = Harness::with_config(c).await;
     let s = &h.session;
     // deferred (low confidence) then abandoned
-    deferred_branch(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "zqdeferred"})),
-                &spec("g1", 0.1),
-            )
-            .await,
-    );
+    deferred_branch(&echo(&h, s, json!({"text": "zqdeferred"}), &spec("g1", 0.1)).await);
     // deferred effect, abandoned
     deferred_branch(
         &h.gw
@@ -567,14 +437,13 @@ async fn raw_precommit_arguments_reach_no_sink() {
     ));
     // rewritten: the forbidden words are gone, the rest is the transformed field
     completed(
-        &h.gw
-            .call_with(
-                s,
-                "test__echo",
-                args(json!({"text": "my chemotherapy schedule"})),
-                &spec("g4", 0.9),
-            )
-            .await,
+        &echo(
+            &h,
+            s,
+            json!({"text": "my chemotherapy schedule"}),
+            &spec("g4", 0.9),
+        )
+        .await,
     );
     h.gw.abandon_branch(s, "g1").unwrap();
     h.gw.abandon_branch(s, "g3").unwrap();
