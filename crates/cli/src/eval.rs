@@ -1,6 +1,6 @@
 //! `secureclaw eval`: drivers for external benchmarks. Thin: the AgentDojo lane is Python
 //! (`eval/agentdojo/`); this creates its virtualenv when missing or stale and runs its driver
-//! with this binary as the gateway.
+//! with this binary as the gateway. The ghost-call lane is `secureclaw_eval::ghost`.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -13,6 +13,37 @@ pub enum EvalCommand {
     /// AgentDojo v1.1.2 (629 attacked pairs, 97 benign tasks) with a deterministic, fully
     /// compromised runtime, through this gateway and without it; scored by AgentDojo itself.
     Agentdojo(AgentDojoArgs),
+    /// Ghost Tool Calls (arXiv 2606.02483 §5): 13 policies over frozen speculative frontiers,
+    /// deterministic adversaries, bootstrap CIs and sign tests; tables, JSON and a plot.
+    Ghost(GhostArgs),
+}
+
+/// Flags of `secureclaw eval ghost`.
+#[derive(Debug, Args)]
+pub struct GhostArgs {
+    /// CI mode: 1 seed and 1,000 bootstrap resamples (same corpora, policies and checks).
+    #[arg(long)]
+    quick: bool,
+    /// Write every cell (policy × view × adversary: recovery, CI, Δ vs Naive, sign test,
+    /// provider calls per task) and the checks as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Write the Figure 2 plot (paired Δ vs Naive with CIs) as PNG to PATH.
+    #[arg(long, value_name = "PATH")]
+    plot: Option<PathBuf>,
+    /// Write the frozen frontier files (JSON Lines, one per corpus) into DIR.
+    #[arg(long, value_name = "DIR")]
+    frontiers: Option<PathBuf>,
+    /// Regenerate the ghost-call section of EVALUATION.md (or of PATH) and its plot
+    /// (docs/ghost-figure2.png next to it).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "EVALUATION.md")]
+    write_evaluation: Option<PathBuf>,
+    /// Print the markdown tables to stdout.
+    #[arg(long)]
+    markdown: bool,
+    /// Exit 1 unless every property that holds by construction held.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Flags of `secureclaw eval agentdojo` (passed through to `eval/agentdojo/driver.py`).
@@ -58,7 +89,93 @@ pub struct AgentDojoArgs {
 pub fn run(command: EvalCommand) -> Result<ExitCode> {
     match command {
         EvalCommand::Agentdojo(args) => agentdojo(args),
+        EvalCommand::Ghost(args) => ghost(&args),
     }
+}
+
+fn ghost(args: &GhostArgs) -> Result<ExitCode> {
+    use secureclaw_eval::ghost::{self, Options, corpus, report};
+    let options = if args.quick {
+        Options::quick()
+    } else {
+        Options::full()
+    };
+    eprintln!(
+        "secureclaw eval ghost: {} seed(s), {} bootstrap resamples",
+        options.seeds.len(),
+        options.resamples
+    );
+    let results = ghost::run(&options, &mut |line| eprintln!("  {line}"));
+    if let Some(dir) = &args.frontiers {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        for kind in corpus::CorpusKind::ALL {
+            let c = corpus::generate(kind, &options.seeds);
+            let path = dir.join(format!("{}.jsonl", kind.as_str()));
+            let text = c.to_jsonl().context("cannot serialize a frontier")?;
+            std::fs::write(&path, text)
+                .with_context(|| format!("cannot write `{}`", path.display()))?;
+        }
+        eprintln!("wrote frozen frontiers to {}", dir.display());
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&results).context("cannot serialize results")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    let rows = report::figure2_rows(&results);
+    let title = "Paired Δ recovery vs Naive (150 tasks × seeds, provider view, lexicon oracle)";
+    let mut plotted: Option<PathBuf> = None;
+    let plot_to =
+        |path: &Path| match ghost::plot::delta_plot(path, title, "Δ recovery vs Naive", &rows) {
+            Ok(()) => {
+                eprintln!("wrote {}", path.display());
+                true
+            }
+            Err(e) => {
+                eprintln!("secureclaw eval ghost: no plot: {e}");
+                false
+            }
+        };
+    if let Some(path) = &args.plot
+        && plot_to(path)
+    {
+        plotted = Some(path.clone());
+    }
+    if let Some(doc) = &args.write_evaluation {
+        let dir = doc.parent().unwrap_or(Path::new("")).to_path_buf();
+        let png = dir.join("docs").join("ghost-figure2.png");
+        if let Some(d) = png.parent() {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("cannot create `{}`", d.display()))?;
+        }
+        let link = plot_to(&png).then_some("docs/ghost-figure2.png");
+        let section = report::markdown(&results, link);
+        let old = std::fs::read_to_string(doc).unwrap_or_default();
+        std::fs::write(doc, report::splice(&old, &section))
+            .with_context(|| format!("cannot write `{}`", doc.display()))?;
+        eprintln!("updated {}", doc.display());
+    }
+    if args.markdown {
+        let link = plotted.as_ref().map(|p| p.display().to_string());
+        println!("{}", report::markdown(&results, link.as_deref()));
+    }
+    let failed: Vec<_> = results.checks.iter().filter(|c| !c.ok).collect();
+    eprintln!(
+        "secureclaw eval ghost: {} of {} checks hold; {} cells in {:.1} s",
+        results.checks.len() - failed.len(),
+        results.checks.len(),
+        results.cells.len(),
+        results.seconds
+    );
+    for c in &failed {
+        eprintln!("  FAILED {}: {}", c.name, c.detail);
+    }
+    Ok(if args.check && !failed.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn harness_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {

@@ -61,7 +61,7 @@ enum Command {
     /// Run the commit-path bypass suite (paper Tables 17 and 18 and more) against the real
     /// stack in process, or against a running `secureclaw serve` with --url.
     Bypass(bypass::BypassArgs),
-    /// Run an evaluation harness (AgentDojo with a compromised runtime).
+    /// Run an evaluation harness (AgentDojo with a compromised runtime; ghost-call privacy).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
     /// Serve the demo office MCP tool server on stdio (used by `demo`).

@@ -283,6 +283,12 @@ const LEXICON: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Every term of the built-in topic lexicon (lower case), domain by domain: what the
+/// content-aware labeler labels `sensitive` before operator terms are added.
+pub fn builtin_lexicon() -> impl Iterator<Item = &'static str> {
+    LEXICON.iter().flat_map(|(_, terms)| terms.iter().copied())
+}
+
 /// First-person and what-should-I cues that turn a sensitive topic into intent.
 const INTENT_CUES: &[&str] = &[
     "my",

@@ -18,9 +18,10 @@
 //! - [`recovery`]: reason codes and deny-aware recovery templates;
 //! - [`audit`]: audit records and their hash chain;
 //! - [`vault`]: AEAD sealing of protected values at rest;
-//! - [`contract`], [`labeler`] and [`exposure`]: issue-time privacy contracts for speculative
-//!   calls (Ghost Tool Calls, arXiv 2606.02483): labels, κ, `decide`, the event lifecycle and
-//!   branch table, the labeler and rewrites, observer projections and marginal exposure.
+//! - [`contract`], [`labeler`], [`monitor`] and [`exposure`]: issue-time privacy contracts for
+//!   speculative calls (Ghost Tool Calls, arXiv 2606.02483): labels, κ, `decide`, the event
+//!   lifecycle and branch table, the labeler and rewrites, the composed issue-time monitor,
+//!   observer projections and marginal exposure.
 //!
 //! Clock and randomness are always passed in ([`time::UnixMillis`], `&mut dyn FnMut(&mut [u8])`);
 //! storage and policy are traits implemented by other crates.
@@ -40,6 +41,7 @@ pub mod exposure;
 pub mod handle;
 pub mod keys;
 pub mod labeler;
+pub mod monitor;
 pub mod policy;
 pub mod recovery;
 pub mod summary;

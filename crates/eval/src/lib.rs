@@ -11,10 +11,12 @@
 //! - [`target`]: the two targets behind one interface;
 //! - [`stack`]: the in-process deployment;
 //! - [`attack`]: artifact surgery and other attack helpers;
-//! - [`http`]: a minimal HTTP/1.1 client.
+//! - [`http`]: a minimal HTTP/1.1 client;
+//! - [`ghost`]: the Ghost Tool Calls evaluation (`secureclaw eval ghost`).
 
 pub mod attack;
 pub mod bypass;
+pub mod ghost;
 pub mod http;
 pub mod payment;
 pub mod report;

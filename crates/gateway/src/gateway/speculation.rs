@@ -16,12 +16,13 @@ use crate::upstream::ToolOutput;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::audit::AuditKind;
 use secureclaw_core::contract::{
-    BranchState, BranchTable, Budget, Contract, EffectLabel, Mode, Verdict, check_rewrite, decide,
-    qualified, recorded_fields, select, value_digest,
+    BranchState, BranchTable, Budget, Contract, EffectLabel, Mode, Verdict, qualified,
+    recorded_fields, select, value_digest,
 };
 use secureclaw_core::exposure::{Dispatch, ObserverExposure, TraceEvent, exposure};
 use secureclaw_core::handle::glob_match;
 use secureclaw_core::labeler::Labeler;
+use secureclaw_core::monitor;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
@@ -295,26 +296,8 @@ impl Gateway {
         let (verdict, dispatched_args) = {
             let mut tasks = self.lock_tasks();
             let task = tasks.entry(session.id.clone()).or_default();
-            let mut verdict = match kappa {
-                Some(k) => decide(&event, k, task.budget.spent),
-                None => Verdict::Block(secureclaw_core::contract::BlockReason::NoContract),
-            };
-            let mut args = arguments.clone();
-            if let (Verdict::Rewrite { fields }, Some(k)) = (&verdict, kappa) {
-                args = labeler.rewrite(&q, &arguments, fields, k);
-                let relabeled = labeler.label(
-                    &entry.upstream,
-                    &entry.name,
-                    &destination,
-                    event.effect,
-                    &args,
-                    mode,
-                    meta.confidence,
-                );
-                verdict = check_rewrite(&relabeled, k, verdict);
-            }
-            task.budget.charge(&event, &verdict);
-            (verdict, args)
+            let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut task.budget);
+            (issued.verdict, issued.arguments)
         };
         let branch_or_seq = || {
             branch

@@ -1,0 +1,178 @@
+//! The issue-time monitor: one labeled call in, the verdict and the arguments to dispatch out
+//! (Ghost Tool Calls, arXiv 2606.02483 §4 and Appendix A; DESIGN.md §3).
+//!
+//! This is the single place where `D(e, κ)` ([`decide`]), the REWRITE transformations
+//! ([`Labeler::rewrite`]), the relabel-and-check of assumption A3 ([`check_rewrite`]) and the
+//! disclosure-budget charge ([`Budget::charge`]) are composed. The gateway's speculative
+//! dispatcher and the ghost-call evaluation (`secureclaw eval ghost`) both call it, so what is
+//! evaluated is what is deployed.
+
+use crate::contract::{
+    BlockReason, Budget, Contract, LabeledEvent, Verdict, check_rewrite, decide, qualified,
+};
+use crate::labeler::Labeler;
+use serde_json::{Map, Value};
+
+/// What the monitor decided for one call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Issued {
+    /// The final verdict: a REWRITE whose result still labels above `max_arg_label` has
+    /// become `Block(RewriteInsufficient)`.
+    pub verdict: Verdict,
+    /// The arguments to dispatch: rewritten for REWRITE, the originals otherwise (callers
+    /// dispatch only on ALLOW or REWRITE).
+    pub arguments: Map<String, Value>,
+}
+
+/// Decide one call at issue time.
+///
+/// `event` is the labeler's label vector for `arguments` (callers may perturb it, e.g. to
+/// study label noise); `kappa` is the contract selected for the call (`None` → BLOCK
+/// `no_contract`); `budget` is the task's disclosure budget, charged here after ALLOW or
+/// REWRITE of a budgeted pre-commit event. Pure apart from the budget; never panics.
+#[must_use]
+pub fn issue(
+    labeler: &Labeler,
+    kappa: Option<&Contract>,
+    event: &LabeledEvent,
+    arguments: &Map<String, Value>,
+    budget: &mut Budget,
+) -> Issued {
+    let Some(k) = kappa else {
+        return Issued {
+            verdict: Verdict::Block(BlockReason::NoContract),
+            arguments: arguments.clone(),
+        };
+    };
+    let mut verdict = decide(event, k, budget.spent);
+    let mut args = arguments.clone();
+    if let Verdict::Rewrite { fields } = &verdict {
+        let q = qualified(&event.upstream, &event.tool);
+        args = labeler.rewrite(&q, arguments, fields, k);
+        let relabeled = labeler.label(
+            &event.upstream,
+            &event.tool,
+            &event.destination,
+            event.effect,
+            &args,
+            event.mode,
+            event.confidence,
+        );
+        verdict = check_rewrite(&relabeled, k, verdict);
+    }
+    budget.charge(event, &verdict);
+    Issued {
+        verdict,
+        arguments: args,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{EffectLabel, Mode};
+    use serde_json::json;
+
+    fn event(labeler: &Labeler, args: &Map<String, Value>, mode: Mode) -> LabeledEvent {
+        labeler.label(
+            "search",
+            "web_search",
+            "https://api.duckduckgo.com/",
+            Some(EffectLabel::ExternalRead),
+            args,
+            mode,
+            Some(0.9),
+        )
+    }
+
+    fn labeler() -> Labeler {
+        Labeler::new(crate::labeler::LabelerConfig {
+            destinations: vec![crate::labeler::DestinationRule {
+                pattern: "*".into(),
+                label: crate::contract::DestinationLabel::Public,
+            }],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn rewrite_dispatches_rewritten_arguments_and_charges_budget() {
+        let l = labeler();
+        let k = Contract::paper_web_search();
+        let args = json!({"q": "penalty for breaking my lease early"});
+        let args = args.as_object().unwrap();
+        let mut budget = Budget::default();
+        let out = issue(
+            &l,
+            Some(&k),
+            &event(&l, args, Mode::Speculative),
+            args,
+            &mut budget,
+        );
+        assert!(
+            matches!(out.verdict, Verdict::Rewrite { .. }),
+            "{:?}",
+            out.verdict
+        );
+        assert_ne!(&out.arguments, args);
+        assert!(!out.arguments["q"].as_str().unwrap().contains("lease"));
+        assert_eq!(budget.spent, 1);
+    }
+
+    #[test]
+    fn public_call_is_allowed_unchanged_without_charge() {
+        let l = labeler();
+        let k = Contract::paper_web_search();
+        let args = json!({"q": "weather in Paris"});
+        let args = args.as_object().unwrap();
+        let mut budget = Budget::default();
+        let out = issue(
+            &l,
+            Some(&k),
+            &event(&l, args, Mode::Speculative),
+            args,
+            &mut budget,
+        );
+        assert_eq!(out.verdict, Verdict::Allow);
+        assert_eq!(&out.arguments, args);
+        assert_eq!(budget.spent, 0);
+    }
+
+    #[test]
+    fn rewrite_that_cannot_lower_the_label_blocks() {
+        let l = labeler();
+        let mut k = Contract::paper_web_search();
+        let no_transforms = Labeler::new(crate::labeler::LabelerConfig {
+            rewrite: crate::labeler::RewriteConfig {
+                redact_entities: false,
+                coarsen_dates: crate::labeler::DateCoarsening::Off,
+                replace_intent_phrases: false,
+                generalize_fields: false,
+            },
+            ..l.config().clone()
+        });
+        k.budget = None;
+        let args = json!({"q": "my lease"});
+        let args = args.as_object().unwrap();
+        let ev = event(&no_transforms, args, Mode::Speculative);
+        let out = issue(&no_transforms, Some(&k), &ev, args, &mut Budget::default());
+        assert_eq!(
+            out.verdict,
+            Verdict::Block(BlockReason::RewriteInsufficient)
+        );
+    }
+
+    #[test]
+    fn no_contract_blocks() {
+        let l = labeler();
+        let args = Map::new();
+        let out = issue(
+            &l,
+            None,
+            &event(&l, &args, Mode::Committed),
+            &args,
+            &mut Budget::default(),
+        );
+        assert_eq!(out.verdict, Verdict::Block(BlockReason::NoContract));
+    }
+}
