@@ -45,8 +45,14 @@ fn two_runs_are_identical() {
 fn shadow_is_at_chance_with_no_provider_call_and_contracts_beat_naive() {
     let r = results();
     let cell = |l: &str, p: Policy| {
-        r.cell(CorpusKind::Pooled150, l, p, View::Provider, Adversary::Oracle)
-            .unwrap()
+        r.cell(
+            CorpusKind::Pooled150,
+            l,
+            p,
+            View::Provider,
+            Adversary::Oracle,
+        )
+        .unwrap()
     };
     let shadow = cell("content", Policy::Shadow);
     assert_eq!(shadow.provider_calls, 0.0);
@@ -62,9 +68,15 @@ fn shadow_is_at_chance_with_no_provider_call_and_contracts_beat_naive() {
     }
     // The static plan: Drop with full labels equals No-Spec (paper Table 6).
     let st = |l: &str, p: Policy| {
-        r.cell(CorpusKind::Static30, l, p, View::Provider, Adversary::Oracle)
-            .unwrap()
-            .recovery
+        r.cell(
+            CorpusKind::Static30,
+            l,
+            p,
+            View::Provider,
+            Adversary::Oracle,
+        )
+        .unwrap()
+        .recovery
     };
     assert_eq!(st("gold", Policy::Drop), st("gold", Policy::NoSpec));
 }
@@ -73,8 +85,17 @@ fn shadow_is_at_chance_with_no_provider_call_and_contracts_beat_naive() {
 fn the_report_renders_every_table() {
     let md = report::markdown(results(), Some("docs/ghost-figure2.png"));
     for heading in [
-        "Table 19", "Table 6", "Table 7", "Table 8", "Table 9", "Tables 12/13", "RQ5",
-        "Table 11", "Table 17", "Table 10", "B.19",
+        "Table 19",
+        "Table 6",
+        "Table 7",
+        "Table 8",
+        "Table 9",
+        "Tables 12/13",
+        "RQ5",
+        "Table 11",
+        "Table 17",
+        "Table 10",
+        "B.19",
     ] {
         assert!(md.contains(heading), "missing {heading}");
     }

@@ -421,8 +421,8 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
     let mut infos = Vec::new();
     let mut checks = Vec::new();
     for kind in CorpusKind::ALL {
-        let c = generate(kind, &options.seeds);
-        let text = c.to_jsonl().unwrap_or_default();
+        let generated = generate(kind, &options.seeds);
+        let text = generated.to_jsonl().unwrap_or_default();
         let again = generate(kind, &options.seeds)
             .to_jsonl()
             .unwrap_or_default();
@@ -434,6 +434,21 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
             ok: !text.is_empty() && text == again,
             detail: format!("sha256 {}", sha256_hex(&text)),
         });
+        // Every policy replays the frozen file's bytes, not the generator's memory.
+        let c = match Corpus::from_jsonl(kind, generated.menu.clone(), &text) {
+            Ok(c) if c == generated => c,
+            other => {
+                checks.push(Check {
+                    name: format!(
+                        "{}: frozen frontier file parses back to the corpus",
+                        kind.as_str()
+                    ),
+                    ok: false,
+                    detail: other.err().unwrap_or_else(|| "parsed rows differ".into()),
+                });
+                generated
+            }
+        };
         infos.push(CorpusInfo {
             corpus: kind.as_str().to_owned(),
             labels: c.menu.labels.len(),
