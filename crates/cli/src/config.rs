@@ -196,6 +196,32 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The README's configuration reference parses and validates (it claims to show every
+    /// key, so a renamed key must break this test).
+    #[test]
+    fn the_readme_configuration_reference_is_valid() {
+        let readme = include_str!("../../../README.md");
+        let section = readme
+            .split("## Configuration reference")
+            .nth(1)
+            .unwrap_or_default();
+        let block = section
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap_or_default();
+        assert!(block.contains("[gateway.speculation]"), "{block}");
+        let config: Config = match toml::from_str(block) {
+            Ok(c) => c,
+            Err(e) => panic!("README configuration reference: {e}"),
+        };
+        if let Err(e) = config.validate() {
+            panic!("README configuration reference: {e:#}");
+        }
+        assert!(config.gateway.speculation.enabled);
+        assert_eq!(config.gateway.speculation.contracts.len(), 1);
+    }
+
     #[test]
     fn unknown_keys_are_named() {
         let err = toml::from_str::<Config>("[server]\nhttp_bind = \"127.0.0.1:1\"\nbogus = 1\n")

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use secureclaw_eval::ghost::report as ghost_report;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -34,9 +35,15 @@ pub struct GhostArgs {
     /// Write the frozen frontier files (JSON Lines, one per corpus) into DIR.
     #[arg(long, value_name = "DIR")]
     frontiers: Option<PathBuf>,
-    /// Regenerate the ghost-call section of EVALUATION.md (or of PATH) and its plot
-    /// (docs/ghost-figure2.png next to it).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "EVALUATION.md")]
+    /// Regenerate the ghost-call section of EVALUATION.md (or of PATH, an existing file) and
+    /// its plot (docs/ghost-figure2.png next to it). Full runs only: the prose quotes them.
+    #[arg(
+        long,
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "EVALUATION.md",
+        conflicts_with = "quick"
+    )]
     write_evaluation: Option<PathBuf>,
     /// Print the markdown tables to stdout.
     #[arg(long)]
@@ -93,6 +100,63 @@ pub fn run(command: EvalCommand) -> Result<ExitCode> {
     }
 }
 
+/// Validate the output paths of `eval ghost`; returns the text of the `--write-evaluation`
+/// document (read now: a document that cannot be read as text is never overwritten).
+fn preflight(args: &GhostArgs) -> Result<Option<String>> {
+    let parent_exists = |p: &Path| {
+        p.parent()
+            .is_none_or(|d| d.as_os_str().is_empty() || d.is_dir())
+    };
+    if let Some(p) = &args.json
+        && (p.is_dir() || !parent_exists(p))
+    {
+        bail!(
+            "--json `{}`: not a file path in an existing directory",
+            p.display()
+        );
+    }
+    if let Some(p) = &args.plot {
+        let png = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+        if !png || p.is_dir() || !parent_exists(p) {
+            bail!(
+                "--plot `{}`: must be a .png file path in an existing directory",
+                p.display()
+            );
+        }
+    }
+    if let Some(d) = &args.frontiers
+        && d.exists()
+        && !d.is_dir()
+    {
+        bail!(
+            "--frontiers `{}`: exists and is not a directory",
+            d.display()
+        );
+    }
+    match &args.write_evaluation {
+        None => Ok(None),
+        Some(doc) => {
+            let text = std::fs::read_to_string(doc).with_context(|| {
+                format!(
+                    "--write-evaluation: cannot read `{}` (the existing EVALUATION.md, with its \
+                     generated-section markers)",
+                    doc.display()
+                )
+            })?;
+            if !text.contains(ghost_report::BEGIN) || !text.contains(ghost_report::END) {
+                bail!(
+                    "--write-evaluation: `{}` has no generated ghost-call section (markers \
+                     `{}` … `{}`)",
+                    doc.display(),
+                    ghost_report::BEGIN,
+                    ghost_report::END
+                );
+            }
+            Ok(Some(text))
+        }
+    }
+}
+
 fn ghost(args: &GhostArgs) -> Result<ExitCode> {
     use secureclaw_eval::ghost::{self, Options, corpus, report};
     let options = if args.quick {
@@ -105,6 +169,8 @@ fn ghost(args: &GhostArgs) -> Result<ExitCode> {
         options.seeds.len(),
         options.resamples
     );
+    // Check every output before the run, so a typo does not cost the whole run.
+    let document = preflight(args)?;
     let results = ghost::run(&options, &mut |line| eprintln!("  {line}"));
     if let Some(dir) = &args.frontiers {
         std::fs::create_dir_all(dir)
@@ -124,41 +190,37 @@ fn ghost(args: &GhostArgs) -> Result<ExitCode> {
         eprintln!("wrote {}", path.display());
     }
     let rows = report::figure2_rows(&results);
-    let title = "Paired Δ recovery vs Naive (150 tasks × seeds, provider view, lexicon oracle)";
-    let mut plotted: Option<PathBuf> = None;
-    let plot_to =
-        |path: &Path| match ghost::plot::delta_plot(path, title, "Δ recovery vs Naive", &rows) {
-            Ok(()) => {
-                eprintln!("wrote {}", path.display());
-                true
-            }
-            Err(e) => {
-                eprintln!("secureclaw eval ghost: no plot: {e}");
-                false
-            }
-        };
-    if let Some(path) = &args.plot
-        && plot_to(path)
-    {
-        plotted = Some(path.clone());
+    let title = format!(
+        "Paired Δ recovery vs Naive (150 tasks × {} seed{}, provider view, lexicon oracle)",
+        options.seeds.len(),
+        if options.seeds.len() == 1 { "" } else { "s" }
+    );
+    let plot_to = |path: &Path| -> Result<()> {
+        ghost::plot::delta_plot(path, &title, "Δ recovery vs Naive", &rows)
+            .with_context(|| format!("cannot draw the plot `{}`", path.display()))?;
+        eprintln!("wrote {}", path.display());
+        Ok(())
+    };
+    if let Some(path) = &args.plot {
+        plot_to(path)?;
     }
     if let Some(doc) = &args.write_evaluation {
-        let dir = doc.parent().unwrap_or(Path::new("")).to_path_buf();
-        let png = dir.join("docs").join("ghost-figure2.png");
-        if let Some(d) = png.parent() {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("cannot create `{}`", d.display()))?;
-        }
-        let link = plot_to(&png).then_some("docs/ghost-figure2.png");
-        let section = report::markdown(&results, link);
-        let old = std::fs::read_to_string(doc).unwrap_or_default();
+        let old = document.clone().unwrap_or_default();
+        let dir = doc.parent().unwrap_or(Path::new("")).join("docs");
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        plot_to(&dir.join("ghost-figure2.png"))?;
+        let section = report::markdown(&results, Some("docs/ghost-figure2.png"));
         std::fs::write(doc, report::splice(&old, &section))
             .with_context(|| format!("cannot write `{}`", doc.display()))?;
         eprintln!("updated {}", doc.display());
     }
     if args.markdown {
-        let link = plotted.as_ref().map(|p| p.display().to_string());
+        let link = args.plot.as_ref().map(|p| p.display().to_string());
         println!("{}", report::markdown(&results, link.as_deref()));
+    } else {
+        println!("{}", report::summary(&results));
+        println!("(every table: --markdown; every cell: --json PATH)");
     }
     let failed: Vec<_> = results.checks.iter().filter(|c| !c.ok).collect();
     eprintln!(

@@ -2,7 +2,7 @@
 //! one session's task (Ghost Tool Calls, arXiv 2606.02483 §3), read from the audit log.
 
 use crate::stack;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Subcommand;
 use secureclaw_core::exposure::{Observation, ObserverExposure};
 use std::fmt::Write as _;
@@ -30,11 +30,26 @@ pub enum TraceCommand {
 /// Run a trace subcommand against the state directory.
 ///
 /// # Errors
-/// The store cannot be opened or read.
+/// The state directory holds no SecureClaw database (nothing is created), the store cannot be
+/// opened or read, or the session is unknown.
 pub fn trace(state_dir: &Path, cmd: TraceCommand) -> Result<ExitCode> {
+    let db = crate::state::db_path(state_dir);
+    if !db.is_file() {
+        bail!(
+            "no SecureClaw state in `{}` (no {}); pass the gateway's --state-dir",
+            state_dir.display(),
+            db.display()
+        );
+    }
     let (_, store) = stack::open_state(state_dir)?;
     match cmd {
         TraceCommand::Exposure { session, json, all } => {
+            if store.session(&session)?.is_none() {
+                bail!(
+                    "unknown session `{session}` in `{}` (session ids are in `secureclaw audit export`)",
+                    state_dir.display()
+                );
+            }
             let report = secureclaw_gateway::session_exposure(&store, &session)?;
             if json {
                 println!(

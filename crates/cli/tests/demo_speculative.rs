@@ -98,4 +98,21 @@ fn speculative_demo_keeps_ghost_intent_from_providers() {
         Some("4"),
         "provider row {provider:?} in:\n{table}"
     );
+
+    // Negative controls: an unknown session and a directory without state are errors, and
+    // the latter is not created.
+    let session_at = args.iter().position(|a| *a == "--session").unwrap() + 1;
+    let mut wrong: Vec<&str> = args[1..].to_vec();
+    wrong[session_at - 1] = "no-such-session";
+    let out = Command::new(args[0]).args(&wrong).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown session"));
+    let empty = dir.path().join("no-state-here");
+    let out = Command::new(args[0])
+        .args(["trace", "exposure", "--session", "x", "--state-dir"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!empty.exists(), "trace must not create a state directory");
 }

@@ -38,6 +38,22 @@ pub fn issue(
     arguments: &Map<String, Value>,
     budget: &mut Budget,
 ) -> Issued {
+    issue_with(labeler, kappa, event, arguments, budget, &|e| e)
+}
+
+/// [`issue`] with a hook applied to the relabeled event of a REWRITE before the A3 check: a
+/// caller that perturbed `event` (e.g. label noise keyed on field values, in the ghost-call
+/// evaluation) applies the same perturbation here, so the check sees what a deterministic
+/// but imperfect labeler would say about the rewritten arguments.
+#[must_use]
+pub fn issue_with(
+    labeler: &Labeler,
+    kappa: Option<&Contract>,
+    event: &LabeledEvent,
+    arguments: &Map<String, Value>,
+    budget: &mut Budget,
+    relabel: &dyn Fn(LabeledEvent) -> LabeledEvent,
+) -> Issued {
     let Some(k) = kappa else {
         return Issued {
             verdict: Verdict::Block(BlockReason::NoContract),
@@ -58,7 +74,7 @@ pub fn issue(
             event.mode,
             event.confidence,
         );
-        verdict = check_rewrite(&relabeled, k, verdict);
+        verdict = check_rewrite(&relabel(relabeled), k, verdict);
     }
     budget.charge(event, &verdict);
     Issued {

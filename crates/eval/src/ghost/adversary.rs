@@ -206,9 +206,10 @@ impl Scorers {
     }
 
     /// Decoy-mixed recovery for one row: the oracle's scores restricted to the true label and
-    /// 10 decoys from other domains drawn with `rng`; returns the top-1 credit.
+    /// 10 decoys from other domains drawn with `rng`; returns the top-1 credit and whether the
+    /// hard prediction (ties broken with `rng`) is the true label.
     #[must_use]
-    pub fn decoy(&self, oracle_scores: &[f64], truth: usize, rng: &mut Rng) -> f64 {
+    pub fn decoy(&self, oracle_scores: &[f64], truth: usize, rng: &mut Rng) -> (f64, bool) {
         let own = self.domains.get(truth);
         let mut pool: Vec<usize> = (0..self.domains.len())
             .filter(|&j| self.domains.get(j) != own)
@@ -220,7 +221,8 @@ impl Scorers {
             .iter()
             .map(|&j| oracle_scores.get(j).copied().unwrap_or(0.0))
             .collect();
-        credit(&sub, sub.len() - 1, 1)
+        let last = sub.len() - 1;
+        (credit(&sub, last, 1), predict(&sub, rng) == last)
     }
 }
 

@@ -19,6 +19,7 @@ use super::taxonomy::{self, Domain, FineLabel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 
 /// Version string written into every frontier row; bump it when generation changes.
 pub const GENERATOR_VERSION: &str = "ghostgen-1";
@@ -106,19 +107,24 @@ pub enum Signal {
 
 /// Which corpus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum CorpusKind {
     /// 30 tasks, a fixed plan: 3 speculative sensitive ghosts + 1 committed call (Table 6).
+    #[serde(rename = "static-30")]
     Static30,
     /// 30 tasks with a planner frontier (Table 7).
+    #[serde(rename = "pooled-30")]
     Pooled30,
     /// 150 tasks with a planner frontier (Tables 8, 9, 17).
+    #[serde(rename = "pooled-150")]
     Pooled150,
     /// 30 tasks, generic endpoints: sensitivity only in the arguments (B.16).
+    #[serde(rename = "enterprise-30")]
     Enterprise30,
     /// 30 tasks with at least 3 parallel speculative calls on 3 tools (B.17).
+    #[serde(rename = "multi-tool-30")]
     MultiTool30,
     /// 40 tasks with no sensitive label (false positives).
+    #[serde(rename = "neutral-40")]
     Neutral40,
 }
 
@@ -182,21 +188,18 @@ pub struct Menu {
 }
 
 impl Menu {
-    /// SHA-256 (hex) of the menu's label names, one per line: written into frontier rows so a
-    /// replay cannot mix menus.
+    /// SHA-256 (hex) of the menu as JSON (every field of every label): written into frontier
+    /// rows so a replay cannot mix menus.
     #[must_use]
     pub fn hash(&self) -> String {
-        let mut h = Sha256::new();
-        for l in &self.labels {
-            h.update(l.name.as_bytes());
-            h.update(b"\n");
-        }
-        hex::encode(h.finalize())
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(Sha256::digest(&bytes))
     }
 }
 
 /// One call as the runtime would issue it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Call {
     /// Tool.
     pub tool: Tool,
@@ -213,6 +216,7 @@ pub struct Call {
 
 /// One speculative candidate of a frontier.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Candidate {
     /// Branch id (`b0`, `b1`, …), one branch per candidate.
     pub branch: String,
@@ -226,6 +230,7 @@ pub struct Candidate {
 
 /// One frozen frontier row, keyed by (corpus, task, seed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Frontier {
     /// Corpus.
     pub corpus: CorpusKind,
@@ -245,6 +250,40 @@ pub struct Frontier {
     pub generator: String,
     /// [`Menu::hash`] of the corpus menu.
     pub menu_hash: String,
+}
+
+impl Frontier {
+    /// Reject a row that does not belong to corpus `kind` with a menu of `labels` labels:
+    /// wrong corpus, label out of range (or missing on a sensitive corpus, present on the
+    /// neutral one), a confidence outside `[0, 1]`, or duplicate branch ids.
+    ///
+    /// # Errors
+    /// A message naming the first problem.
+    pub fn validate(&self, kind: CorpusKind, labels: usize) -> Result<(), String> {
+        if self.corpus != kind {
+            return Err(format!(
+                "row of corpus {} in {}",
+                self.corpus.as_str(),
+                kind.as_str()
+            ));
+        }
+        match (kind, self.label) {
+            (CorpusKind::Neutral40, None) => {}
+            (CorpusKind::Neutral40, Some(_)) => return Err("neutral task with a label".into()),
+            (_, Some(l)) if l < labels => {}
+            (_, l) => return Err(format!("label {l:?} not in a menu of {labels}")),
+        }
+        let mut branches = BTreeSet::new();
+        for c in &self.candidates {
+            if !(c.confidence.is_finite() && (0.0..=1.0).contains(&c.confidence)) {
+                return Err(format!("confidence {} outside [0, 1]", c.confidence));
+            }
+            if !branches.insert(c.branch.as_str()) {
+                return Err(format!("duplicate branch {}", c.branch));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A generated corpus: its menu and one frontier per (task, seed), task-major.
@@ -280,6 +319,7 @@ impl Corpus {
     pub fn from_jsonl(kind: CorpusKind, menu: Menu, text: &str) -> Result<Corpus, String> {
         let hash = menu.hash();
         let mut rows = Vec::new();
+        let mut keys = BTreeSet::new();
         for (i, line) in text
             .lines()
             .enumerate()
@@ -291,6 +331,16 @@ impl Corpus {
                 return Err(format!(
                     "line {}: frontier was generated for another menu",
                     i + 1
+                ));
+            }
+            row.validate(kind, menu.labels.len())
+                .map_err(|e| format!("line {}: {e}", i + 1))?;
+            if !keys.insert((row.task.clone(), row.seed)) {
+                return Err(format!(
+                    "line {}: duplicate row for task {} seed {}",
+                    i + 1,
+                    row.task,
+                    row.seed
                 ));
             }
             rows.push(row);
@@ -550,6 +600,72 @@ fn text(topic: &Topic, signal: Signal, rng: &mut Rng) -> (String, bool, Option<&
     }
 }
 
+/// The endpoint of `tool` (for document retrieval, the collections prefix: the collection slug
+/// is appended), generic in the enterprise corpus.
+fn endpoint(tool: Tool, enterprise: bool) -> String {
+    let (corp, public) = match tool {
+        Tool::WebSearch => ("search", "https://api.search.example/v1/search"),
+        Tool::DocRetrieval => ("retrieve", "https://docs.example/collections"),
+        Tool::CalendarLookup => ("calendar", "https://calendar.example/api/events"),
+        Tool::CrmLookup => ("crm", "https://crm.example/api/contacts"),
+        Tool::EmailSearch => ("mail", "https://mail.example/api/search"),
+    };
+    if enterprise {
+        format!("https://api.corp.example/api/{corp}")
+    } else {
+        public.to_owned()
+    }
+}
+
+/// Text every task shares and that says nothing about its label: tool names, upstream ids,
+/// endpoints, argument names, rewrite placeholders, and the generator's topic-free material
+/// (query frames, generic queries and collections, contact names). Adversaries drop these
+/// tokens.
+#[must_use]
+pub fn background_text() -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in Tool::ALL {
+        out.push(t.name().to_owned());
+        out.push(t.upstream().to_owned());
+        out.push(endpoint(t, false));
+        out.push(endpoint(t, true));
+    }
+    out.extend(
+        [
+            "query",
+            "collection",
+            "title",
+            "from",
+            "to",
+            "contact",
+            "note",
+            "subject",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    out.extend(
+        [
+            "email", "iban", "card", "phone", "url", "secret", "topic", "redacted", "handle",
+        ]
+        .iter()
+        .map(|p| format!("[{p}]")),
+    );
+    out.extend(taxonomy::FRAMES.iter().map(|f| f.replace("{}", " ")));
+    out.extend(taxonomy::GENERIC_QUERIES.iter().map(|s| (*s).to_owned()));
+    out.extend(
+        taxonomy::GENERIC_COLLECTIONS
+            .iter()
+            .map(|s| (*s).to_owned()),
+    );
+    out.extend(
+        taxonomy::PEOPLE
+            .iter()
+            .map(|p| format!("{p} {}", email_of(p))),
+    );
+    out
+}
+
 fn call(kind: CorpusKind, topic: &Topic, signal: Signal, tool: Tool, rng: &mut Rng) -> Call {
     let (text, from_prompt, slug) = text(topic, signal, rng);
     let enterprise = kind == CorpusKind::Enterprise30;
@@ -572,11 +688,7 @@ fn call(kind: CorpusKind, topic: &Topic, signal: Signal, tool: Tool, rng: &mut R
             if rng.chance(0.2) {
                 args.insert("contact".into(), json!(email_of(&person)));
             }
-            if enterprise {
-                "https://api.corp.example/api/search".to_owned()
-            } else {
-                "https://api.search.example/v1/search".to_owned()
-            }
+            endpoint(tool, enterprise)
         }
         Tool::DocRetrieval => {
             main_field = "/query";
@@ -588,9 +700,9 @@ fn call(kind: CorpusKind, topic: &Topic, signal: Signal, tool: Tool, rng: &mut R
             args.insert("query".into(), json!(text));
             if enterprise {
                 args.insert("collection".into(), json!(collection));
-                "https://api.corp.example/api/retrieve".to_owned()
+                endpoint(tool, true)
             } else {
-                format!("https://docs.example/collections/{collection}")
+                format!("{}/{collection}", endpoint(tool, false))
             }
         }
         Tool::CalendarLookup => {
@@ -599,34 +711,23 @@ fn call(kind: CorpusKind, topic: &Topic, signal: Signal, tool: Tool, rng: &mut R
             args.insert("title".into(), json!(text));
             args.insert("from".into(), json!(format!("2026-03-{day:02}")));
             args.insert("to".into(), json!(format!("2026-03-{:02}", day + 7)));
-            if enterprise {
-                "https://api.corp.example/api/calendar".to_owned()
-            } else {
-                "https://calendar.example/api/events".to_owned()
-            }
+            endpoint(tool, enterprise)
         }
         Tool::CrmLookup => {
             main_field = "/note";
             args.insert("contact".into(), json!(person));
             args.insert("note".into(), json!(text));
-            if enterprise {
-                "https://api.corp.example/api/crm".to_owned()
-            } else {
-                "https://crm.example/api/contacts".to_owned()
-            }
+            endpoint(tool, enterprise)
         }
         Tool::EmailSearch => {
             main_field = "/subject";
             args.insert("subject".into(), json!(text));
             args.insert("from".into(), json!(email_of(&person)));
-            if enterprise {
-                "https://api.corp.example/api/mail".to_owned()
-            } else {
-                "https://mail.example/api/search".to_owned()
-            }
+            endpoint(tool, enterprise)
         }
     };
-    if from_prompt {
+    // Taint sources are the prompt's *sensitive* span: a neutral prompt taints nothing.
+    if from_prompt && topic.domain.is_some() {
         tainted.push(main_field.to_owned());
     }
     Call {
@@ -759,6 +860,30 @@ mod tests {
         let back = Corpus::from_jsonl(c.kind, c.menu.clone(), &text).unwrap();
         assert_eq!(back, c);
         assert!(Corpus::from_jsonl(c.kind, menu(CorpusKind::Pooled150), &text).is_err());
+    }
+
+    #[test]
+    fn replay_rejects_rows_that_do_not_belong_to_the_corpus() {
+        let c = generate(CorpusKind::Pooled30, &[7]);
+        let good = c.to_jsonl().unwrap();
+        let first = good.lines().next().unwrap().to_owned();
+        let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(&first).unwrap();
+            f(&mut v);
+            v.to_string()
+        };
+        let bad = [
+            edit(&|v| v["label"] = json!(999)),
+            edit(&|v| v["corpus"] = json!("pooled-150")),
+            edit(&|v| v["candidates"][0]["confidence"] = json!(5.0)),
+            edit(&|v| v["surprise"] = json!(true)),
+            format!("{first}\n{first}"),
+            "not json".to_owned(),
+        ];
+        for text in bad {
+            let e = Corpus::from_jsonl(c.kind, c.menu.clone(), &text);
+            assert!(e.is_err(), "accepted {text:.80}");
+        }
     }
 
     #[test]

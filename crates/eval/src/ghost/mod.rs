@@ -108,9 +108,16 @@ pub struct Cell {
     /// Share of proposed calls the policy changed (blocked, rewritten, shadowed, or deferred
     /// and never sent).
     pub intervened: f64,
+    /// Share of the committed trace (promoted candidates and plan calls) the task got a
+    /// result for — what the policy costs the agent's work.
+    pub delivered: f64,
     /// Per-row credits (not serialized).
     #[serde(skip)]
     pub credits: Vec<f64>,
+    /// Per-row hard hits (1 if the tie-broken prediction is the label; not serialized): what
+    /// the sign test compares.
+    #[serde(skip)]
+    pub hits: Vec<f64>,
     /// Per-seed recovery, in seed order.
     pub per_seed: Vec<f64>,
 }
@@ -122,9 +129,9 @@ pub struct Paired {
     pub delta: f64,
     /// Its CI.
     pub ci: Ci,
-    /// Rows where the policy scored higher.
+    /// Rows where the policy's (tie-broken) prediction is right and Naive's wrong.
     pub b: u64,
-    /// Rows where Naive scored higher.
+    /// Rows where Naive's prediction is right and the policy's wrong.
     pub c: u64,
     /// Exact two-sided sign test p-value.
     pub p: f64,
@@ -461,6 +468,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
     let mut noise = Vec::new();
     let mut cross = Vec::new();
     for ex in experiments() {
+        let step = std::time::Instant::now();
         let Some(corpus) = corpora.get(&ex.corpus) else {
             continue;
         };
@@ -520,7 +528,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
             ex.labeler,
             runs.len(),
             corpus.rows.len(),
-            started.elapsed().as_secs_f64()
+            step.elapsed().as_secs_f64()
         ));
     }
     checks.extend(result_checks(&cells, &corpora));
@@ -558,6 +566,7 @@ fn score(ex: &Experiment, corpus: &Corpus, runs: &[Run], options: &Options) -> V
             }
             for (run, run_toks) in runs.iter().zip(&toks) {
                 let mut top = [Vec::new(), Vec::new(), Vec::new()];
+                let mut hits = Vec::new();
                 let mut truth = Vec::new();
                 let mut pred = Vec::new();
                 let nb = (adv == Adversary::NbLoo).then(|| {
@@ -579,23 +588,27 @@ fn score(ex: &Experiment, corpus: &Corpus, runs: &[Run], options: &Options) -> V
                         &format!("{}/{}/{i}", adv.as_str(), view.as_str()),
                     );
                     if adv == Adversary::Decoy {
-                        let c = scorers.decoy(&scores, y, &mut rng);
+                        let (c, hit) = scorers.decoy(&scores, y, &mut rng);
                         for v in &mut top {
                             v.push(c);
                         }
+                        hits.push(f64::from(u8::from(hit)));
                     } else if row.label.is_none() {
                         // Neutral task: "recovery" is naming any sensitive label at all (the
                         // oracle answers "none" when nothing in the view scores above 0).
-                        let named = scores.iter().any(|&s| s > 0.0);
+                        let named = f64::from(u8::from(scores.iter().any(|&s| s > 0.0)));
                         for v in &mut top {
-                            v.push(if named { 1.0 } else { 0.0 });
+                            v.push(named);
                         }
+                        hits.push(named);
                     } else {
                         for (v, k) in top.iter_mut().zip([1, 3, 5]) {
                             v.push(credit(&scores, y, k));
                         }
+                        let p = predict(&scores, &mut rng);
+                        hits.push(f64::from(u8::from(p == y)));
                         truth.push(y);
-                        pred.push(predict(&scores, &mut rng));
+                        pred.push(p);
                     }
                 }
                 let [top1, top3, top5] = top;
@@ -644,24 +657,35 @@ fn score(ex: &Experiment, corpus: &Corpus, runs: &[Run], options: &Options) -> V
                     marginal_provider: run.marginal.iter().sum::<usize>() as f64 / tasks,
                     intervened: r.iter().map(|x| x.intervened).sum::<usize>() as f64
                         / r.iter().map(|x| x.proposed).sum::<usize>().max(1) as f64,
+                    delivered: r.iter().map(|x| x.delivered).sum::<usize>() as f64
+                        / r.iter().map(|x| x.committed).sum::<usize>().max(1) as f64,
                     credits: top1,
+                    hits,
                     per_seed,
                 });
             }
         }
     }
     // Paired Δ vs Naive on the same rows, view and adversary.
-    let naive: BTreeMap<(String, String), Vec<f64>> = out
+    type Rows = (Vec<f64>, Vec<f64>);
+    let naive: BTreeMap<(String, String), Rows> = out
         .iter()
         .filter(|c| c.policy == Policy::Naive.id())
-        .map(|c| ((c.view.clone(), c.adversary.clone()), c.credits.clone()))
+        .map(|c| {
+            (
+                (c.view.clone(), c.adversary.clone()),
+                (c.credits.clone(), c.hits.clone()),
+            )
+        })
         .collect();
     for c in &mut out {
         if c.policy == Policy::Naive.id() {
             continue;
         }
-        if let Some(base) = naive.get(&(c.view.clone(), c.adversary.clone())) {
-            let t = sign_test(&c.credits, base);
+        if let Some((base, base_hits)) = naive.get(&(c.view.clone(), c.adversary.clone())) {
+            // The sign test counts rows where exactly one of the two is right (ties at the top
+            // broken by the same seeded draw for every policy); the CI is on the credits.
+            let t = sign_test(&c.hits, base_hits);
             c.vs_naive = Some(Paired {
                 delta: c.recovery - base.iter().sum::<f64>() / base.len().max(1) as f64,
                 ci: boot.paired_delta_ci(&c.credits, base),
@@ -774,6 +798,42 @@ fn construction_checks(ex: &Experiment, corpus: &Corpus, runs: &[Run]) -> Vec<Ch
             name: format!("{name}: Rewrite dispatches no field its labeler labels above personal"),
             ok: forbidden == 0 && (rewritten > 0 || ex.corpus == CorpusKind::Neutral40),
             detail: format!("{forbidden} forbidden fields sent, {rewritten} calls rewritten"),
+        });
+    }
+    // Against the generator's truth: with labels that cover the topic, no dispatched field
+    // still carries the task's label phrase or its paraphrase.
+    if let (Some(rw), true) = (
+        find(Policy::Rewrite),
+        matches!(ex.labeler.as_str(), "gold" | "constant"),
+    ) {
+        let words = |t: &str| -> Vec<String> {
+            t.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect()
+        };
+        let mut carrying = 0;
+        for (row, x) in corpus.rows.iter().zip(&rw.replays) {
+            let Some(label) = row.label.and_then(|l| corpus.menu.labels.get(l)) else {
+                continue;
+            };
+            let phrases = [words(&label.name), words(&label.paraphrase)];
+            for e in x.events.iter().filter(|e| e.dispatch == Dispatch::Provider) {
+                for (_, v) in &e.fields {
+                    let w = words(v);
+                    if phrases
+                        .iter()
+                        .any(|p| !p.is_empty() && w.windows(p.len()).any(|win| win == p.as_slice()))
+                    {
+                        carrying += 1;
+                    }
+                }
+            }
+        }
+        out.push(Check {
+            name: format!("{name}: Rewrite sends no field carrying the task's label phrase or paraphrase (generator truth)"),
+            ok: carrying == 0,
+            detail: format!("{carrying} fields"),
         });
     }
     let sweep: Vec<usize> = Policy::GATE_SWEEP

@@ -6,10 +6,13 @@
 //! lower-cased, split on non-alphanumerics, with stopwords, numbers and one-letter tokens
 //! removed. The provider view can also be cut into the channels of the paper's Table 11.
 
+use super::corpus::background_text;
 use super::replay::Replay;
 use secureclaw_core::contract::Observer;
 use secureclaw_core::exposure::{Observation, project};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::sync::LazyLock;
 
 /// An adversary's view of a replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -69,14 +72,23 @@ const STOPWORDS: &[&str] = &[
     "http", "www", "api", "v1", "com", "org", "example",
 ];
 
-/// Tokenize text as the adversaries do.
-#[must_use]
-pub fn tokenize(text: &str) -> Vec<String> {
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| w.len() > 1 && !w.bytes().all(|b| b.is_ascii_digit()))
         .map(str::to_ascii_lowercase)
         .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .collect()
+}
+
+/// Tokens of [`background_text`]: shared by every task, dropped by [`tokenize`].
+static BACKGROUND: LazyLock<HashSet<String>> =
+    LazyLock::new(|| background_text().iter().flat_map(|t| words(t)).collect());
+
+/// Tokenize text as the adversaries do: ASCII words of two or more characters, lower case,
+/// without stopwords, numbers, and background tokens (tool catalog, endpoints, argument names,
+/// rewrite placeholders, the generator's topic-free material; see [`background_text`]).
+#[must_use]
+pub fn tokenize(text: &str) -> Vec<String> {
+    words(text).filter(|w| !BACKGROUND.contains(w)).collect()
 }
 
 fn push(out: &mut Vec<String>, text: &str) {
@@ -143,7 +155,9 @@ mod tests {
     fn tokenizer_drops_stopwords_numbers_and_url_noise() {
         assert_eq!(
             tokenize("https://docs.example/collections/tenant-exit-fees?q=2026 My Lease"),
-            vec!["docs", "collections", "tenant", "exit", "fees", "lease"]
+            vec!["tenant", "exit", "fees", "lease"]
         );
+        // Placeholders and the tool catalog say nothing about the label.
+        assert!(tokenize("[email] [topic] web_search crm_lookup").is_empty());
     }
 }

@@ -17,8 +17,8 @@ use super::corpus::{Call, Frontier, Tool};
 use super::rng::Rng;
 use super::taxonomy;
 use secureclaw_core::contract::{
-    ArgLabel, BranchState, BranchTable, Budget, Contract, DestinationLabel, EffectLabel, Mode,
-    ShadowPromotion, Verdict, qualified,
+    ArgLabel, BranchState, BranchTable, Budget, Contract, DestinationLabel, EffectLabel,
+    LabeledEvent, Mode, ShadowPromotion, Verdict, qualified,
 };
 use secureclaw_core::detect::detect;
 use secureclaw_core::exposure::{Dispatch, TraceEvent};
@@ -46,9 +46,11 @@ pub enum Policy {
     Naive,
     /// Only the committed plan is issued; no speculation.
     NoSpec,
-    /// SIA: speculation only for read-only tools (writes wait for commitment).
+    /// SIA: speculation only for read-only tools — the monitor's effect gate alone (pre-commit
+    /// calls that change external state are deferred; every corpus tool is a read).
     Sia,
-    /// Per-tool allow-list at dispatch (every corpus tool is on it).
+    /// Per-tool allow-list at dispatch: a contract whose `allowed_tools` lists the five corpus
+    /// tools.
     Acl,
     /// Dispatch as Naive; scrub abandoned branches' arguments from the runtime log after commit.
     LateScrub,
@@ -138,7 +140,12 @@ impl Policy {
     pub fn uses_monitor(self) -> bool {
         matches!(
             self,
-            Policy::Rewrite | Policy::Shadow | Policy::Gate(_) | Policy::Drop
+            Policy::Sia
+                | Policy::Acl
+                | Policy::Rewrite
+                | Policy::Shadow
+                | Policy::Gate(_)
+                | Policy::Drop
         )
     }
 
@@ -167,6 +174,12 @@ impl Policy {
                 k.max_destination_label = DestinationLabel::TenantInternal;
             }
             Policy::Shadow => k.shadow_required = true,
+            Policy::Acl => {
+                k.allowed_tools = Tool::ALL
+                    .iter()
+                    .map(|t| qualified(t.upstream(), t.name()))
+                    .collect();
+            }
             Policy::Gate(t) => k.branch_threshold = f64::from(t) / 10.0,
             _ => {}
         }
@@ -365,6 +378,11 @@ pub struct Replay {
     pub proposed: usize,
     /// Calls the policy changed: blocked, rewritten, shadowed, or deferred and never sent.
     pub intervened: usize,
+    /// Calls of the committed trace (promoted candidates and plan calls).
+    pub committed: usize,
+    /// Of those, how many the task got a result for (sent, possibly rewritten, or answered by
+    /// the substitute with reuse on promotion): the utility side of a policy.
+    pub delivered: usize,
     /// Fields whose label the noise flipped, and fields it could have flipped.
     pub flips: (usize, usize),
     /// Destinations whose label the noise flipped, and destinations it could have flipped.
@@ -407,11 +425,7 @@ impl Ctx<'_> {
         let env = self.env;
         let pre = mode.is_pre_commit();
         match self.policy {
-            Policy::Naive | Policy::Sia | Policy::Acl | Policy::LateScrub => {
-                // SIA defers state-changing tools and ACL checks its allow-list: every corpus
-                // tool is a read and on the list (paper §2.13), so both dispatch everything.
-                send(call.arguments.clone())
-            }
+            Policy::Naive | Policy::LateScrub => send(call.arguments.clone()),
             Policy::NoSpec => {
                 if pre {
                     Step::Defer
@@ -472,7 +486,12 @@ impl Ctx<'_> {
                     Step::Block
                 }
             }
-            Policy::Rewrite | Policy::Shadow | Policy::Gate(_) | Policy::Drop => {
+            Policy::Sia
+            | Policy::Acl
+            | Policy::Rewrite
+            | Policy::Shadow
+            | Policy::Gate(_)
+            | Policy::Drop => {
                 let labeler = if self.policy == Policy::Drop {
                     &env.no_rewrite
                 } else {
@@ -488,30 +507,28 @@ impl Ctx<'_> {
                     Some(confidence),
                 );
                 if env.noise > 0.0 {
-                    let mut rng = Rng::stream(NOISE_SEED, &format!("{}/{idx}", self.row_key));
-                    for f in &mut event.fields {
-                        if f.label.is_some_and(ArgLabel::is_budgeted) {
-                            self.out.flips.1 += 1;
-                            if rng.chance(env.noise) {
-                                f.label = Some(ArgLabel::Public);
-                                self.out.flips.0 += 1;
-                            }
-                        }
+                    for f in &event.fields {
+                        self.out.flips.1 += usize::from(f.label.is_some_and(ArgLabel::is_budgeted));
                     }
-                    if event.destination_label == Some(DestinationLabel::Sensitive) {
-                        self.out.dest_flips.1 += 1;
-                        if rng.chance(env.noise) {
-                            event.destination_label = Some(DestinationLabel::Public);
-                            self.out.dest_flips.0 += 1;
-                        }
+                    self.out.dest_flips.1 +=
+                        usize::from(event.destination_label == Some(DestinationLabel::Sensitive));
+                    let before = event.clone();
+                    event = noisy(env.noise, &self.row_key, event, idx);
+                    for (a, b) in before.fields.iter().zip(&event.fields) {
+                        self.out.flips.0 += usize::from(a.label != b.label);
                     }
+                    self.out.dest_flips.0 +=
+                        usize::from(before.destination_label != event.destination_label);
                 }
-                let issued = monitor::issue(
+                let (rate, key) = (env.noise, self.row_key.clone());
+                let relabel = move |e: LabeledEvent| noisy(rate, &key, e, idx);
+                let issued = monitor::issue_with(
                     labeler,
                     Some(&self.kappa),
                     &event,
                     &call.arguments,
                     &mut self.budget,
+                    &relabel,
                 );
                 match issued.verdict {
                     Verdict::Allow => send(issued.arguments),
@@ -576,6 +593,30 @@ impl Ctx<'_> {
     }
 }
 
+/// False-negative label noise (paper Table 10): a sensitive or intent-revealing field is
+/// labeled public with probability `rate`, decided by a hash of (row, call, path, value) so the
+/// same field gets the same label when it is relabeled after a rewrite (a deterministic
+/// labeler's miss persists); a sensitive destination likewise, keyed by (row, call).
+fn noisy(rate: f64, row_key: &str, mut event: LabeledEvent, idx: usize) -> LabeledEvent {
+    if rate <= 0.0 {
+        return event;
+    }
+    let draw = |key: &str| Rng::stream(NOISE_SEED, key).unit() < rate;
+    for f in &mut event.fields {
+        if f.label.is_some_and(ArgLabel::is_budgeted)
+            && draw(&format!("{row_key}/{idx}/{}/{}", f.path, f.value))
+        {
+            f.label = Some(ArgLabel::Public);
+        }
+    }
+    if event.destination_label == Some(DestinationLabel::Sensitive)
+        && draw(&format!("{row_key}/{idx}/destination"))
+    {
+        event.destination_label = Some(DestinationLabel::Public);
+    }
+    event
+}
+
 /// Whether the FIDES-style baseline lets `call` through: every field's source types (sensitive
 /// domains whose lexicon or label names it mentions, `pii` when a detector fires) must be in
 /// the sink's accept-set. A topic collection accepts its own domain; a generic collection
@@ -636,9 +677,18 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
         row_key: format!("{}/{}/{}", row.corpus.as_str(), row.task, row.seed),
         out: Replay::default(),
     };
-    // Phase 1: speculation.
+    // Phase 1: speculation. `delivered[i]`: candidate i's result exists (sent, or answered
+    // by the substitute with reuse on promotion).
     let mut held: Vec<usize> = Vec::new();
-    let mut shadowed: Vec<usize> = Vec::new();
+    let mut delivered = vec![false; row.candidates.len()];
+    let reuse = cx.kappa.shadow_promotion == ShadowPromotion::Reuse;
+    // Which proposed calls (candidates, then plan calls) the policy changed at least once.
+    let mut changed = vec![false; row.candidates.len() + row.plan.len()];
+    let mark = |changed: &mut Vec<bool>, i: usize| {
+        if let Some(c) = changed.get_mut(i) {
+            *c = true;
+        }
+    };
     if !committed_only {
         for (i, c) in row.candidates.iter().enumerate() {
             cx.out.proposed += 1;
@@ -646,7 +696,10 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
             match cx.decide(&c.call, Mode::Speculative, c.confidence, i) {
                 Step::Send { arguments, tag } => {
                     if tag != "allow" {
-                        cx.out.intervened += 1;
+                        mark(&mut changed, i);
+                    }
+                    if let Some(d) = delivered.get_mut(i) {
+                        *d = true;
                     }
                     cx.record(
                         &c.call,
@@ -659,8 +712,10 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
                     );
                 }
                 Step::Shadow => {
-                    cx.out.intervened += 1;
-                    shadowed.push(i);
+                    mark(&mut changed, i);
+                    if let Some(d) = delivered.get_mut(i) {
+                        *d = reuse;
+                    }
                     cx.record(
                         &c.call,
                         Some(&c.branch),
@@ -684,7 +739,7 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
                     );
                 }
                 Step::Block => {
-                    cx.out.intervened += 1;
+                    mark(&mut changed, i);
                     cx.record(
                         &c.call,
                         Some(&c.branch),
@@ -707,31 +762,38 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
         };
         let _ = cx.out.branches.settle(&c.branch, state);
     }
-    // Phase 2: the committed trace: promoted candidates that were held (or, in the
-    // counterfactual, every promoted candidate), then the plan.
-    let mut due: Vec<(Option<String>, &Call)> = Vec::new();
+    // Phase 2: the committed trace. The runtime re-proposes every promoted candidate whose
+    // result it does not have (deferred, blocked, or shadowed with re-issue; in the
+    // counterfactual, all of them) as a committed call — the gateway re-decides a call on a
+    // promoted branch as committed — then issues the plan.
+    let mut due: Vec<(usize, Option<String>, &Call)> = Vec::new();
     for (i, c) in row.candidates.iter().enumerate() {
-        let reissue_shadow =
-            shadowed.contains(&i) && cx.kappa.shadow_promotion == ShadowPromotion::Reissue;
-        if c.promoted && (committed_only || held.contains(&i) || reissue_shadow) {
-            due.push((Some(c.branch.clone()), &c.call));
-        }
-        if !c.promoted && held.contains(&i) {
+        let got = delivered.get(i).copied().unwrap_or(false);
+        if c.promoted {
+            cx.out.committed += 1;
+            if committed_only || !got {
+                due.push((i, Some(c.branch.clone()), &c.call));
+            } else {
+                cx.out.delivered += 1;
+            }
+        } else if held.contains(&i) {
             // Deferred and abandoned: never sent.
-            cx.out.intervened += 1;
+            mark(&mut changed, i);
         }
     }
-    for call in &row.plan {
+    for (j, call) in row.plan.iter().enumerate() {
         cx.out.proposed += 1;
-        due.push((None, call));
+        cx.out.committed += 1;
+        due.push((row.candidates.len() + j, None, call));
     }
-    for (k, (branch, call)) in due.into_iter().enumerate() {
+    for (k, (idx, branch, call)) in due.into_iter().enumerate() {
         let t = COMMIT_MS + 10 * k as u64;
         match cx.decide(call, Mode::Committed, 1.0, 1000 + k) {
             Step::Send { arguments, tag } => {
                 if tag != "allow" {
-                    cx.out.intervened += 1;
+                    mark(&mut changed, idx);
                 }
+                cx.out.delivered += 1;
                 cx.record(
                     call,
                     branch.as_deref(),
@@ -743,7 +805,7 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
                 );
             }
             Step::Shadow | Step::Defer | Step::Block => {
-                cx.out.intervened += 1;
+                mark(&mut changed, idx);
                 cx.record(
                     call,
                     branch.as_deref(),
@@ -756,6 +818,7 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
             }
         }
     }
+    cx.out.intervened = changed.iter().filter(|c| **c).count();
     if policy == Policy::LateScrub {
         // After commitment, abandoned branches' arguments are scrubbed from the runtime log;
         // the providers already have them (Proposition 1).
