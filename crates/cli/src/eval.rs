@@ -219,6 +219,10 @@ fn ghost(args: &GhostArgs) -> Result<ExitCode> {
         let link = args.plot.as_ref().map(|p| p.display().to_string());
         println!("{}", report::markdown(&results, link.as_deref()));
     } else {
+        println!(
+            "150-task paired replay (paper Table 8), {} seed(s): lexicon oracle, provider view\n",
+            options.seeds.len()
+        );
         println!("{}", report::summary(&results));
         println!("(every table: --markdown; every cell: --json PATH)");
     }

@@ -41,6 +41,15 @@ pub fn trace(state_dir: &Path, cmd: TraceCommand) -> Result<ExitCode> {
             db.display()
         );
     }
+    let external_keys = std::env::var_os("SECURECLAW_KEYS").is_some()
+        || std::env::var_os("SECURECLAW_KEYS_FILE").is_some();
+    if !external_keys && !state_dir.join("keys.json").is_file() {
+        // Opening the state would generate a new key ring that cannot read this database.
+        bail!(
+            "no key ring in `{}` (keys.json) and none in $SECURECLAW_KEYS[_FILE]",
+            state_dir.display()
+        );
+    }
     let (_, store) = stack::open_state(state_dir)?;
     match cmd {
         TraceCommand::Exposure { session, json, all } => {

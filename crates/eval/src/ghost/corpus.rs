@@ -617,12 +617,10 @@ fn endpoint(tool: Tool, enterprise: bool) -> String {
     }
 }
 
-/// Text every task shares and that says nothing about its label: tool names, upstream ids,
-/// endpoints, argument names, rewrite placeholders, and the generator's topic-free material
-/// (query frames, generic queries and collections, contact names). Adversaries drop these
-/// tokens.
+/// Structural text every call shares: tool names, upstream ids, endpoints and argument names.
+/// Adversaries drop its tokens (they say nothing about the label).
 #[must_use]
-pub fn background_text() -> Vec<String> {
+pub fn structural_text() -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for t in Tool::ALL {
         out.push(t.name().to_owned());
@@ -644,13 +642,15 @@ pub fn background_text() -> Vec<String> {
         .iter()
         .map(|s| (*s).to_owned()),
     );
-    out.extend(
-        [
-            "email", "iban", "card", "phone", "url", "secret", "topic", "redacted", "handle",
-        ]
-        .iter()
-        .map(|p| format!("[{p}]")),
-    );
+    out
+}
+
+/// The generator's topic-free material: query frames, generic queries and collections, and
+/// contact names with their e-mail addresses. Adversaries drop its tokens unless a label's
+/// name or paraphrase uses the same word.
+#[must_use]
+pub fn generic_text() -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
     out.extend(taxonomy::FRAMES.iter().map(|f| f.replace("{}", " ")));
     out.extend(taxonomy::GENERIC_QUERIES.iter().map(|s| (*s).to_owned()));
     out.extend(
@@ -664,6 +664,16 @@ pub fn background_text() -> Vec<String> {
             .map(|p| format!("{p} {}", email_of(p))),
     );
     out
+}
+
+/// The words of every sensitive label's name and paraphrase.
+#[must_use]
+pub fn topic_text() -> Vec<String> {
+    taxonomy::DOMAINS
+        .iter()
+        .flat_map(|d| d.labels.iter())
+        .flat_map(|l| [l.name.to_owned(), l.paraphrase.to_owned()])
+        .collect()
 }
 
 fn call(kind: CorpusKind, topic: &Topic, signal: Signal, tool: Tool, rng: &mut Rng) -> Call {

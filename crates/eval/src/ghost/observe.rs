@@ -6,7 +6,7 @@
 //! lower-cased, split on non-alphanumerics, with stopwords, numbers and one-letter tokens
 //! removed. The provider view can also be cut into the channels of the paper's Table 11.
 
-use super::corpus::background_text;
+use super::corpus::{generic_text, structural_text, topic_text};
 use super::replay::Replay;
 use secureclaw_core::contract::Observer;
 use secureclaw_core::exposure::{Observation, project};
@@ -79,16 +79,46 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|w| !STOPWORDS.contains(&w.as_str()))
 }
 
-/// Tokens of [`background_text`]: shared by every task, dropped by [`tokenize`].
-static BACKGROUND: LazyLock<HashSet<String>> =
-    LazyLock::new(|| background_text().iter().flat_map(|t| words(t)).collect());
+/// Tokens shared by every task, dropped by [`tokenize`]: every structural token (tool
+/// catalog, endpoints, argument names) and the generic material's tokens that no label's name
+/// or paraphrase uses.
+static BACKGROUND: LazyLock<HashSet<String>> = LazyLock::new(|| {
+    let topic: HashSet<String> = topic_text().iter().flat_map(|t| words(t)).collect();
+    let mut out: HashSet<String> = structural_text().iter().flat_map(|t| words(t)).collect();
+    out.extend(
+        generic_text()
+            .iter()
+            .flat_map(|t| words(t).collect::<Vec<_>>())
+            .filter(|w| !topic.contains(w)),
+    );
+    out
+});
 
-/// Tokenize text as the adversaries do: ASCII words of two or more characters, lower case,
-/// without stopwords, numbers, and background tokens (tool catalog, endpoints, argument names,
-/// rewrite placeholders, the generator's topic-free material; see [`background_text`]).
+/// The REWRITE placeholders (`[topic]`, `[email]`, …): removed before tokenizing, so they
+/// neither count as words nor collide with a label that uses the word.
+const PLACEHOLDERS: [&str; 9] = [
+    "[email]",
+    "[iban]",
+    "[card]",
+    "[phone]",
+    "[url]",
+    "[secret]",
+    "[topic]",
+    "[redacted]",
+    "[handle]",
+];
+
+/// Tokenize text as the adversaries do: placeholders removed, then ASCII words of two or more
+/// characters, lower case, without stopwords, numbers and background tokens.
 #[must_use]
 pub fn tokenize(text: &str) -> Vec<String> {
-    words(text).filter(|w| !BACKGROUND.contains(w)).collect()
+    let mut t = text.to_owned();
+    for p in PLACEHOLDERS {
+        if t.contains(p) {
+            t = t.replace(p, " ");
+        }
+    }
+    words(&t).filter(|w| !BACKGROUND.contains(w)).collect()
 }
 
 fn push(out: &mut Vec<String>, text: &str) {

@@ -68,8 +68,9 @@ pub enum Policy {
     Taint,
     /// Block calls with a field copied from the prompt's sensitive span (field provenance).
     TaintF,
-    /// Contract: pre-commit calls with any field above personal, or a sensitive destination,
-    /// are blocked.
+    /// Contract: pre-commit calls with any field above personal are blocked (the field cannot
+    /// be rewritten); the monitor's destination ceiling (`tenant-internal`) applies in every
+    /// mode, so committed calls to sensitive collections are blocked too.
     Drop,
     /// Pre-commit calls to a sensitive destination are dropped (static plan only).
     DropDest,
@@ -788,7 +789,7 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
     }
     for (k, (idx, branch, call)) in due.into_iter().enumerate() {
         let t = COMMIT_MS + 10 * k as u64;
-        match cx.decide(call, Mode::Committed, 1.0, 1000 + k) {
+        match cx.decide(call, Mode::Committed, 1.0, idx) {
             Step::Send { arguments, tag } => {
                 if tag != "allow" {
                     mark(&mut changed, idx);

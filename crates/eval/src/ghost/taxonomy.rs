@@ -18,7 +18,9 @@ pub struct FineLabel {
     pub slug: &'static str,
     /// One sentence (8–20 words) describing the label as it appears in a label menu.
     pub description: &'static str,
-    /// A realistic, non-topical entity (company, clinic, place, app) mentioned alongside it.
+    /// A realistic entity (company, clinic, place, app) mentioned alongside it. It is not a
+    /// topic term, but like a real one it can hint at the topic ("Lakeside MS Center") or share
+    /// a word with another label: a side channel no topic rewrite removes.
     pub entity: &'static str,
 }
 
@@ -1575,16 +1577,16 @@ pub const NEUTRAL: &[FineLabel] = &[
 
 /// Generic, topic-free query texts a speculative planner also issues: 40 entries.
 pub const GENERIC_QUERIES: &[&str] = &[
-    "opening hours this week",
+    "weekly opening schedule",
     "latest updates",
     "contact details",
-    "upcoming events",
+    "events next week",
     "recent messages",
     "meeting notes from last week",
     "schedule for tomorrow",
     "weather forecast today",
-    "unread inbox items",
-    "shared files from yesterday",
+    "unread messages",
+    "shared folder from yesterday",
     "availability next week",
     "directions and parking information",
     "frequently asked questions",
@@ -1593,22 +1595,22 @@ pub const GENERIC_QUERIES: &[&str] = &[
     "holiday closures",
     "team announcements",
     "pending tasks",
-    "follow-up reminders",
-    "main phone line",
+    "followup reminders",
+    "main reception desk",
     "recent downloads",
     "what changed since monday",
-    "customer service hours",
+    "customer desk schedule",
     "mailing address",
     "how to reschedule",
     "confirmation email",
-    "upcoming deadlines",
+    "deadlines this month",
     "general inquiries",
     "notes from the last conversation",
     "things to do this weekend",
     "summary of this month",
     "list of open items",
     "nearest parking garage",
-    "time zone conversion",
+    "currency conversion table",
     "todo list for today",
     "reply to latest email",
     "who is available tomorrow",
@@ -1622,13 +1624,13 @@ pub const GENERIC_COLLECTIONS: &[&str] = &[
     "shared-drive",
     "general-docs",
     "team-wiki",
-    "inbox-archive",
+    "message-archive",
     "meeting-notes",
     "knowledge-base",
-    "document-library",
-    "recent-files",
+    "shelf-library",
+    "recent-uploads",
     "archive-2024",
-    "personal-notes",
+    "scratch-notes",
     "downloads",
     "misc-uploads",
 ];
@@ -1677,7 +1679,7 @@ pub const FRAMES: &[&str] = &[
     "what should I do about my {}",
     "can I get help with {}",
     "is my {} serious",
-    "where can I learn about {} near me",
+    "who can explain {} near me",
     "who do I talk to about {}",
     "my {} next steps",
     "{} overview",
@@ -2043,11 +2045,27 @@ mod tests {
         for (_, l) in all_labels() {
             topical.extend(content_words(l.name));
         }
+        // Generic material must not share a word with any label's name or paraphrase either
+        // (the adversaries would read it as topic evidence); entities may (see `entity`).
+        let mut paraphrased = topical.clone();
+        for (_, l) in all_labels() {
+            // Pronouns ("I", "me") are stopwords for the adversaries.
+            paraphrased.extend(
+                content_words(l.paraphrase)
+                    .into_iter()
+                    .filter(|w| w.len() > 2),
+            );
+        }
         let bad = std::cell::RefCell::new(Vec::new());
         let check = |what: &str, text: &str| {
+            let set = if what.contains("entity") {
+                &topical
+            } else {
+                &paraphrased
+            };
             let hit: Vec<_> = content_words(text)
                 .into_iter()
-                .filter(|w| topical.contains(w))
+                .filter(|w| set.contains(w))
                 .collect();
             if !hit.is_empty() {
                 bad.borrow_mut()
