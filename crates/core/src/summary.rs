@@ -17,7 +17,9 @@
 //!    [`crate::detect::detect`] (scanning the whole string) by a minted token, replaces each
 //!    configured injection marker (case-insensitive, any run of whitespace between its words) by
 //!    [`REMOVED`], and finally cuts the string to [`SummaryConfig::max_string_chars`] characters,
-//!    the last of which is `…`.
+//!    the last of which is `…`. An identifier text found anywhere in the shown result (6
+//!    characters or more) is replaced at *every* occurrence, also where the detectors reject
+//!    it in context (glued to a letter): D scans the result once before replacing.
 //!
 //! Order within a string: identifiers are found on the raw string, markers are stripped from
 //! the text between them, the cut comes last. Detecting first means a vaulted value is exactly
@@ -30,10 +32,11 @@
 //! deterministic and auditable; identifiers are found by validated detectors over the whole
 //! string rather than a regex chain; keys are scanned too.
 
-use crate::detect::{IdentifierKind, detect, is_credential_name};
+use crate::detect::{Finding, IdentifierKind, detect, is_credential_name};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// Values nested deeper than this (root = depth 0) are replaced by [`NESTED_TOO_DEEP`].
 pub const MAX_DEPTH: usize = 64;
@@ -181,6 +184,8 @@ pub fn summarize(
     field_label: &dyn Fn(&str) -> Option<String>,
     mint: &mut dyn FnMut(&Protected) -> String,
 ) -> Summary {
+    let mut scan = Scan::default();
+    scan.value(value, cfg, 0);
     let mut run = Run {
         cfg,
         markers: Markers::cached(&cfg.injection_markers),
@@ -188,6 +193,8 @@ pub fn summarize(
         mint,
         truncated: false,
         markers_stripped: 0,
+        known: scan.known(),
+        findings: scan.findings,
     };
     let value = run.value(value, "", 0, None);
     Summary {
@@ -213,6 +220,8 @@ pub fn summarize_text(
     mint: &mut dyn FnMut(&Protected) -> String,
 ) -> (String, bool) {
     let no_rules = |_: &str| -> Option<String> { None };
+    let mut scan = Scan::default();
+    scan.string(text);
     let mut run = Run {
         cfg,
         markers: Markers::cached(&cfg.injection_markers),
@@ -220,6 +229,8 @@ pub fn summarize_text(
         mint,
         truncated: false,
         markers_stripped: 0,
+        known: scan.known(),
+        findings: scan.findings,
     };
     let out = run.string(text, "");
     (out, run.truncated)
@@ -243,14 +254,75 @@ impl Whole {
     }
 }
 
+/// Shortest identifier text that is also replaced where the detectors do not see it.
+const MIN_RESCRUB_CHARS: usize = 6;
+
+/// D's first pass: every identifier the detectors find anywhere in the shown part of the
+/// result (strings and keys), so that the second pass replaces the same text wherever else it
+/// occurs — also where a detector rejects it in context (a phone number glued to a letter, an
+/// IBAN inside a longer token). Without this the runtime would see a handle at one place and
+/// the clear value at another (found by fuzzing, FUZZING.md).
+#[derive(Default)]
+struct Scan<'v> {
+    /// Findings per distinct string (borrowed from the input), reused by the second pass.
+    findings: HashMap<&'v str, Vec<Finding>>,
+}
+
+impl<'v> Scan<'v> {
+    fn value(&mut self, v: &'v Value, cfg: &SummaryConfig, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        match v {
+            Value::String(s) => self.string(s),
+            Value::Array(items) => {
+                for item in items.iter().take(cfg.max_entries) {
+                    self.value(item, cfg, depth + 1);
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map.iter().take(cfg.max_entries) {
+                    self.string(key);
+                    self.value(item, cfg, depth + 1);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
+    fn string(&mut self, s: &'v str) {
+        self.findings.entry(s).or_insert_with(|| detect(s));
+    }
+
+    /// The distinct identifier texts found, longest first (ties by text, for determinism).
+    fn known(&self) -> Vec<(String, IdentifierKind)> {
+        let mut out: Vec<(String, IdentifierKind)> = self
+            .findings
+            .iter()
+            .flat_map(|(s, fs)| {
+                fs.iter()
+                    .filter_map(|f| s.get(f.range()).map(|t| (t.to_owned(), f.kind)))
+            })
+            .filter(|(t, _)| t.chars().count() >= MIN_RESCRUB_CHARS)
+            .collect();
+        out.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+}
+
 /// One application of D: configuration, callbacks and the running counters.
-struct Run<'a> {
+struct Run<'a, 'v> {
     cfg: &'a SummaryConfig,
     markers: std::sync::Arc<Markers>,
     field_label: &'a dyn Fn(&str) -> Option<String>,
     mint: &'a mut dyn FnMut(&Protected) -> String,
     truncated: bool,
     markers_stripped: usize,
+    /// Identifier texts found anywhere in the result (first pass), longest first.
+    known: Vec<(String, IdentifierKind)>,
+    /// The first pass's findings per string.
+    findings: HashMap<&'v str, Vec<Finding>>,
 }
 
 /// Part of a string under construction: clear text, or a minted token that must not be split.
@@ -259,7 +331,7 @@ enum Piece {
     Token(String),
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
     fn value(&mut self, v: &Value, path: &str, depth: usize, inherited: Option<&Whole>) -> Value {
         if depth > MAX_DEPTH {
             self.truncated = true;
@@ -335,7 +407,22 @@ impl Run<'_> {
     fn string(&mut self, s: &str, path: &str) -> String {
         let mut pieces = Vec::new();
         let mut pos = 0;
-        for finding in detect(s) {
+        let mut findings = self.findings.get(s).cloned().unwrap_or_else(|| detect(s));
+        // Every other occurrence of an identifier found anywhere in the result.
+        for (known, kind) in self.known.iter().filter(|(k, _)| k.len() <= s.len()) {
+            for (start, _) in s.match_indices(known.as_str()) {
+                let end = start + known.len();
+                if findings.iter().all(|f| end <= f.start || start >= f.end) {
+                    findings.push(Finding {
+                        kind: *kind,
+                        start,
+                        end,
+                    });
+                }
+            }
+        }
+        findings.sort_by_key(|f| f.start);
+        for finding in findings {
             if let Some(clear) = s.get(pos..finding.start) {
                 pieces.push(Piece::Text(self.strip(clear)));
             }
@@ -669,6 +756,37 @@ mod tests {
         let (s, _) = run(&json!(short), &SummaryConfig::default(), &no_rules);
         assert_eq!(s.value, json!(short));
         assert!(!s.truncated);
+    }
+
+    /// A value the detectors find in one place is replaced wherever else it occurs, also where
+    /// the detectors reject it in context (glued to a letter), in any field, before or after
+    /// the delimited occurrence. Positive control: the glued form alone is not an identifier
+    /// to the detectors, so nothing is replaced there.
+    #[test]
+    fn identifier_found_once_is_replaced_everywhere() {
+        let cfg = SummaryConfig::default();
+        let phone = "415-555-2671";
+        let glued = format!("ref{phone}");
+        assert!(
+            detect(&glued).is_empty(),
+            "premise: the detectors reject the glued form"
+        );
+        let (alone, _) = run(&json!({ "a": glued }), &cfg, &no_rules);
+        assert!(text_of(&alone.value).contains(phone), "control");
+        for v in [
+            json!({ "a": glued, "b": format!("call {phone} today") }),
+            json!({ "b": format!("call {phone} today"), "a": glued }),
+            json!({ "x": [glued, { format!("key {phone}"): 1 }] }),
+        ] {
+            let (s, seen) = run(&v, &cfg, &no_rules);
+            let out = text_of(&s.value);
+            assert!(!out.contains(phone), "{out}");
+            assert!(!out.contains("555-2671"), "{out}");
+            assert!(seen.iter().all(|p| p.value == phone), "{seen:?}");
+        }
+        // Free text: the same rule within one block.
+        let (t, _) = summarize_text(&format!("{glued} and {phone}"), &cfg, &mut |_| "h:x".into());
+        assert!(!t.contains("555-2671"), "{t}");
     }
 
     #[test]
