@@ -481,3 +481,37 @@ async fn raw_precommit_arguments_reach_no_sink() {
         "transformed fields are kept"
     );
 }
+
+/// The per-session state (held calls, budget, branches, cache) does not outlive the session:
+/// after the session expires, the next call in any session drops it (a held call of the
+/// expired session counts as abandoned). Positive control: a live session's state stays.
+#[tokio::test]
+async fn expired_sessions_speculative_state_is_dropped() {
+    let h = Harness::new().await;
+    let old = h.open_session("alice");
+    let o = echo(&h, &old, json!({"text": "ghost"}), &spec("b1", 0.99)).await;
+    assert_eq!(deferred_branch(&o), "b1");
+    let live = h.open_session("bob");
+    let o = echo(&h, &live, json!({"text": "also held"}), &spec("b2", 0.99)).await;
+    assert_eq!(deferred_branch(&o), "b2");
+    assert_eq!(h.gw.speculative_sessions(), 2);
+    // Still within the session lifetime: nothing is dropped.
+    h.clock.advance(h.config.limits.session_ttl_ms / 2);
+    let again = h.open_session("carol");
+    let o = echo(&h, &again, json!({"text": "x"}), &spec("b3", 0.99)).await;
+    assert_eq!(deferred_branch(&o), "b3");
+    assert_eq!(h.gw.speculative_sessions(), 3);
+    // Past the first two sessions' expiry (and the prune interval): both are dropped, the
+    // third (opened later) stays.
+    h.clock.advance(h.config.limits.session_ttl_ms / 2 + 61_000);
+    let fresh = h.open_session("dave");
+    let o = echo(&h, &fresh, json!({"text": "y"}), &spec("b4", 0.99)).await;
+    assert_eq!(deferred_branch(&o), "b4");
+    assert_eq!(
+        h.gw.speculative_sessions(),
+        2,
+        "carol's and dave's state remain"
+    );
+    // The dropped held call was never sent.
+    assert_eq!(h.test.reads(), 0);
+}

@@ -125,6 +125,9 @@ struct Held {
 /// Per-task (per-session) speculative state.
 #[derive(Debug, Default)]
 struct TaskState {
+    /// When the session expires; the state is dropped after that (its held calls count as
+    /// abandoned, as after a restart).
+    expires_at: Option<UnixMillis>,
     started: Option<UnixMillis>,
     seq: u64,
     budget: Budget,
@@ -138,6 +141,8 @@ struct TaskState {
 pub(super) struct Speculation {
     labeler: Labeler,
     tasks: Mutex<HashMap<String, TaskState>>,
+    /// When expired sessions' task state was last dropped (ms since the epoch).
+    last_prune: std::sync::atomic::AtomicU64,
 }
 
 impl Speculation {
@@ -145,8 +150,22 @@ impl Speculation {
         Speculation {
             labeler,
             tasks: Mutex::new(HashMap::new()),
+            last_prune: std::sync::atomic::AtomicU64::new(0),
         }
     }
+}
+
+/// How often expired sessions' task state is dropped (at most once per this many ms).
+const PRUNE_EVERY_MS: u64 = 60_000;
+
+/// The task state of `session`, created on first use with the session's expiry.
+fn task_of<'t>(
+    tasks: &'t mut HashMap<String, TaskState>,
+    session: &SessionRecord,
+) -> &'t mut TaskState {
+    let task = tasks.entry(session.id.clone()).or_default();
+    task.expires_at.get_or_insert(session.expires_at);
+    task
 }
 
 /// One call released by a promotion, with its outcome.
@@ -194,10 +213,23 @@ impl Gateway {
     fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskState>> {
         // A poisoned lock only means another request panicked mid-update; the state is a
         // cache of counters and held calls, still consistent enough to keep serving.
-        match self.inner.speculation.tasks.lock() {
+        let mut guard = match self.inner.speculation.tasks.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
+        };
+        // Drop the state of expired sessions (no call can reach them any more), at most once
+        // per PRUNE_EVERY_MS, so the map does not grow with every session ever opened.
+        let now = self.now();
+        let last = &self.inner.speculation.last_prune;
+        let due = now
+            .0
+            .saturating_sub(last.load(std::sync::atomic::Ordering::Relaxed))
+            >= PRUNE_EVERY_MS;
+        if due {
+            last.store(now.0, std::sync::atomic::Ordering::Relaxed);
+            guard.retain(|_, t| t.expires_at.is_none_or(|e| now <= e));
         }
+        guard
     }
 
     /// A `tools/call` with its `_meta` (Ghost Tool Calls §4): the gateway-provided branch
@@ -295,7 +327,7 @@ impl Gateway {
         let kappa: Option<&Contract> = select(contracts, &q);
         let (verdict, dispatched_args) = {
             let mut tasks = self.lock_tasks();
-            let task = tasks.entry(session.id.clone()).or_default();
+            let task = task_of(&mut tasks, session);
             let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut task.budget);
             (issued.verdict, issued.arguments)
         };
@@ -408,9 +440,17 @@ impl Gateway {
         }
     }
 
+    /// How many sessions have speculative state (held calls, budget, branch table, result
+    /// cache) in memory. The state of an expired session is dropped on the first call after
+    /// it expires, at most a minute late.
+    #[must_use]
+    pub fn speculative_sessions(&self) -> usize {
+        self.lock_tasks().len()
+    }
+
     fn next_seq(&self, session: &SessionRecord) -> u64 {
         let mut tasks = self.lock_tasks();
-        let task = tasks.entry(session.id.clone()).or_default();
+        let task = task_of(&mut tasks, session);
         task.seq += 1;
         task.seq
     }
@@ -425,7 +465,7 @@ impl Gateway {
         arguments: Map<String, Value>,
     ) -> Result<(), ()> {
         let mut tasks = self.lock_tasks();
-        let task = tasks.entry(session.id.clone()).or_default();
+        let task = task_of(&mut tasks, session);
         if task.held.len() >= MAX_HELD_PER_SESSION
             || task.branches.state(branch) != BranchState::Pending
         {
@@ -541,7 +581,7 @@ impl Gateway {
         output: &ToolOutput,
     ) {
         let mut tasks = self.lock_tasks();
-        let task = tasks.entry(session.id.clone()).or_default();
+        let task = task_of(&mut tasks, session);
         if task.cache.len() >= MAX_CACHE_PER_SESSION {
             task.cache.clear();
         }
@@ -567,7 +607,7 @@ impl Gateway {
         let now = self.now();
         let (seq, issued_ms) = {
             let mut tasks = self.lock_tasks();
-            let task = tasks.entry(session.id.clone()).or_default();
+            let task = task_of(&mut tasks, session);
             let started = *task.started.get_or_insert(now);
             task.seq += 1;
             (
@@ -637,7 +677,7 @@ impl Gateway {
     ) -> Result<Vec<Released>, GatewayError> {
         let held = {
             let mut tasks = self.lock_tasks();
-            let task = tasks.entry(session.id.clone()).or_default();
+            let task = task_of(&mut tasks, session);
             task.branches
                 .settle(branch, BranchState::Promoted)
                 .map_err(|e| GatewayError::Conflict(e.to_string()))?;
@@ -676,7 +716,7 @@ impl Gateway {
     ) -> Result<usize, GatewayError> {
         let n = {
             let mut tasks = self.lock_tasks();
-            let task = tasks.entry(session.id.clone()).or_default();
+            let task = task_of(&mut tasks, session);
             task.branches
                 .settle(branch, BranchState::Abandoned)
                 .map_err(|e| GatewayError::Conflict(e.to_string()))?;
