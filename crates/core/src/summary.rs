@@ -256,6 +256,18 @@ impl Whole {
 
 /// Shortest identifier text that is also replaced where the detectors do not see it.
 const MIN_RESCRUB_CHARS: usize = 6;
+/// Most identifier texts re-scrubbed per summary (longest kept): bounds the second pass to
+/// `MAX_KNOWN` substring searches per string.
+const MAX_KNOWN: usize = 64;
+/// Most replaced spans per string before the whole string is replaced by one token (fails
+/// closed, and bounds the work on adversarial input).
+const MAX_SPANS: usize = 4096;
+
+/// Whether a secret-shaped value has a digit or mixed case (an ordinary word has neither).
+fn looks_random(t: &str) -> bool {
+    t.chars().any(|c| c.is_ascii_digit())
+        || (t.chars().any(|c| c.is_ascii_uppercase()) && t.chars().any(|c| c.is_ascii_lowercase()))
+}
 
 /// D's first pass: every identifier the detectors find anywhere in the shown part of the
 /// result (strings and keys), so that the second pass replaces the same text wherever else it
@@ -305,8 +317,18 @@ impl<'v> Scan<'v> {
             })
             .filter(|(t, _)| t.chars().count() >= MIN_RESCRUB_CHARS)
             .collect();
-        out.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        // Deterministic whatever the map order: longest first, then text, then kind name.
+        out.sort_by(|a, b| {
+            b.0.len()
+                .cmp(&a.0.len())
+                .then_with(|| a.0.cmp(&b.0))
+                .then_with(|| a.1.as_str().cmp(b.1.as_str()))
+        });
         out.dedup_by(|a, b| a.0 == b.0);
+        // An assignment value (`token=unverified`) is a secret only where it is assigned; an
+        // ordinary word spread everywhere would let a result hide its own text.
+        out.retain(|(t, kind)| *kind != IdentifierKind::Secret || looks_random(t));
+        out.truncate(MAX_KNOWN);
         out
     }
 }
@@ -407,21 +429,7 @@ impl Run<'_, '_> {
     fn string(&mut self, s: &str, path: &str) -> String {
         let mut pieces = Vec::new();
         let mut pos = 0;
-        let mut findings = self.findings.get(s).cloned().unwrap_or_else(|| detect(s));
-        // Every other occurrence of an identifier found anywhere in the result.
-        for (known, kind) in self.known.iter().filter(|(k, _)| k.len() <= s.len()) {
-            for (start, _) in s.match_indices(known.as_str()) {
-                let end = start + known.len();
-                if findings.iter().all(|f| end <= f.start || start >= f.end) {
-                    findings.push(Finding {
-                        kind: *kind,
-                        start,
-                        end,
-                    });
-                }
-            }
-        }
-        findings.sort_by_key(|f| f.start);
+        let findings = self.spans(s);
         for finding in findings {
             if let Some(clear) = s.get(pos..finding.start) {
                 pieces.push(Piece::Text(self.strip(clear)));
@@ -442,6 +450,49 @@ impl Run<'_, '_> {
         let (out, cut) = cut(pieces, self.cfg.max_string_chars);
         self.truncated |= cut;
         out
+    }
+
+    /// The spans of `s` to replace: its own findings and every occurrence (overlapping ones
+    /// included) of a known identifier text, merged into disjoint unions (a union takes the
+    /// kind of its first span). Past [`MAX_SPANS`] the whole string is one span.
+    fn spans(&self, s: &str) -> Vec<Finding> {
+        let mut spans = self.findings.get(s).cloned().unwrap_or_else(|| detect(s));
+        'known: for (known, kind) in self.known.iter().filter(|(k, _)| k.len() <= s.len()) {
+            let mut from = 0;
+            while let Some(i) = s.get(from..).and_then(|t| t.find(known.as_str())) {
+                let start = from + i;
+                spans.push(Finding {
+                    kind: *kind,
+                    start,
+                    end: start + known.len(),
+                });
+                if spans.len() > MAX_SPANS {
+                    break 'known;
+                }
+                // Next candidate start: the next character (occurrences may overlap).
+                from = start
+                    + s.get(start..)
+                        .and_then(|t| t.chars().next())
+                        .map_or(1, char::len_utf8);
+            }
+        }
+        if spans.len() > MAX_SPANS {
+            let kind = spans.first().map_or(IdentifierKind::Secret, |f| f.kind);
+            return vec![Finding {
+                kind,
+                start: 0,
+                end: s.len(),
+            }];
+        }
+        spans.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        let mut merged: Vec<Finding> = Vec::with_capacity(spans.len());
+        for f in spans {
+            match merged.last_mut() {
+                Some(m) if f.start < m.end => m.end = m.end.max(f.end),
+                _ => merged.push(f),
+            }
+        }
+        merged
     }
 
     fn strip(&mut self, text: &str) -> String {
@@ -787,6 +838,55 @@ mod tests {
         // Free text: the same rule within one block.
         let (t, _) = summarize_text(&format!("{glued} and {phone}"), &cfg, &mut |_| "h:x".into());
         assert!(!t.contains("555-2671"), "{t}");
+    }
+
+    /// Regressions from an adversarial review of the re-scrub pass: partial overlaps with a
+    /// string's own findings, overlapping self-occurrences, determinism with one text found
+    /// as two kinds, and ordinary words assigned as "secrets" not spreading.
+    #[test]
+    fn rescrub_merges_overlaps_is_deterministic_and_does_not_spread_words() {
+        let cfg = SummaryConfig::default();
+        // A known URL overlapping the e-mail found inside it: the whole union is replaced.
+        let v = json!({"a": "see www.example.com/u/alice@example.org",
+                       "b": "xwww.example.com/u/alice@example.org"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("example.com/u"), "{out}");
+        // Known values chained through an overlap.
+        let v = json!({"a": "call 415-555-2671", "b": "call 2671-555-0199",
+                       "c": "ref415-555-2671-555-0199x"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("555"), "{out}");
+        // Overlapping occurrences of one known value.
+        let v = json!({"a": "call 0301230301", "b": "x0301230301230301"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("0301"), "{out}");
+        // One text found as two kinds: the same output every time.
+        let v = json!({"a": "password=0301234567", "b": "call 0301234567", "c": "ref0301234567"});
+        let first = text_of(&run(&v, &cfg, &no_rules).0.value);
+        for _ in 0..32 {
+            assert_eq!(text_of(&run(&v, &cfg, &no_rules).0.value), first);
+        }
+        // An ordinary word assigned as a "secret" is hidden where assigned, not everywhere.
+        let v = json!({"body": "token=unverified", "sender_status": "unverified"});
+        let (s, _) = run(&v, &cfg, &no_rules);
+        assert_eq!(s.value["sender_status"], json!("unverified"));
+        // A random-looking assigned secret does spread.
+        let v = json!({"body": "api_key=Zx81kQ77pp", "note": "key:Zx81kQ77pp"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("Zx81kQ77pp"), "{out}");
+    }
+
+    /// Adversarial size: many distinct identifiers and many occurrences stay bounded (at most
+    /// MAX_KNOWN searches per string; past MAX_SPANS a string becomes one token).
+    #[test]
+    fn rescrub_is_bounded_on_many_identifiers() {
+        let cfg = SummaryConfig::default();
+        let emails: Vec<String> = (0..500).map(|i| format!("u{i}@ex{i}.example")).collect();
+        let dense = emails.join(" ");
+        let v = json!({"a": dense, "b": format!("x{}", "u1@ex1.example".repeat(5000))});
+        let (s, _) = run(&v, &cfg, &no_rules);
+        let out = text_of(&s.value);
+        assert!(!out.contains("@ex1.example"), "{out:.200}");
     }
 
     #[test]
