@@ -14,16 +14,23 @@ use serde_json::json;
 use std::hint::black_box;
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("dense") {
-        // Adversarial input: 8 strings of 80 KB packed with distinct short e-mails.
-        let block: String = (0..5_000).map(|i| format!("a{i}@b{i}.io ")).collect();
-        let v = json!({"a": block, "b": block, "c": block, "d": block,
-                       "e": block, "f": block, "g": block, "h": block});
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    if mode == "dense" || mode == "repeat" {
+        let v = if mode == "dense" {
+            // Adversarial input: 8 strings of 80 KB packed with distinct short e-mails.
+            let block: String = (0..5_000).map(|i| format!("a{i}@b{i}.io ")).collect();
+            json!({"a": block, "b": block, "c": block, "d": block,
+                   "e": block, "f": block, "g": block, "h": block})
+        } else {
+            // Adversarial input: a long URL found once, repeated with overlaps elsewhere.
+            json!({"a": "http://x.io/".repeat(150_000),
+                   "b": format!("Z{}", "http://x.io/".repeat(154_200))})
+        };
         let cfg = SummaryConfig::default();
         let started = std::time::Instant::now();
         let s = summarize(&v, &cfg, &|_| None, &mut |_| "hdl_x".to_owned());
         println!(
-            "dense: {} bytes in, {} bytes out, {:.1} ms",
+            "{mode}: {} bytes in, {} bytes out, {:.1} ms",
             v.to_string().len(),
             s.value.to_string().len(),
             started.elapsed().as_secs_f64() * 1e3

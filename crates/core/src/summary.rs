@@ -33,6 +33,7 @@
 //! string rather than a regex chain; keys are scanned too.
 
 use crate::detect::{Finding, IdentifierKind, detect, is_credential_name};
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -186,6 +187,7 @@ pub fn summarize(
 ) -> Summary {
     let mut scan = Scan::default();
     scan.value(value, cfg, 0);
+    let known = scan.known();
     let mut run = Run {
         cfg,
         markers: Markers::cached(&cfg.injection_markers),
@@ -193,7 +195,8 @@ pub fn summarize(
         mint,
         truncated: false,
         markers_stripped: 0,
-        known: scan.known(),
+        matcher: matcher(&known),
+        known,
         findings: scan.findings,
     };
     let value = run.value(value, "", 0, None);
@@ -222,6 +225,7 @@ pub fn summarize_text(
     let no_rules = |_: &str| -> Option<String> { None };
     let mut scan = Scan::default();
     scan.string(text);
+    let known = scan.known();
     let mut run = Run {
         cfg,
         markers: Markers::cached(&cfg.injection_markers),
@@ -229,7 +233,8 @@ pub fn summarize_text(
         mint,
         truncated: false,
         markers_stripped: 0,
-        known: scan.known(),
+        matcher: matcher(&known),
+        known,
         findings: scan.findings,
     };
     let out = run.string(text, "");
@@ -256,17 +261,27 @@ impl Whole {
 
 /// Shortest identifier text that is also replaced where the detectors do not see it.
 const MIN_RESCRUB_CHARS: usize = 6;
-/// Most identifier texts re-scrubbed per summary (longest kept): bounds the second pass to
-/// `MAX_KNOWN` substring searches per string.
-const MAX_KNOWN: usize = 64;
 /// Most replaced spans per string before the whole string is replaced by one token (fails
-/// closed, and bounds the work on adversarial input).
+/// closed, and bounds the work on adversarial input: the search for known texts is one
+/// Aho-Corasick pass, linear in the string plus the matches it reports).
 const MAX_SPANS: usize = 4096;
+/// Up to this many known texts are searched one by one; more use one Aho-Corasick automaton.
+const DIRECT_SEARCH_MAX: usize = 16;
+/// Longest identifier text that is re-scrubbed (bytes). Real identifiers are far shorter; a
+/// longer one is already shown only as a token where found, and strings are cut at
+/// `max_string_chars` anyway. Bounds the automaton and the work per match.
+const MAX_RESCRUB_BYTES: usize = 512;
+/// An assignment "secret" at least this long is spread even if it looks like a word (a
+/// passphrase).
+const LONG_SECRET_CHARS: usize = 16;
 
-/// Whether a secret-shaped value has a digit or mixed case (an ordinary word has neither).
+/// Whether a secret-shaped value looks generated rather than like a word: a digit, or an
+/// upper-case letter after the first character together with a lower-case one, or length.
 fn looks_random(t: &str) -> bool {
+    let inner_upper = t.chars().skip(1).any(|c| c.is_ascii_uppercase());
     t.chars().any(|c| c.is_ascii_digit())
-        || (t.chars().any(|c| c.is_ascii_uppercase()) && t.chars().any(|c| c.is_ascii_lowercase()))
+        || (inner_upper && t.chars().any(|c| c.is_ascii_lowercase()))
+        || t.chars().count() >= LONG_SECRET_CHARS
 }
 
 /// D's first pass: every identifier the detectors find anywhere in the shown part of the
@@ -315,22 +330,38 @@ impl<'v> Scan<'v> {
                 fs.iter()
                     .filter_map(|f| s.get(f.range()).map(|t| (t.to_owned(), f.kind)))
             })
-            .filter(|(t, _)| t.chars().count() >= MIN_RESCRUB_CHARS)
+            .filter(|(t, _)| t.chars().count() >= MIN_RESCRUB_CHARS && t.len() <= MAX_RESCRUB_BYTES)
+            // An assignment value (`token=unverified`) is a secret only where it is
+            // assigned; an ordinary word spread everywhere would let a result hide its own
+            // text. Filtered before de-duplication, so the same text found as another kind
+            // (a URL) still spreads.
+            .filter(|(t, kind)| *kind != IdentifierKind::Secret || looks_random(t))
             .collect();
-        // Deterministic whatever the map order: longest first, then text, then kind name.
+        // Deterministic whatever the map order: longest first, then text, then a non-secret
+        // kind before the secret kind, then kind name.
         out.sort_by(|a, b| {
             b.0.len()
                 .cmp(&a.0.len())
                 .then_with(|| a.0.cmp(&b.0))
+                .then_with(|| (a.1 == IdentifierKind::Secret).cmp(&(b.1 == IdentifierKind::Secret)))
                 .then_with(|| a.1.as_str().cmp(b.1.as_str()))
         });
         out.dedup_by(|a, b| a.0 == b.0);
-        // An assignment value (`token=unverified`) is a secret only where it is assigned; an
-        // ordinary word spread everywhere would let a result hide its own text.
-        out.retain(|(t, kind)| *kind != IdentifierKind::Secret || looks_random(t));
-        out.truncate(MAX_KNOWN);
         out
     }
+}
+
+/// The automaton over the known identifier texts, `None` if there are none.
+fn matcher(known: &[(String, IdentifierKind)]) -> Option<AhoCorasick> {
+    // Few texts: a plain search per text is cheaper than building an automaton.
+    if known.len() <= DIRECT_SEARCH_MAX {
+        return None;
+    }
+    // A non-contiguous NFA: the cheapest to build, and D builds one per result.
+    AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
+        .build(known.iter().map(|(t, _)| t.as_str()))
+        .ok()
 }
 
 /// One application of D: configuration, callbacks and the running counters.
@@ -343,6 +374,9 @@ struct Run<'a, 'v> {
     markers_stripped: usize,
     /// Identifier texts found anywhere in the result (first pass), longest first.
     known: Vec<(String, IdentifierKind)>,
+    /// One automaton over `known` (pattern i = `known[i]`) when there are more than
+    /// [`DIRECT_SEARCH_MAX`]; `None` otherwise (each text is then searched on its own).
+    matcher: Option<AhoCorasick>,
     /// The first pass's findings per string.
     findings: HashMap<&'v str, Vec<Finding>>,
 }
@@ -457,23 +491,42 @@ impl Run<'_, '_> {
     /// kind of its first span). Past [`MAX_SPANS`] the whole string is one span.
     fn spans(&self, s: &str) -> Vec<Finding> {
         let mut spans = self.findings.get(s).cloned().unwrap_or_else(|| detect(s));
-        'known: for (known, kind) in self.known.iter().filter(|(k, _)| k.len() <= s.len()) {
-            let mut from = 0;
-            while let Some(i) = s.get(from..).and_then(|t| t.find(known.as_str())) {
-                let start = from + i;
+        if let Some(matcher) = &self.matcher {
+            // Every occurrence, overlapping ones included; UTF-8 patterns in UTF-8 text
+            // match on character boundaries.
+            for m in matcher.find_overlapping_iter(s) {
+                let kind = self
+                    .known
+                    .get(m.pattern().as_usize())
+                    .map_or(IdentifierKind::Secret, |(_, k)| *k);
                 spans.push(Finding {
-                    kind: *kind,
-                    start,
-                    end: start + known.len(),
+                    kind,
+                    start: m.start(),
+                    end: m.end(),
                 });
                 if spans.len() > MAX_SPANS {
-                    break 'known;
+                    break;
                 }
-                // Next candidate start: the next character (occurrences may overlap).
-                from = start
-                    + s.get(start..)
-                        .and_then(|t| t.chars().next())
-                        .map_or(1, char::len_utf8);
+            }
+        } else {
+            'known: for (known, kind) in &self.known {
+                let mut from = 0;
+                while let Some(at) = s.get(from..).and_then(|t| t.find(known.as_str())) {
+                    let start = from + at;
+                    spans.push(Finding {
+                        kind: *kind,
+                        start,
+                        end: start + known.len(),
+                    });
+                    if spans.len() > MAX_SPANS {
+                        break 'known;
+                    }
+                    // Overlapping occurrences: continue at the next character.
+                    from = start
+                        + s.get(start..)
+                            .and_then(|t| t.chars().next())
+                            .map_or(1, char::len_utf8);
+                }
             }
         }
         if spans.len() > MAX_SPANS {
@@ -876,8 +929,35 @@ mod tests {
         assert!(!out.contains("Zx81kQ77pp"), "{out}");
     }
 
-    /// Adversarial size: many distinct identifiers and many occurrences stay bounded (at most
-    /// MAX_KNOWN searches per string; past MAX_SPANS a string becomes one token).
+    /// Regressions from the second adversarial review: a capitalised word assigned as a secret
+    /// does not spread; a text found as a secret and as a URL still spreads as the URL; 64
+    /// longer identifiers do not push a real one out; a long passphrase spreads.
+    #[test]
+    fn rescrub_second_review_regressions() {
+        let cfg = SummaryConfig::default();
+        let v = json!({"sender_status": "Unverified", "banner": "Warning: Suspicious sender",
+                       "body": "token=Unverified api_key=Suspicious"});
+        let (s, _) = run(&v, &cfg, &no_rules);
+        assert_eq!(s.value["sender_status"], json!("Unverified"));
+        assert_eq!(s.value["banner"], json!("Warning: Suspicious sender"));
+        let v = json!({"a": "token=www.example.com/pay", "b": "see www.example.com/pay",
+                       "c": "zwww.example.com/pay"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("example.com/pay"), "{out}");
+        let many: Vec<String> = (0..80)
+            .map(|i| format!("newsletter{i:03}@example.org"))
+            .collect();
+        let v = json!({"a": "call 415-555-2671", "b": "ref415-555-2671x", "c": many.join(" ")});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("555-2671"), "{out:.300}");
+        let v = json!({"body": "password=correcthorsebatterystaple",
+                       "note": "pw:correcthorsebatterystaple"});
+        let out = text_of(&run(&v, &cfg, &no_rules).0.value);
+        assert!(!out.contains("correcthorse"), "{out}");
+    }
+
+    /// Adversarial size: many distinct identifiers and many occurrences stay bounded (one
+    /// automaton pass per string; past MAX_SPANS a string becomes one token).
     #[test]
     fn rescrub_is_bounded_on_many_identifiers() {
         let cfg = SummaryConfig::default();
