@@ -262,7 +262,28 @@ struct Experiment {
     adversaries: Vec<Adversary>,
 }
 
+impl Experiment {
+    /// An experiment on `corpus` under labeler `kind`, provider view only.
+    fn new(
+        corpus: CorpusKind,
+        kind: LabelerKind,
+        policies: Vec<Policy>,
+        adversaries: Vec<Adversary>,
+    ) -> Self {
+        Experiment {
+            corpus,
+            labeler: kind.as_str().to_owned(),
+            env: Env::new(kind),
+            policies,
+            views: vec![View::Provider],
+            adversaries,
+        }
+    }
+}
+
 fn experiments() -> Vec<Experiment> {
+    use CorpusKind::{Enterprise30, MultiTool30, Neutral40, Pooled30, Pooled150, Static30};
+    use LabelerKind::{Constant, Content, Gold};
     let mut thirteen_sweep: Vec<Policy> = Policy::THIRTEEN.to_vec();
     thirteen_sweep.extend([Policy::Gate(3), Policy::Gate(5), Policy::Gate(9)]);
     let label_list = vec![Adversary::Keyword, Adversary::Tfidf, Adversary::Oracle];
@@ -274,123 +295,41 @@ fn experiments() -> Vec<Experiment> {
         View::DestinationAndNames,
         View::NamesOnly,
     ]);
-    let content = || Env::new(LabelerKind::Content);
+    let thirteen = || Policy::THIRTEEN.to_vec();
     // The policies whose behaviour depends on the labeler, with their references.
-    let labeler_policies = vec![Policy::Naive, Policy::NoSpec, Policy::Rewrite, Policy::Drop];
+    let by_labeler = || vec![Policy::Naive, Policy::NoSpec, Policy::Rewrite, Policy::Drop];
+    let static_plan = vec![
+        Policy::Naive,
+        Policy::LateScrub,
+        Policy::Sia,
+        Policy::Acl,
+        Policy::DropDest,
+        Policy::Rewrite,
+        Policy::Shadow,
+        Policy::Drop,
+        Policy::NoSpec,
+    ];
+    let mut pooled150 = Experiment::new(Pooled150, Content, thirteen_sweep, all.clone());
+    pooled150.views = views;
     let mut out = vec![
-        Experiment {
-            corpus: CorpusKind::Static30,
-            labeler: "content".into(),
-            env: content(),
-            policies: vec![
-                Policy::Naive,
-                Policy::LateScrub,
-                Policy::Sia,
-                Policy::Acl,
-                Policy::DropDest,
-                Policy::Rewrite,
-                Policy::Shadow,
-                Policy::Drop,
-                Policy::NoSpec,
-            ],
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Pooled30,
-            labeler: "content".into(),
-            env: content(),
-            policies: Policy::THIRTEEN.to_vec(),
-            views: vec![View::Provider],
-            adversaries: all.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Pooled150,
-            labeler: "content".into(),
-            env: content(),
-            policies: thirteen_sweep.clone(),
-            views,
-            adversaries: all,
-        },
-        Experiment {
-            corpus: CorpusKind::Pooled150,
-            labeler: "gold".into(),
-            env: Env::new(LabelerKind::Gold),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Pooled150,
-            labeler: "constant".into(),
-            env: Env::new(LabelerKind::Constant),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Static30,
-            labeler: "gold".into(),
-            env: Env::new(LabelerKind::Gold),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Static30,
-            labeler: "constant".into(),
-            env: Env::new(LabelerKind::Constant),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Neutral40,
-            labeler: "gold".into(),
-            env: Env::new(LabelerKind::Gold),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: vec![Adversary::Oracle],
-        },
-        Experiment {
-            corpus: CorpusKind::Enterprise30,
-            labeler: "gold".into(),
-            env: Env::new(LabelerKind::Gold),
-            policies: labeler_policies.clone(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Enterprise30,
-            labeler: "content".into(),
-            env: content(),
-            policies: Policy::THIRTEEN.to_vec(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::MultiTool30,
-            labeler: "content".into(),
-            env: content(),
-            policies: Policy::THIRTEEN.to_vec(),
-            views: vec![View::Provider],
-            adversaries: label_list.clone(),
-        },
-        Experiment {
-            corpus: CorpusKind::Neutral40,
-            labeler: "content".into(),
-            env: content(),
-            policies: Policy::THIRTEEN.to_vec(),
-            views: vec![View::Provider],
-            adversaries: vec![Adversary::Oracle],
-        },
+        Experiment::new(Static30, Content, static_plan, label_list.clone()),
+        Experiment::new(Pooled30, Content, thirteen(), all),
+        pooled150,
+        Experiment::new(Pooled150, Gold, by_labeler(), label_list.clone()),
+        Experiment::new(Pooled150, Constant, by_labeler(), label_list.clone()),
+        Experiment::new(Static30, Gold, by_labeler(), label_list.clone()),
+        Experiment::new(Static30, Constant, by_labeler(), label_list.clone()),
+        Experiment::new(Neutral40, Gold, by_labeler(), vec![Adversary::Oracle]),
+        Experiment::new(Enterprise30, Gold, by_labeler(), label_list.clone()),
+        Experiment::new(Enterprise30, Content, thirteen(), label_list.clone()),
+        Experiment::new(MultiTool30, Content, thirteen(), label_list),
+        Experiment::new(Neutral40, Content, thirteen(), vec![Adversary::Oracle]),
     ];
     for rate in NOISE_RATES {
-        out.push(Experiment {
-            corpus: CorpusKind::Pooled150,
-            labeler: noise_name(rate),
-            env: Env::new(LabelerKind::Gold).with_noise(rate),
-            policies: vec![
+        let mut e = Experiment::new(
+            Pooled150,
+            Gold,
+            vec![
                 Policy::Naive,
                 Policy::PreScrub,
                 Policy::LateScrub,
@@ -399,9 +338,11 @@ fn experiments() -> Vec<Experiment> {
                 Policy::Shadow,
                 Policy::Drop,
             ],
-            views: vec![View::Provider],
-            adversaries: vec![Adversary::Oracle],
-        });
+            vec![Adversary::Oracle],
+        );
+        e.env = e.env.with_noise(rate);
+        e.labeler = noise_name(rate);
+        out.push(e);
     }
     out
 }

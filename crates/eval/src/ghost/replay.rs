@@ -694,7 +694,8 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
         for (i, c) in row.candidates.iter().enumerate() {
             cx.out.proposed += 1;
             let t = 10 * i as u64;
-            match cx.decide(&c.call, Mode::Speculative, c.confidence, i) {
+            let step = cx.decide(&c.call, Mode::Speculative, c.confidence, i);
+            let (tag, dispatch, arguments) = match step {
                 Step::Send { arguments, tag } => {
                     if tag != "allow" {
                         mark(&mut changed, i);
@@ -702,56 +703,33 @@ fn run(policy: Policy, row: &Frontier, env: &Env, committed_only: bool) -> Repla
                     if let Some(d) = delivered.get_mut(i) {
                         *d = true;
                     }
-                    cx.record(
-                        &c.call,
-                        Some(&c.branch),
-                        Mode::Speculative,
-                        tag,
-                        Dispatch::Provider,
-                        Some(&arguments),
-                        t,
-                    );
+                    (tag, Dispatch::Provider, Some(arguments))
                 }
                 Step::Shadow => {
                     mark(&mut changed, i);
                     if let Some(d) = delivered.get_mut(i) {
                         *d = reuse;
                     }
-                    cx.record(
-                        &c.call,
-                        Some(&c.branch),
-                        Mode::Speculative,
-                        "shadow",
-                        Dispatch::Substitute,
-                        None,
-                        t,
-                    );
+                    ("shadow", Dispatch::Substitute, None)
                 }
                 Step::Defer => {
                     held.push(i);
-                    cx.record(
-                        &c.call,
-                        Some(&c.branch),
-                        Mode::Speculative,
-                        "defer",
-                        Dispatch::None,
-                        None,
-                        t,
-                    );
+                    ("defer", Dispatch::None, None)
                 }
                 Step::Block => {
                     mark(&mut changed, i);
-                    cx.record(
-                        &c.call,
-                        Some(&c.branch),
-                        Mode::Speculative,
-                        "block",
-                        Dispatch::None,
-                        None,
-                        t,
-                    );
+                    ("block", Dispatch::None, None)
                 }
-            }
+            };
+            cx.record(
+                &c.call,
+                Some(&c.branch),
+                Mode::Speculative,
+                tag,
+                dispatch,
+                arguments.as_ref(),
+                t,
+            );
         }
     }
     // Commitment.
