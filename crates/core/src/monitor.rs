@@ -111,46 +111,55 @@ mod tests {
         })
     }
 
-    #[test]
-    fn rewrite_dispatches_rewritten_arguments_and_charges_budget() {
+    /// One speculative web search through the paper's contract: (outcome, arguments, budget).
+    fn speculative(
+        q: &str,
+        relabel: &dyn Fn(LabeledEvent) -> LabeledEvent,
+    ) -> (Issued, Map<String, Value>, Budget) {
         let l = labeler();
         let k = Contract::paper_web_search();
-        let args = json!({"q": "penalty for breaking my lease early"});
-        let args = args.as_object().unwrap();
+        let args = json!({ "q": q }).as_object().cloned().unwrap();
         let mut budget = Budget::default();
-        let out = issue(
-            &l,
-            Some(&k),
-            &event(&l, args, Mode::Speculative),
-            args,
-            &mut budget,
-        );
+        let ev = event(&l, &args, Mode::Speculative);
+        let out = issue_with(&l, Some(&k), &ev, &args, &mut budget, relabel);
+        (out, args, budget)
+    }
+
+    #[test]
+    fn rewrite_dispatches_rewritten_arguments_and_charges_budget() {
+        let (out, args, budget) = speculative("penalty for breaking my lease early", &|e| e);
         assert!(
             matches!(out.verdict, Verdict::Rewrite { .. }),
             "{:?}",
             out.verdict
         );
-        assert_ne!(&out.arguments, args);
+        assert_ne!(out.arguments, args);
         assert!(!out.arguments["q"].as_str().unwrap().contains("lease"));
         assert_eq!(budget.spent, 1);
     }
 
+    /// The relabel hook reaches the A3 check: a relabel that still calls the rewritten field
+    /// sensitive blocks the call (the positive control is the test above, identity hook).
+    #[test]
+    fn relabel_hook_feeds_the_a3_check() {
+        let still_sensitive = |mut e: LabeledEvent| {
+            for f in &mut e.fields {
+                f.label = Some(crate::contract::ArgLabel::Sensitive);
+            }
+            e
+        };
+        let (out, _, _) = speculative("penalty for breaking my lease early", &still_sensitive);
+        assert_eq!(
+            out.verdict,
+            Verdict::Block(BlockReason::RewriteInsufficient)
+        );
+    }
+
     #[test]
     fn public_call_is_allowed_unchanged_without_charge() {
-        let l = labeler();
-        let k = Contract::paper_web_search();
-        let args = json!({"q": "weather in Paris"});
-        let args = args.as_object().unwrap();
-        let mut budget = Budget::default();
-        let out = issue(
-            &l,
-            Some(&k),
-            &event(&l, args, Mode::Speculative),
-            args,
-            &mut budget,
-        );
+        let (out, args, budget) = speculative("weather in Paris", &|e| e);
         assert_eq!(out.verdict, Verdict::Allow);
-        assert_eq!(&out.arguments, args);
+        assert_eq!(out.arguments, args);
         assert_eq!(budget.spent, 0);
     }
 
