@@ -12,6 +12,9 @@
 //! that domain. There is no fuzzy or hashed matching.
 
 use crate::canonical::TaskEnvelope;
+use crate::detect::{IdentifierKind, detect};
+use crate::handle::mask_handles;
+use crate::policy::Provenance;
 use serde_json::{Map, Value};
 
 /// Argument names treated as effect targets when the operator configured none for a tool.
@@ -44,6 +47,45 @@ pub const DEFAULT_TARGET_FIELDS: &[&str] = &[
     "domain",
 ];
 
+/// Substrings of argument names whose numeric values are targets (an account number, IBAN,
+/// card or phone number written as a JSON number is still a destination).
+pub const NUMERIC_TARGET_HINTS: &[&str] = &["account", "iban", "card", "phone"];
+
+/// Argument names that reference stored objects (attachments, files, documents). For an
+/// `egress` tool their values are targets: sending a stored object out is a disclosure the
+/// user must have asked for (matched case-insensitively, `_`/`-` ignored, singular or plural).
+pub const OBJECT_REFERENCE_FIELDS: &[&str] = &[
+    "attachment",
+    "attachments",
+    "attachmentid",
+    "attachmentids",
+    "fileid",
+    "fileids",
+    "files",
+    "documentid",
+    "documentids",
+    "document",
+    "documents",
+    "docid",
+    "docids",
+    "objectid",
+    "objectids",
+];
+
+/// How a target was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetOrigin {
+    /// A string inside an argument the target list names.
+    NamedField,
+    /// An identifier the detectors found in a value or an object key outside the named
+    /// fields.
+    Identifier(IdentifierKind),
+    /// A number in an argument named like an account, IBAN, card or phone field.
+    Number,
+    /// A reference to a stored object sent by an `egress` tool.
+    ObjectReference,
+}
+
 /// One target value found in the arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -51,6 +93,126 @@ pub struct Target {
     pub field: String,
     /// The value (may be a handle id).
     pub value: String,
+    /// How it was found.
+    pub origin: TargetOrigin,
+}
+
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Every target of a call (DESIGN.md §3 "Targets, anchoring and provenance"; issue 11 item 3):
+///
+/// - every string inside an argument named in `fields` (as [`extract_targets`]);
+/// - every identifier the detectors find anywhere else in the arguments — in string values and
+///   in object keys, at any depth — so a recipient in `reply_to`, `forward_to` or written as an
+///   object key is a target;
+/// - every number in an argument named like an account, IBAN, card or phone field
+///   ([`NUMERIC_TARGET_HINTS`]);
+/// - when `egress` is set, every string or number inside an argument that references stored
+///   objects ([`OBJECT_REFERENCE_FIELDS`]).
+///
+/// Duplicates (same field, same value) are reported once. Handle ids are found by the gateway
+/// separately (it knows their records).
+#[must_use]
+pub fn collect_targets(
+    arguments: &Map<String, Value>,
+    fields: &[String],
+    egress: bool,
+) -> Vec<Target> {
+    struct Walk<'a> {
+        fields: &'a [String],
+        egress: bool,
+        out: Vec<Target>,
+    }
+    impl Walk<'_> {
+        fn push(&mut self, field: &str, value: String, origin: TargetOrigin) {
+            if value.trim().is_empty()
+                || self
+                    .out
+                    .iter()
+                    .any(|t| t.field == field && t.value == value)
+            {
+                return;
+            }
+            self.out.push(Target {
+                field: field.to_owned(),
+                value,
+                origin,
+            });
+        }
+        fn identifiers(&mut self, field: &str, text: &str) {
+            // Handle ids are the gateway's own tokens; it checks their records separately.
+            let text = mask_handles(text);
+            // A credential is protected data, not a destination.
+            for f in detect(&text)
+                .into_iter()
+                .filter(|f| f.kind != IdentifierKind::Secret)
+            {
+                if let Some(v) = text.get(f.range()) {
+                    self.push(field, v.to_owned(), TargetOrigin::Identifier(f.kind));
+                }
+            }
+        }
+        /// Every scalar below `v` is a target of `origin` (named or object-reference field).
+        fn all(&mut self, field: &str, v: &Value, origin: TargetOrigin, numbers: bool) {
+            match v {
+                Value::String(s) => self.push(field, s.clone(), origin),
+                Value::Number(n) if numbers => self.push(field, n.to_string(), origin),
+                Value::Array(items) => items
+                    .iter()
+                    .for_each(|i| self.all(field, i, origin, numbers)),
+                Value::Object(map) => {
+                    for (k, i) in map {
+                        self.identifiers(field, k);
+                        self.all(field, i, origin, numbers);
+                    }
+                }
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            }
+        }
+        fn value(&mut self, field: &str, v: &Value) {
+            match v {
+                Value::String(s) => self.identifiers(field, s),
+                Value::Number(n) => {
+                    let name = squash(field);
+                    if NUMERIC_TARGET_HINTS.iter().any(|h| name.contains(h)) {
+                        self.push(field, n.to_string(), TargetOrigin::Number);
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|i| self.value(field, i)),
+                Value::Object(map) => self.object(field, map),
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        fn object(&mut self, parent: &str, map: &Map<String, Value>) {
+            for (name, v) in map {
+                // An identifier used as a key is a target wherever it appears.
+                self.identifiers(if parent.is_empty() { name } else { parent }, name);
+                let numeric = {
+                    let n = squash(name);
+                    NUMERIC_TARGET_HINTS.iter().any(|h| n.contains(h))
+                };
+                if self.fields.iter().any(|f| f.eq_ignore_ascii_case(name)) {
+                    self.all(name, v, TargetOrigin::NamedField, numeric);
+                } else if self.egress && OBJECT_REFERENCE_FIELDS.contains(&squash(name).as_str()) {
+                    self.all(name, v, TargetOrigin::ObjectReference, true);
+                } else {
+                    self.value(name, v);
+                }
+            }
+        }
+    }
+    let mut w = Walk {
+        fields,
+        egress,
+        out: Vec::new(),
+    };
+    w.object("", arguments);
+    w.out
 }
 
 /// Collect target values from arguments named in `fields` (case-insensitive), at any depth:
@@ -65,6 +227,7 @@ pub fn extract_targets(arguments: &Map<String, Value>, fields: &[String]) -> Vec
             Value::String(s) => out.push(Target {
                 field: field.to_owned(),
                 value: s.clone(),
+                origin: TargetOrigin::NamedField,
             }),
             Value::Array(items) => items.iter().for_each(|i| strings(field, i, out)),
             Value::Object(map) => map.values().for_each(|i| strings(field, i, out)),
@@ -139,15 +302,33 @@ fn strip_token(word: &str) -> &str {
     })
 }
 
-/// A single e-mail address: exactly one `@`, a non-empty local part and domain, and none of
-/// the characters that separate or quote addresses.
+/// A single e-mail address: exactly one `@`, a non-empty local part and domain, ASCII only,
+/// and none of the characters that separate, quote or route addresses (`%` and `!` are the
+/// old percent-hack and bang-path relays: `attacker%evil.example@corp.example` may be relayed
+/// to `evil.example`; issue 11 item 9).
 fn single_address(target: &str) -> Option<(&str, &str)> {
     let (local, domain) = target.split_once('@')?;
     let bad = |c: char| {
         c.is_whitespace()
+            || !c.is_ascii()
+            || c.is_ascii_control()
             || matches!(
                 c,
-                '@' | ',' | ';' | '<' | '>' | '"' | '(' | ')' | '[' | ']' | '\\' | ':'
+                '@' | ','
+                    | ';'
+                    | '<'
+                    | '>'
+                    | '"'
+                    | '\''
+                    | '`'
+                    | '('
+                    | ')'
+                    | '['
+                    | ']'
+                    | '\\'
+                    | ':'
+                    | '%'
+                    | '!'
             )
     };
     if local.is_empty() || domain.is_empty() || local.contains(bad) || domain.contains(bad) {
@@ -185,18 +366,37 @@ fn matches_candidate(candidate: &str, target: &str) -> bool {
 /// Whether `target` is anchored by `envelope` or `operator_trusted`.
 #[must_use]
 pub fn is_anchored(target: &str, envelope: &TaskEnvelope, operator_trusted: &[String]) -> bool {
+    anchor_provenance(target, envelope, operator_trusted).is_some()
+}
+
+/// What anchors `target`: [`Provenance::Task`] when the task envelope names it (its trusted
+/// targets or a word of its request text), [`Provenance::Operator`] when only the operator's
+/// trusted targets do, `None` when nothing does.
+#[must_use]
+pub fn anchor_provenance(
+    target: &str,
+    envelope: &TaskEnvelope,
+    operator_trusted: &[String],
+) -> Option<Provenance> {
     let target = target.trim();
     if target.is_empty() {
-        return false;
+        return None;
     }
     if envelope
         .trusted_targets
         .iter()
-        .chain(operator_trusted)
         .any(|c| matches_candidate(c, target))
+        || named_in_request(target, envelope)
     {
-        return true;
+        return Some(Provenance::Task);
     }
+    operator_trusted
+        .iter()
+        .any(|c| matches_candidate(c, target))
+        .then_some(Provenance::Operator)
+}
+
+fn named_in_request(target: &str, envelope: &TaskEnvelope) -> bool {
     // Named in the request text: exact word match (directories named in the text with a
     // trailing slash anchor paths below them, like trusted targets).
     envelope
@@ -220,6 +420,7 @@ mod tests {
         TaskEnvelope {
             request: request.into(),
             trusted_targets: trusted.iter().map(|s| (*s).to_owned()).collect(),
+            ..TaskEnvelope::default()
         }
     }
 
@@ -288,5 +489,114 @@ mod tests {
             values,
             vec!["D", "a@x.example", "b@x.example", "d@x.example"]
         );
+    }
+
+    fn all_targets(args: &Value, egress: bool) -> Vec<(String, String)> {
+        let fields: Vec<String> = DEFAULT_TARGET_FIELDS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        collect_targets(args.as_object().unwrap_or(&Map::new()), &fields, egress)
+            .into_iter()
+            .map(|t| (t.field, t.value))
+            .collect()
+    }
+
+    /// Regression (issue 11 item 6): targets the named-field extractor never saw.
+    #[test]
+    fn every_identifier_is_a_target() {
+        let t = all_targets(
+            &json!({"to": "approver@corp.example", "reply_to": "attacker@evil.example",
+                    "headers": {"forward_to": ["x@evil.example"]}}),
+            false,
+        );
+        assert!(t.contains(&("reply_to".into(), "attacker@evil.example".into())));
+        assert!(t.contains(&("forward_to".into(), "x@evil.example".into())));
+        assert!(t.contains(&("to".into(), "approver@corp.example".into())));
+        // A recipient written as an object key.
+        let t = all_targets(
+            &json!({"to": {"attacker@evil.example": "approver@corp.example"}}),
+            false,
+        );
+        assert!(t.iter().any(|(_, v)| v == "attacker@evil.example"), "{t:?}");
+        assert!(t.iter().any(|(_, v)| v == "approver@corp.example"), "{t:?}");
+        // Numbers in account-like fields.
+        let t = all_targets(
+            &json!({"account": 12345678, "dest_account_no": 99, "amount": 5}),
+            false,
+        );
+        assert!(t.contains(&("account".into(), "12345678".into())));
+        assert!(t.contains(&("dest_account_no".into(), "99".into())));
+        assert!(!t.iter().any(|(f, _)| f == "amount"), "{t:?}");
+        // Identifiers inside free text.
+        let t = all_targets(
+            &json!({"body": "wire it to https://evil.example/x today"}),
+            false,
+        );
+        assert!(
+            t.iter()
+                .any(|(f, v)| f == "body" && v.starts_with("https://evil.example"))
+        );
+    }
+
+    #[test]
+    fn object_references_are_targets_of_egress_tools_only() {
+        let args = json!({"to": "a@corp.example", "attachments": ["file_7", 42], "file_id": "f9"});
+        let egress = all_targets(&args, true);
+        assert!(egress.contains(&("attachments".into(), "file_7".into())));
+        assert!(egress.contains(&("attachments".into(), "42".into())));
+        assert!(egress.contains(&("file_id".into(), "f9".into())));
+        let store = all_targets(&args, false);
+        assert!(
+            !store
+                .iter()
+                .any(|(f, _)| f == "attachments" || f == "file_id")
+        );
+        // Positive control: an ordinary send has only its recipient as target.
+        assert_eq!(
+            all_targets(
+                &json!({"to": "a@corp.example", "subject": "hi", "body": "see you"}),
+                true
+            ),
+            vec![("to".to_owned(), "a@corp.example".to_owned())]
+        );
+    }
+
+    /// Regression (issue 11 item 9): `@domain` anchors refuse relayed local parts.
+    #[test]
+    fn domain_anchor_refuses_route_syntax() {
+        let e = env("", &["@corp.example"]);
+        assert!(
+            is_anchored("approver@corp.example", &e, &[]),
+            "positive control"
+        );
+        for bad in [
+            "attacker%evil.example@corp.example",
+            "evil.example!attacker@corp.example",
+            "\"attacker@evil\"@corp.example",
+            "'a'@corp.example",
+            "app\u{0440}over@corp.example",
+        ] {
+            assert!(!is_anchored(bad, &e, &[]), "{bad}");
+        }
+    }
+
+    #[test]
+    fn provenance_names_task_or_operator() {
+        let e = env("mail bob@corp.example", &["alice@corp.example"]);
+        let op = vec!["ops@corp.example".to_owned()];
+        assert_eq!(
+            anchor_provenance("bob@corp.example", &e, &op),
+            Some(Provenance::Task)
+        );
+        assert_eq!(
+            anchor_provenance("alice@corp.example", &e, &op),
+            Some(Provenance::Task)
+        );
+        assert_eq!(
+            anchor_provenance("ops@corp.example", &e, &op),
+            Some(Provenance::Operator)
+        );
+        assert_eq!(anchor_provenance("eve@evil.example", &e, &op), None);
     }
 }

@@ -83,6 +83,13 @@ pub struct TaskEnvelope {
     /// Targets the user named explicitly (recipients, directories, accounts, URLs).
     #[serde(default)]
     pub trusted_targets: Vec<String>,
+    /// Effect tools the user granted for this task (`upstream__tool` patterns with `*`
+    /// wildcards, or exposed names): a destructive or financial effect needs a trusted
+    /// confirmation unless its tool is granted here, even when every target is anchored.
+    /// Omitted from the canonical bytes when empty, so envelopes without grants keep their
+    /// digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted_tools: Vec<String>,
 }
 
 impl TaskEnvelope {

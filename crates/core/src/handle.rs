@@ -88,6 +88,16 @@ pub fn mint_handle_id(
     Ok(HandleId(format!("hdl_{tag}_{tail}")))
 }
 
+/// `text` with every handle id in it replaced by a space (so the detectors do not read a
+/// handle id as an identifier or a secret).
+#[must_use]
+pub fn mask_handles(text: &str) -> std::borrow::Cow<'_, str> {
+    match HANDLE_PATTERN.as_ref() {
+        Some(re) => re.replace_all(text, " "),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
 /// Every handle id occurring in `value` (inside any string, including object keys), with the
 /// JSON pointer of the string that contains it. Order: document order, duplicates kept.
 #[must_use]
@@ -183,13 +193,48 @@ pub fn substitute_handles<E>(
     Ok(count)
 }
 
-/// A sink: the tool argument a resolved value would flow into.
+/// What an effect tool does with the values it receives (DESIGN.md §3 "Sinks").
+///
+/// - [`SinkKind::Egress`]: the data leaves the deployment (mail, HTTP posts, payments). A
+///   handle resolves into it unless its sensitivity is `high` and its record does not name the
+///   sink.
+/// - [`SinkKind::Store`]: a later read can return the data (files, documents, notes, calendars,
+///   records). A handle of **any** sensitivity resolves into it only if its record names the
+///   sink: otherwise write-then-read-back (or a blind edit whose diff is returned) would turn
+///   the handle into plaintext for the runtime.
+///
+/// Unannotated effect tools are `store`; only operator configuration or a shipped catalog
+/// entry makes a tool `egress`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkKind {
+    /// Data leaves: mail, HTTP posts, payments.
+    Egress,
+    /// A later read can return the data: files, documents, records (the default).
+    #[default]
+    Store,
+}
+
+impl SinkKind {
+    /// `egress` or `store`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkKind::Egress => "egress",
+            SinkKind::Store => "store",
+        }
+    }
+}
+
+/// A sink: the tool a resolved value would flow into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sink<'a> {
     /// Upstream id.
     pub upstream: &'a str,
     /// Tool name.
     pub tool: &'a str,
+    /// Whether the tool sends data out or stores it where a later read returns it.
+    pub kind: SinkKind,
 }
 
 /// The gateway's record of a handle. Never sent to the runtime except through
@@ -274,11 +319,12 @@ impl HandleRecord {
         Ok(())
     }
 
-    /// Whether the value may flow into `sink`. `high` values need a matching pattern in
-    /// `allowed_sinks`; others flow anywhere the policy allows.
+    /// Whether the value may flow into `sink`. Into a [`SinkKind::Store`] sink every value
+    /// needs a matching pattern in `allowed_sinks`; into an [`SinkKind::Egress`] sink only
+    /// `high` values do, the others flow wherever the policy allows.
     #[must_use]
     pub fn sink_allowed(&self, sink: &Sink<'_>) -> bool {
-        if self.sensitivity < Sensitivity::High {
+        if sink.kind == SinkKind::Egress && self.sensitivity < Sensitivity::High {
             return true;
         }
         let name = format!("{}__{}", sink.upstream, sink.tool);
@@ -371,10 +417,12 @@ mod tests {
         let pay = Sink {
             upstream: "office",
             tool: "pay_invoice",
+            kind: SinkKind::Egress,
         };
         let mail = Sink {
             upstream: "office",
             tool: "send_email",
+            kind: SinkKind::Egress,
         };
         assert!(
             check_resolution(Some(&r), "alice", "s1", &pay, UnixMillis(10)).is_ok(),
@@ -413,6 +461,37 @@ mod tests {
             ..record()
         };
         assert!(check_resolution(Some(&medium), "alice", "s1", &mail, UnixMillis(10)).is_ok());
+    }
+
+    /// Regression (issue 11 item 3, "write, edit, read back"): a handle of any sensitivity
+    /// resolves into a store sink only when its record names that sink.
+    #[test]
+    fn store_sinks_need_an_explicit_record_entry() {
+        let write = Sink {
+            upstream: "fs",
+            tool: "write_file",
+            kind: SinkKind::Store,
+        };
+        for sensitivity in [Sensitivity::Low, Sensitivity::Medium, Sensitivity::High] {
+            let r = HandleRecord {
+                sensitivity,
+                allowed_sinks: vec!["office__pay_invoice".into()],
+                ..record()
+            };
+            assert_eq!(
+                check_resolution(Some(&r), "alice", "s1", &write, UnixMillis(10)),
+                Err(HandleDenial::SinkForbidden),
+                "{sensitivity:?} must not resolve into an unnamed store sink"
+            );
+            let named = HandleRecord {
+                allowed_sinks: vec!["fs__write_*".into()],
+                ..r
+            };
+            assert!(
+                check_resolution(Some(&named), "alice", "s1", &write, UnixMillis(10)).is_ok(),
+                "positive control: a record naming the store sink resolves"
+            );
+        }
     }
 
     #[test]

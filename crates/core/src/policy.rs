@@ -5,7 +5,7 @@
 //! engine (Cedar, in `secureclaw-policy`) turns them into a [`PolicyDecision`]. A deny is a
 //! decision, not an error; an engine that fails to evaluate must answer deny.
 
-use crate::handle::Sensitivity;
+use crate::handle::{Sensitivity, SinkKind};
 use crate::recovery::ReasonCode;
 use serde::{Deserialize, Serialize};
 
@@ -30,15 +30,53 @@ impl EffectClass {
     }
 }
 
+/// Where a target's value came from, and so what vouches for it (DESIGN.md §3 "Targets,
+/// anchoring and provenance"). Recorded in the decision audit record, the approval record and
+/// the approval display.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Provenance {
+    /// Named in the task envelope (request text or its trusted targets).
+    Task,
+    /// In the operator's trusted-targets list.
+    Operator,
+    /// A handle from a field the operator declared authoritative, read by an anchored read.
+    AuthoritativeField {
+        /// The read it came from (`upstream__tool`).
+        source: String,
+    },
+    /// A handle to a value found in free text or in a field that does not vouch for it.
+    FreeText {
+        /// The read it came from (`upstream__tool`).
+        source: String,
+    },
+    /// Written by the runtime itself (neither named by the user nor carried by a handle).
+    Literal,
+}
+
+impl Provenance {
+    /// Whether this provenance anchors a target.
+    #[must_use]
+    pub fn anchors(&self) -> bool {
+        matches!(
+            self,
+            Provenance::Task | Provenance::Operator | Provenance::AuthoritativeField { .. }
+        )
+    }
+}
+
 /// One effect target and whether it is anchored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetFact {
-    /// Argument name.
+    /// Argument name (for a target found inside a nested object, the key it sits under; for
+    /// an identifier used as an object key, that key's parent field).
     pub field: String,
     /// Anchored by the task envelope, operator list or an anchored handle.
     pub anchored: bool,
     /// The value was a handle.
     pub via_handle: bool,
+    /// Where the value came from.
+    pub provenance: Provenance,
 }
 
 /// One handle referenced by the call.
@@ -67,6 +105,14 @@ pub struct PolicyRequest {
     pub known_tool: bool,
     /// Operator configuration or annotations mark the tool destructive.
     pub destructive: bool,
+    /// Operator configuration or the shipped catalog marks the tool financial (payments,
+    /// transfers).
+    pub financial: bool,
+    /// The task envelope grants this tool (`granted_tools`): a destructive or financial effect
+    /// the user asked for runs without a further confirmation when its targets are anchored.
+    pub granted: bool,
+    /// Whether the tool sends data out or stores it.
+    pub sink: SinkKind,
     /// The operator declared this tool's target fields explicitly (an empty declaration
     /// means "this tool has no targets", e.g. saving a draft).
     pub targets_declared: bool,
@@ -85,12 +131,14 @@ impl PolicyRequest {
         self.targets.iter().all(|t| t.anchored)
     }
 
-    /// Some `high` handle may not flow to this sink.
+    /// Some handle may not flow to this sink: a `high` one into any sink its record does not
+    /// name, or any handle into a store sink its record does not name
+    /// ([`crate::handle::HandleRecord::sink_allowed`]).
     #[must_use]
     pub fn handle_sink_violation(&self) -> bool {
-        self.handles
-            .iter()
-            .any(|h| h.sensitivity == Sensitivity::High && !h.sink_allowed)
+        self.handles.iter().any(|h| {
+            !h.sink_allowed && (h.sensitivity == Sensitivity::High || self.sink == SinkKind::Store)
+        })
     }
 }
 

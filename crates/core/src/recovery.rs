@@ -52,6 +52,9 @@ pub enum ReasonCode {
     ConfirmationRequired,
     /// The human (or operator) declined.
     ConfirmationDenied,
+    /// A trusted client accepted a confirmation prompt without a well-formed answer; nothing
+    /// was decided and the action stays pending.
+    ConfirmationMalformed,
     /// The tool is not known to the gateway or not visible to this caller.
     UnknownTool,
     /// A handle is unknown, expired, revoked or belongs to another session.
@@ -102,6 +105,7 @@ impl ReasonCode {
             ReasonCode::PolicyDeny => "policy_deny",
             ReasonCode::ConfirmationRequired => "confirmation_required",
             ReasonCode::ConfirmationDenied => "confirmation_denied",
+            ReasonCode::ConfirmationMalformed => "confirmation_malformed",
             ReasonCode::UnknownTool => "unknown_tool",
             ReasonCode::HandleUnavailable => "handle_unavailable",
             ReasonCode::HandleSinkForbidden => "handle_sink_forbidden",
@@ -180,6 +184,10 @@ impl Recovery {
                 "the user declined this action",
                 vec!["do not retry; tell the user what you intended and ask how to proceed".into()],
             ),
+            ReasonCode::ConfirmationMalformed => (
+                "the confirmation answer was not a well-formed yes or no; nothing was decided",
+                vec![approve(action_id)],
+            ),
             ReasonCode::ConfirmationMissing | ReasonCode::ConfirmationInvalid => (
                 "no valid confirmation is bound to this exact request",
                 vec![
@@ -196,10 +204,11 @@ impl Recovery {
                 ],
             ),
             ReasonCode::HandleSinkForbidden => (
-                "a protected value cannot be sent to this destination",
+                "a protected value cannot flow into this tool: sensitive values go only to the tools their source allows, and no handle is written into a file, document or record unless the operator allows that store for its source",
                 vec![
                     "send a summary without the protected value".into(),
                     "save a draft instead".into(),
+                    "ask the operator to allow this destination for the value's source (allowed_sinks) if the user needs it".into(),
                 ],
             ),
             ReasonCode::HandleUnavailable => (

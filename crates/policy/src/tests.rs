@@ -1,8 +1,8 @@
 //! Decisions of the default policy set: each rule's attack and positive control.
 
 use super::*;
-use secureclaw_core::handle::Sensitivity;
-use secureclaw_core::policy::{HandleFact, TargetFact};
+use secureclaw_core::handle::{Sensitivity, SinkKind};
+use secureclaw_core::policy::{HandleFact, Provenance, TargetFact};
 
 fn req(effect: EffectClass) -> PolicyRequest {
     PolicyRequest {
@@ -12,6 +12,9 @@ fn req(effect: EffectClass) -> PolicyRequest {
         effect,
         known_tool: true,
         destructive: false,
+        financial: false,
+        granted: false,
+        sink: SinkKind::Egress,
         targets_declared: false,
         targets: vec![],
         handles: vec![],
@@ -24,6 +27,11 @@ fn target(anchored: bool) -> TargetFact {
         field: "to".into(),
         anchored,
         via_handle: false,
+        provenance: if anchored {
+            Provenance::Task
+        } else {
+            Provenance::Literal
+        },
     }
 }
 
@@ -163,4 +171,76 @@ fn operator_files_extend_and_are_validated() {
 fn digest_is_stable() {
     assert_eq!(engine().digest(), engine().digest());
     assert_eq!(engine().digest().len(), 64);
+}
+
+/// Issue 11 item 5: a destructive or financial effect needs a trusted confirmation unless the
+/// task grants the tool, even when every target is anchored.
+#[test]
+fn destructive_or_financial_effects_need_a_grant() {
+    for (destructive, financial) in [(true, false), (false, true), (true, true)] {
+        let ungranted = PolicyRequest {
+            destructive,
+            financial,
+            targets: vec![target(true)],
+            ..req(EffectClass::Effect)
+        };
+        assert!(
+            matches!(engine().decide(&ungranted), PolicyDecision::Confirm { .. }),
+            "destructive={destructive} financial={financial} without a grant must ask"
+        );
+        let granted = PolicyRequest {
+            granted: true,
+            ..ungranted.clone()
+        };
+        assert!(
+            matches!(engine().decide(&granted), PolicyDecision::Allow { .. }),
+            "positive control: granted and anchored runs"
+        );
+        let granted_unanchored = PolicyRequest {
+            targets: vec![target(false)],
+            ..granted
+        };
+        assert!(
+            matches!(
+                engine().decide(&granted_unanchored),
+                PolicyDecision::Confirm { .. }
+            ),
+            "a grant does not anchor a target"
+        );
+    }
+}
+
+/// Issue 11 item 3: a handle of any sensitivity flows into a store sink only when its record
+/// names the sink.
+#[test]
+fn store_sinks_refuse_unnamed_handles() {
+    let medium = HandleFact {
+        label: "email".into(),
+        sensitivity: Sensitivity::Medium,
+        sink_allowed: false,
+    };
+    let store = PolicyRequest {
+        sink: SinkKind::Store,
+        targets: vec![target(true)],
+        handles: vec![medium.clone()],
+        ..req(EffectClass::Effect)
+    };
+    assert!(matches!(
+        engine().decide(&store),
+        PolicyDecision::Deny {
+            reason: ReasonCode::HandleSinkForbidden,
+            ..
+        }
+    ));
+    let named = PolicyRequest {
+        handles: vec![HandleFact {
+            sink_allowed: true,
+            ..medium
+        }],
+        ..store
+    };
+    assert!(
+        matches!(engine().decide(&named), PolicyDecision::Allow { .. }),
+        "positive control"
+    );
 }
