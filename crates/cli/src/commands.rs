@@ -37,9 +37,18 @@ pub struct WrapArgs {
     /// Upstream id used in policies and audit records (default: derived from the command).
     #[arg(long)]
     id: Option<String>,
-    /// Never ask the MCP client for confirmation through elicitation (use when the client
-    /// answers elicitations without a human); approvals then go through `secureclaw approvals`.
+    /// A tool the user granted for this task (`upstream__tool` pattern or the exposed name;
+    /// repeatable): a destructive or financial effect of a granted tool runs without a
+    /// confirmation when every target is anchored. Without it such effects always ask.
+    #[arg(long = "grant", value_name = "TOOL")]
+    granted_tools: Vec<String>,
+    /// Declare the MCP client a trusted host: its elicitation answers confirm actions. Only
+    /// for a client with a human behind its prompts that the agent cannot answer itself; by
+    /// default approvals go through `secureclaw approvals` or the operator HTTP API.
     #[arg(long)]
+    trust_client_confirmation: bool,
+    /// Kept for compatibility: elicitation is off unless `--trust-client-confirmation` is given.
+    #[arg(long, hide = true)]
     no_elicitation: bool,
     /// The upstream MCP server command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
@@ -85,13 +94,15 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
     };
     let mut policies = config.server.policy_files.clone();
     policies.extend(args.policies);
-    let elicitation = config.server.elicitation;
+    let trusted_client = !args.no_elicitation
+        && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
     let gw = stack::start(state_dir, &policies, config.gateway, vec![spec]).await?;
     let session = gw.open_session(
         &args.caller,
         TaskEnvelope {
             request: args.task,
             trusted_targets: args.trusted_targets,
+            granted_tools: args.granted_tools,
         },
     )?;
     eprintln!(
@@ -100,7 +111,7 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
         state_dir.display()
     );
     McpFrontEnd::new(gw, SessionSource::Fixed(session))
-        .with_elicitation(!args.no_elicitation && elicitation)
+        .with_trusted_client_confirmation(trusted_client)
         .serve_stdio()
         .await?;
     Ok(ExitCode::SUCCESS)
@@ -148,7 +159,7 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
             None => gw.open_session(&config.server.default_caller, TaskEnvelope::default())?,
         };
         let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s))
-            .with_elicitation(config.server.elicitation);
+            .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted());
         tokio::spawn(async move {
             if let Err(e) = mcp.serve_stdio().await {
                 tracing::error!(error = %e, "stdio MCP ended");
@@ -174,7 +185,7 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
         .max_argument_bytes
         .saturating_add(64 * 1024);
     let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
-        .with_elicitation(config.server.elicitation)
+        .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted())
         .streamable_http_service(hosts, config.server.allowed_origins.clone(), body_limit);
     let app = secureclaw_server::router(
         ApiState {

@@ -8,10 +8,12 @@
 //! policy_files = ["policies/extra.cedar"]
 //! allowed_origins = ["http://localhost:6274"]
 //! default_caller = "local-user"
+//! client_confirmation = "off"        # "trusted": MCP elicitation answers confirm actions
 //!
 //! [task]                             # default session (stdio, token-less loopback HTTP)
 //! request = "Send invoice INV-42 to approver@corp.example"
 //! trusted_targets = ["approver@corp.example"]
+//! granted_tools = ["office__pay_invoice"] # destructive/financial tools the user asked for
 //!
 //! [gateway.limits]
 //! max_argument_bytes = 4194304
@@ -28,6 +30,11 @@
 //! [[gateway.tools]]
 //! tool = "office__save_draft"
 //! targets = []
+//!
+//! [[gateway.tools]]
+//! tool = "office__pay_invoice"
+//! sink = "egress"                    # egress (data leaves) | store (default: a read returns it)
+//! financial = true                   # needs confirmation unless the task grants the tool
 //!
 //! [[upstream]]
 //! id = "office"
@@ -86,8 +93,32 @@ pub struct ServerSection {
     pub allowed_hosts: Vec<String>,
     /// Caller of the default session.
     pub default_caller: String,
-    /// Ask the human at the MCP client through elicitation (trusted as confirmation).
-    pub elicitation: bool,
+    /// Whether MCP elicitation answers confirm actions: `"off"` (default; approvals go
+    /// through the CLI or operator API) or `"trusted"` (the operator declares the MCP client
+    /// a trusted host with a human the agent runtime cannot answer for).
+    pub client_confirmation: ClientConfirmation,
+    /// Replaced by `client_confirmation`; rejected with a message naming it.
+    #[serde(default, skip_serializing)]
+    pub elicitation: Option<bool>,
+}
+
+/// `[server] client_confirmation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientConfirmation {
+    /// MCP elicitation never confirms (default).
+    #[default]
+    Off,
+    /// The MCP client is a trusted host: its elicitation answers confirm.
+    Trusted,
+}
+
+impl ClientConfirmation {
+    /// Whether elicitation answers confirm.
+    #[must_use]
+    pub fn is_trusted(self) -> bool {
+        self == ClientConfirmation::Trusted
+    }
 }
 
 impl Default for ServerSection {
@@ -99,7 +130,8 @@ impl Default for ServerSection {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             default_caller: "local-user".to_owned(),
-            elicitation: true,
+            client_confirmation: ClientConfirmation::Off,
+            elicitation: None,
         }
     }
 }
@@ -181,8 +213,15 @@ impl Config {
                 );
             }
         }
+        if self.server.elicitation.is_some() {
+            bail!(
+                "server.elicitation was replaced by server.client_confirmation: elicitation \
+                 answers confirm only when the MCP client is a trusted host; write \
+                 `client_confirmation = \"trusted\"` only for a client with a human the agent \
+                 cannot answer for, or remove the key (default \"off\")"
+            );
+        }
         self.gateway
-            .speculation
             .validate()
             .map_err(|e| anyhow::anyhow!("gateway.{e}"))?;
         if self.server.default_caller.trim().is_empty() {

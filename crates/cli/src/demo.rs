@@ -191,6 +191,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         TaskEnvelope {
             request: TASK.into(),
             trusted_targets: vec![],
+            ..TaskEnvelope::default()
         },
     )?;
     println!(

@@ -764,6 +764,7 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
         TaskEnvelope {
             request: TASK.into(),
             trusted_targets: vec![],
+            ..TaskEnvelope::default()
         },
     )?;
     println!("session {} (state: {})", session.id, run_dir.display());

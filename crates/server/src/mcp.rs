@@ -5,11 +5,14 @@
 //! - `tools/call` goes through [`Gateway::call`]. A denial is a tool result with
 //!   `isError: true` whose text is the fixed recovery template (and whose
 //!   `structuredContent` carries the same recovery as data).
-//! - Confirmation: if the client declared the elicitation capability, the gateway asks the
-//!   human at the client (form mode, a yes/no question naming the tool and action id); the
-//!   answer is the trusted confirmation. Otherwise the result says the action waits for
-//!   approval; the user decides with `secureclaw approvals approve <id>` or the HTTP API, and
-//!   the runtime re-issues the identical call with `_meta["dev.secureclaw/approval"]`.
+//! - Confirmation: the result says the action waits for approval; the user decides with
+//!   `secureclaw approvals approve <id>` or the operator HTTP API, and the runtime re-issues
+//!   the identical call with `_meta["dev.secureclaw/approval"]`. MCP elicitation confirms
+//!   **only** when the operator declared the MCP client a trusted host
+//!   (`[server] client_confirmation = "trusted"`, `wrap --trust-client-confirmation`): by
+//!   default the MCP client is the agent runtime itself, which could answer its own prompt
+//!   (DESIGN.md §3 "Confirmation"). Even then the prompt never carries a protected value:
+//!   handles are described by label, sensitivity and source.
 //! - Session: fixed for stdio (`wrap`), from the bearer token for Streamable HTTP.
 
 use crate::outcome::outcome_json;
@@ -19,7 +22,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{ElicitationError, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::policy::EffectClass;
@@ -50,7 +53,7 @@ pub enum SessionSource {
 pub struct McpFrontEnd {
     gateway: Gateway,
     sessions: Arc<SessionSource>,
-    elicitation: bool,
+    trusted_client_confirmation: bool,
 }
 
 /// The user's answer to an elicitation.
@@ -68,18 +71,18 @@ impl McpFrontEnd {
         Self {
             gateway,
             sessions: Arc::new(sessions),
-            elicitation: true,
+            trusted_client_confirmation: false,
         }
     }
 
-    /// Whether to ask the human at the MCP client through elicitation (default on). Turn it
-    /// off when the MCP client is the agent runtime itself with no human behind its
-    /// elicitation UI: an elicitation answer is trusted as the user's confirmation, so a client
-    /// that answers on its own would confirm its own actions. Approvals then go through the
-    /// CLI or HTTP API only.
+    /// Declare the MCP client a trusted host whose elicitation answers confirm actions
+    /// (default off). Only for a client with a human behind its elicitation UI that the agent
+    /// runtime cannot drive: a runtime that declares the elicitation capability and answers
+    /// `accept` itself would otherwise confirm its own actions. Without it, approvals go
+    /// through the CLI or the operator HTTP API only.
     #[must_use]
-    pub fn with_elicitation(mut self, enabled: bool) -> Self {
-        self.elicitation = enabled;
+    pub fn with_trusted_client_confirmation(mut self, trusted: bool) -> Self {
+        self.trusted_client_confirmation = trusted;
         self
     }
 
@@ -292,28 +295,45 @@ impl ServerHandler for McpFrontEnd {
             .gateway
             .call_with(&session, &request.name, arguments.clone(), &meta)
             .await;
-        // Ask the human at the client, if the client can be asked — only for an action this
-        // very call created (never for a re-issue naming an approval), and showing the stored,
-        // previewed call rather than anything the runtime sent now.
-        if let (CallOutcome::Pending(rec), None) = (&outcome, approval.as_ref()) {
+        // Ask the human at the client — only when the operator declared the client a trusted
+        // host, only for an action this very call created (never for a re-issue naming an
+        // approval), and showing the stored, previewed call rather than anything the runtime
+        // sent now, with handles described, never revealed.
+        if let (CallOutcome::Pending(rec), None, true) = (
+            &outcome,
+            approval.as_ref(),
+            self.trusted_client_confirmation,
+        ) {
             let modes = context.peer.supported_elicitation_modes();
-            if let (Some(action), false, true) =
-                (rec.action_id.clone(), modes.is_empty(), self.elicitation)
-            {
+            if let (Some(action), false) = (rec.action_id.clone(), modes.is_empty()) {
                 let action = ActionId(action);
-                if let Ok(Some(stored)) = self.gateway.store().action(&action) {
-                    let call = secureclaw_gateway::reveal_for_approver(
-                        self.gateway.store(),
-                        &stored.display,
-                    );
-                    let question =
-                        format!("SecureClaw: allow this call?\n{call}\n(action {action})");
+                if let Ok(Some(question)) = self.gateway.client_confirmation_prompt(&action) {
                     let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
-                    let approve = matches!(answer, Ok(Some(ApprovalAnswer { approve: true })));
-                    if self
-                        .gateway
-                        .decide_approval(&action, approve, "mcp-elicitation")
-                        .is_ok()
+                    let decided = match answer {
+                        Ok(Some(ApprovalAnswer { approve })) => Some(approve),
+                        // An explicit decline, or a dismissal: the action is declined.
+                        Ok(None)
+                        | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
+                            Some(false)
+                        }
+                        // An accept without the answer's content, or with content that is not
+                        // the answer's shape, decides nothing.
+                        Err(ElicitationError::NoContent | ElicitationError::ParseError { .. }) => {
+                            outcome = self.gateway.confirmation_malformed(
+                                &session,
+                                &request.name,
+                                &action,
+                            );
+                            None
+                        }
+                        // The client could not be asked: the approval stays pending.
+                        Err(_) => None,
+                    };
+                    if let Some(approve) = decided
+                        && self
+                            .gateway
+                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)")
+                            .is_ok()
                     {
                         outcome = self
                             .gateway
