@@ -56,12 +56,22 @@ tool = "read_invoice"
 path = "/contact_email"
 label = "counterparty_email"
 sensitivity = "medium"
+allowed_sinks = ["office__save_draft"]
 anchor = true
 
 [[gateway.tools]]
 tool = "office__save_draft"
 destructive = false
 targets = []
+
+[[gateway.tools]]
+tool = "office__send_email"
+sink = "egress"
+
+[[gateway.tools]]
+tool = "office__pay_invoice"
+sink = "egress"
+financial = true
 
 [[upstream]]
 id = "office"

@@ -116,9 +116,12 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     async fn new(t: &'a Target) -> Result<Self, EvalError> {
+        // The user also grants paying (the payment case study, T18, pays INV-42): without
+        // the grant every payment would wait for a confirmation (see the `semantics` cases).
         let envelope = TaskEnvelope {
             request: TASK.into(),
             trusted_targets: vec![SECOND.into()],
+            granted_tools: vec![PAY.into()],
         };
         Ok(Self {
             t,

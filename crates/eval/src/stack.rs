@@ -277,6 +277,7 @@ impl Stack {
             destructive: Some(false),
             targets: Some(vec![]),
             hidden: false,
+            ..ToolRule::default()
         });
         c
     }

@@ -4,7 +4,7 @@
 use crate::config::{ToolRule, UpstreamSpec};
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
-use secureclaw_core::handle::glob_match;
+use secureclaw_core::handle::{SinkKind, glob_match};
 use secureclaw_core::policy::EffectClass;
 use std::collections::BTreeMap;
 
@@ -21,6 +21,10 @@ pub struct ToolEntry {
     pub effect: EffectClass,
     /// Destructive after overrides.
     pub destructive: bool,
+    /// Financial (operator configuration): needs confirmation unless the task grants it.
+    pub financial: bool,
+    /// Sink kind of an effect tool (operator configuration; default `store`).
+    pub sink: SinkKind,
     /// Argument names holding effect targets.
     pub targets: Vec<String>,
     /// The targets come from an operator rule (possibly empty), not from the default list.
@@ -48,6 +52,9 @@ impl ToolEntry {
             && rule
                 .and_then(|r| r.destructive)
                 .unwrap_or(tool.destructive_hint);
+        let financial =
+            effect == EffectClass::Effect && rule.and_then(|r| r.financial).unwrap_or(false);
+        let sink = rule.and_then(|r| r.sink).unwrap_or_default();
         let targets = rule.and_then(|r| r.targets.clone()).unwrap_or_else(|| {
             DEFAULT_TARGET_FIELDS
                 .iter()
@@ -64,6 +71,8 @@ impl ToolEntry {
             name: tool.name.clone(),
             effect,
             destructive,
+            financial,
+            sink,
             targets,
             targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),

@@ -3,7 +3,7 @@
 //! fields so that a typo is reported with the key's name instead of being ignored.
 
 use secureclaw_core::classify::FieldRule;
-use secureclaw_core::handle::Sensitivity;
+use secureclaw_core::handle::{Sensitivity, SinkKind};
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::summary::SummaryConfig;
 use serde::{Deserialize, Serialize};
@@ -167,7 +167,7 @@ fn yes() -> bool {
 }
 
 /// Operator override for tools matching a pattern (upstream annotations are only hints).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolRule {
     /// `upstream__tool` pattern with `*` wildcards.
@@ -178,6 +178,15 @@ pub struct ToolRule {
     /// Destructive; overrides `destructiveHint`.
     #[serde(default)]
     pub destructive: Option<bool>,
+    /// Financial (payments, transfers, refunds): like a destructive effect, it needs a trusted
+    /// confirmation unless the task grants the tool, even when every target is anchored.
+    #[serde(default)]
+    pub financial: Option<bool>,
+    /// Sink kind of an effect tool: `egress` (data leaves: mail, HTTP posts, payments) or
+    /// `store` (a later read can return it: files, documents, records). Default `store`: a
+    /// handle then resolves into the tool only if its record names the tool.
+    #[serde(default)]
+    pub sink: Option<SinkKind>,
     /// Argument names holding effect targets; overrides the default list.
     #[serde(default)]
     pub targets: Option<Vec<String>>,
@@ -292,10 +301,34 @@ impl SpeculationConfig {
 }
 
 impl GatewayConfig {
+    /// Checks serde cannot express, on the parts every front end shares.
+    ///
+    /// # Errors
+    /// A message naming the offending key: a `[[gateway.classify]]` rule with both
+    /// `identifiers = true` and `anchor = true` (identifiers found in free text never inherit
+    /// anchoring: a third party who can write into the object could anchor their own address),
+    /// or an invalid `[gateway.speculation]` table.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, r) in self.classify.iter().enumerate() {
+            if r.identifiers && r.anchor {
+                return Err(format!(
+                    "classify[{i}] (path `{}`): `identifiers = true` cannot be combined with \
+                     `anchor = true`: identifiers found inside free text are written by whoever \
+                     wrote the text, so they never anchor a target; declare the authoritative \
+                     field itself (a whole-field rule with `anchor = true`) instead",
+                    r.path
+                ));
+            }
+        }
+        self.speculation.validate()
+    }
+
     /// The configuration of the demo office (`crates/demo-tools`), used by `secureclaw demo`
     /// and by the integration tests: an invoice's IBAN is a `high` value that may only flow to
     /// `office__pay_invoice`, its contact address a `medium` one, both trusted attributes of
-    /// the invoice (`anchor`); drafts are declared target-less and non-destructive.
+    /// the invoice (`anchor`); drafts are declared target-less and non-destructive, and the
+    /// contact address may be written into one; mail and payments are `egress` sinks and
+    /// payments are financial (the task must grant them).
     #[must_use]
     pub fn demo_office() -> Self {
         let rule = |path: &str, label: &str, sensitivity, sinks: &[&str]| FieldRule {
@@ -316,20 +349,33 @@ impl GatewayConfig {
                     Sensitivity::High,
                     &["office__pay_invoice"],
                 ),
+                // Drafts stay in the office (no tool reads them back to the runtime).
                 rule(
                     "/contact_email",
                     "counterparty_email",
                     Sensitivity::Medium,
-                    &[],
+                    &["office__save_draft"],
                 ),
             ],
-            tools: vec![ToolRule {
-                tool: "office__save_draft".into(),
-                effect: None,
-                destructive: Some(false),
-                targets: Some(vec![]),
-                hidden: false,
-            }],
+            tools: vec![
+                ToolRule {
+                    tool: "office__save_draft".into(),
+                    destructive: Some(false),
+                    targets: Some(vec![]),
+                    ..ToolRule::default()
+                },
+                ToolRule {
+                    tool: "office__send_email".into(),
+                    sink: Some(SinkKind::Egress),
+                    ..ToolRule::default()
+                },
+                ToolRule {
+                    tool: "office__pay_invoice".into(),
+                    sink: Some(SinkKind::Egress),
+                    financial: Some(true),
+                    ..ToolRule::default()
+                },
+            ],
             ..Self::default()
         }
     }

@@ -6,7 +6,7 @@ use crate::declassify::Declassifier;
 use crate::executor::{ExecError, Executor, Resolution, ResolveError};
 use crate::upstream::{ToolOutput, Upstream};
 use secureclaw_core::acceptance::{CommitAttempt, accept};
-use secureclaw_core::anchor::{extract_targets, is_anchored};
+use secureclaw_core::anchor::{anchor_provenance, collect_targets, is_anchored};
 use secureclaw_core::artifact::{
     ARTIFACT_VERSION, ActionId, ArtifactDecision, AuthorizationArtifact,
 };
@@ -17,12 +17,13 @@ use secureclaw_core::canonical::{
 };
 use secureclaw_core::classify::Classifier;
 use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
+use secureclaw_core::detect::IdentifierKind;
 use secureclaw_core::handle::{
-    HandleDenial, HandleId, HandleRecord, Sink, check_resolution, find_handles,
+    HandleDenial, HandleId, HandleRecord, Sink, SinkKind, check_resolution, find_handles,
 };
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::policy::{
-    EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, TargetFact,
+    EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, Provenance, TargetFact,
 };
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
@@ -172,6 +173,8 @@ struct Inner {
     catalog: Catalog,
     executor: Executor,
     speculation: speculation::Speculation,
+    /// Per session: the objects its store effects wrote (never anchoring when read back).
+    written: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -237,10 +240,7 @@ impl Gateway {
         let classifier = Classifier {
             rules: config.classify.clone(),
         };
-        config
-            .speculation
-            .validate()
-            .map_err(GatewayError::Config)?;
+        config.validate().map_err(GatewayError::Config)?;
         for s in &config.speculation.substitutes {
             if let Some(with) = &s.with
                 && catalog.get(with).is_none()
@@ -265,6 +265,7 @@ impl Gateway {
                 catalog,
                 executor,
                 speculation,
+                written: std::sync::Mutex::default(),
             }),
         };
         let dangling = gw
@@ -383,6 +384,9 @@ impl Gateway {
                     effect: e.effect,
                     known_tool: true,
                     destructive: e.destructive,
+                    financial: e.financial,
+                    granted: false,
+                    sink: e.sink,
                     targets_declared: e.targets_declared,
                     targets: vec![],
                     handles: vec![],
@@ -443,6 +447,7 @@ impl Gateway {
         let sink = Sink {
             upstream: &entry.upstream,
             tool: &entry.name,
+            kind: entry.sink,
         };
         // Handles referenced anywhere in the arguments.
         let mut records: BTreeMap<HandleId, HandleRecord> = BTreeMap::new();
@@ -468,29 +473,13 @@ impl Gateway {
                 sink_allowed: r.sink_allowed(&sink),
             })
             .collect();
-        // Targets and their anchoring.
-        let targets = extract_targets(arguments, &entry.targets)
-            .into_iter()
-            .map(|t| {
-                let refs = find_handles(&Value::String(t.value.clone()));
-                let anchored = match refs.as_slice() {
-                    [] => is_anchored(
-                        &t.value,
-                        &session.envelope,
-                        &self.inner.config.trusted_targets,
-                    ),
-                    [(_, id)] if id.0 == t.value.trim() => {
-                        records.get(id).is_some_and(|r| r.anchored)
-                    }
-                    _ => false,
-                };
-                TargetFact {
-                    field: t.field,
-                    anchored,
-                    via_handle: !refs.is_empty(),
-                }
-            })
-            .collect();
+        let targets = self.targets(session, &entry, arguments, &records);
+        let qualified = format!("{}__{}", entry.upstream, entry.name);
+        let granted = session
+            .envelope
+            .granted_tools
+            .iter()
+            .any(|p| secureclaw_core::handle::glob_match(p, &qualified) || p == &entry.exposed);
         let policy_request = PolicyRequest {
             caller: session.caller.clone(),
             upstream: entry.upstream.clone(),
@@ -498,6 +487,9 @@ impl Gateway {
             effect: entry.effect,
             known_tool: true,
             destructive: entry.destructive,
+            financial: entry.financial,
+            granted,
+            sink: entry.sink,
             targets_declared: entry.targets_declared,
             targets,
             handles,
@@ -542,6 +534,84 @@ impl Gateway {
         ))
     }
 
+    /// Every target of a call with its anchoring and provenance (DESIGN.md §3 "Targets,
+    /// anchoring and provenance"): the strings in the tool's target fields, every identifier
+    /// found anywhere in the arguments (values and keys), numbers in account-like fields,
+    /// object references sent by an `egress` tool, and every handle whose label is an
+    /// identifier kind wherever it appears — except for a tool the operator declared
+    /// target-less (`targets = []`). A target is anchored only by the task envelope, the
+    /// operator's trusted targets, or a handle from an authoritative field of an anchored read.
+    fn targets(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Vec<TargetFact> {
+        // The operator declared the tool target-less (`targets = []`, e.g. saving a draft):
+        // nothing in its arguments is a destination.
+        if entry.targets_declared && entry.targets.is_empty() {
+            return Vec::new();
+        }
+        let egress = entry.sink == SinkKind::Egress;
+        let mut seen_handles: Vec<&HandleId> = Vec::new();
+        let mut out: Vec<TargetFact> = Vec::new();
+        for t in collect_targets(arguments, &entry.targets, egress) {
+            let refs = find_handles(&Value::String(t.value.clone()));
+            let (anchored, provenance) = match refs.as_slice() {
+                [] => anchor_provenance(
+                    &t.value,
+                    &session.envelope,
+                    &self.inner.config.trusted_targets,
+                )
+                .map_or((false, Provenance::Literal), |p| (true, p)),
+                [(_, id)] if id.0 == t.value.trim() => {
+                    seen_handles.extend(records.get_key_value(id).map(|(k, _)| k));
+                    handle_provenance(records.get(id))
+                }
+                // Text around a handle, or several handles: the runtime composed it.
+                _ => (false, Provenance::Literal),
+            };
+            out.push(TargetFact {
+                field: t.field,
+                anchored,
+                via_handle: !refs.is_empty(),
+                provenance,
+            });
+        }
+        // A handle to an identifier is a destination wherever the runtime puts it
+        // (`reply_to`, a header, a nested object): its record decides its anchoring.
+        for (path, id) in find_handles(&Value::Object(arguments.clone())) {
+            if seen_handles.contains(&&id) {
+                continue;
+            }
+            let Some(rec) = records.get(&id) else {
+                continue;
+            };
+            if !IdentifierKind::ALL
+                .iter()
+                .any(|k| *k != IdentifierKind::Secret && k.as_str() == rec.label)
+            {
+                continue;
+            }
+            seen_handles.extend(records.get_key_value(&id).map(|(k, _)| k));
+            let (anchored, provenance) = handle_provenance(Some(rec));
+            let field = path
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            out.push(TargetFact {
+                field,
+                anchored,
+                via_handle: true,
+                provenance,
+            });
+        }
+        out
+    }
+
     fn resolver<'a>(
         &'a self,
         session: &'a SessionRecord,
@@ -559,6 +629,7 @@ impl Gateway {
             let sink = Sink {
                 upstream: &entry.upstream,
                 tool: &entry.name,
+                kind: entry.sink,
             };
             check_resolution(rec.as_ref(), &session.caller, &session.id, &sink, now)
                 .map_err(ResolveError::Denied)?;
@@ -582,6 +653,35 @@ impl Gateway {
         }
     }
 
+    /// Remember the objects a store effect of this session is about to write (the strings in
+    /// its target fields and the identifiers in its arguments): a later read of them is never
+    /// anchored, so the session cannot anchor a value by writing it and reading it back
+    /// (DESIGN.md §3: objects the session itself wrote never confer anchoring). Recorded before
+    /// dispatch, since a write whose outcome is unknown may have happened.
+    fn note_written(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+    ) {
+        let values = collect_targets(arguments, &entry.targets, false)
+            .into_iter()
+            .map(|t| t.value.trim().to_owned());
+        if let Ok(mut written) = self.inner.written.lock() {
+            written
+                .entry(session.id.clone())
+                .or_default()
+                .extend(values);
+        }
+    }
+
+    fn wrote(&self, session: &SessionRecord, value: &str) -> bool {
+        self.inner.written.lock().map_or(true, |w| {
+            w.get(&session.id)
+                .is_some_and(|set| set.contains(value.trim()))
+        })
+    }
+
     /// A read is anchored when every scalar in its arguments — strings and numbers (as their
     /// decimal text), at any depth — is anchored, and there is at least one:
     /// `read_invoice {"invoice_id": "INV-42"}` for a task naming INV-42. An anchored word next
@@ -599,9 +699,10 @@ impl Gateway {
         let mut all = Vec::new();
         arguments.values().for_each(|v| leaves(v, &mut all));
         !all.is_empty()
-            && all
-                .iter()
-                .all(|s| is_anchored(s, &session.envelope, &self.inner.config.trusted_targets))
+            && all.iter().all(|s| {
+                is_anchored(s, &session.envelope, &self.inner.config.trusted_targets)
+                    && !self.wrote(session, s)
+            })
     }
 
     fn finish(
@@ -867,7 +968,11 @@ impl Gateway {
         }
         .seal(&self.inner.keys)
         .map_err(|_| ReasonCode::Internal)?;
-        let display = describe_call(entry, &prepared.request.inputs.arguments);
+        let display = describe_call(
+            entry,
+            &prepared.request.inputs.arguments,
+            &policy_request.targets,
+        );
         let record = ActionRecord {
             action_id: action_id.clone(),
             session: session.id.clone(),
@@ -1002,6 +1107,9 @@ impl Gateway {
             }
         };
         let binding = proof.binding().clone();
+        if entry.sink == SinkKind::Store {
+            self.note_written(session, &entry, &prepared.request.inputs.arguments);
+        }
         let resolved = std::sync::Mutex::new(Vec::new());
         let mut resolve = self.resolver(session, &entry, Some(action_id), &resolved);
         let result = self.inner.executor.commit(proof, &mut resolve).await;
@@ -1201,6 +1309,46 @@ impl Gateway {
         )
     }
 
+    /// The question a trusted MCP client shows its human for a pending action: the stored,
+    /// previewed call with every handle described by label, sensitivity and source — never
+    /// its value, because the channel passes through the MCP client (DESIGN.md §3
+    /// "Confirmation"). `None` for an unknown action.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub fn client_confirmation_prompt(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Option<String>, GatewayError> {
+        let action = self
+            .inner
+            .store
+            .action(action_id)
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        Ok(action.map(|a| {
+            let call = describe_handles(&self.inner.store, &a.display);
+            format!("SecureClaw: allow this call?\n{call}\n(action {action_id})")
+        }))
+    }
+
+    /// A trusted client accepted a confirmation prompt without a well-formed answer: audited,
+    /// nothing decided (the approval stays pending), and the runtime told so with reason
+    /// `confirmation_malformed`.
+    pub fn confirmation_malformed(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        action_id: &ActionId,
+    ) -> CallOutcome {
+        self.deny(
+            session,
+            tool,
+            self.inner.catalog.get(tool),
+            ReasonCode::ConfirmationMalformed,
+            Some(action_id),
+        )
+    }
+
     // ----------------------------------------------------------------- handles
 
     /// Describe a handle of this session (never its value).
@@ -1245,6 +1393,26 @@ impl Gateway {
     }
 }
 
+/// Anchoring and provenance of a target carried by a handle: only a handle from an
+/// authoritative field of an anchored read anchors.
+fn handle_provenance(record: Option<&HandleRecord>) -> (bool, Provenance) {
+    match record {
+        Some(r) if r.anchored => (
+            true,
+            Provenance::AuthoritativeField {
+                source: r.source.clone(),
+            },
+        ),
+        Some(r) => (
+            false,
+            Provenance::FreeText {
+                source: r.source.clone(),
+            },
+        ),
+        None => (false, Provenance::Literal),
+    }
+}
+
 /// SHA-256 over the result's JSON (structured content and blocks), hex.
 fn result_digest(output: &ToolOutput) -> String {
     let v = json!({"content": output.content, "structured": output.structured, "is_error": output.is_error});
@@ -1253,16 +1421,62 @@ fn result_digest(output: &ToolOutput) -> String {
     ))
 }
 
-/// One line for the human approver: the tool and every argument in full.
-/// Shown only on the trusted side (approval API and CLI), never to the runtime.
-fn describe_call(entry: &ToolEntry, args: &Map<String, Value>) -> String {
+/// The approval display: the tool and every argument in full, then each target's field,
+/// anchoring and provenance, then every non-ASCII character of the arguments by code point (a
+/// Cyrillic `а` in an address looks like a Latin `a`). Shown on the trusted side (approval
+/// API and CLI) with handles revealed, and to a trusted MCP client with handles described.
+fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[TargetFact]) -> String {
     // Every argument in full, JSON-encoded (control characters escaped, strings quoted), so
     // padding, newlines or look-alike separators cannot hide part of a target from the human.
     let parts: Vec<String> = args
         .iter()
         .map(|(k, v)| format!("{}={}", Value::String(k.clone()), v))
         .collect();
-    format!("{}({})", entry.exposed, parts.join(", "))
+    let mut out = format!("{}({})", entry.exposed, parts.join(", "));
+    let mut flags: Vec<String> = Vec::new();
+    if entry.destructive {
+        flags.push("destructive".into());
+    }
+    if entry.financial {
+        flags.push("financial".into());
+    }
+    flags.push(format!("{} sink", entry.sink.as_str()));
+    out.push_str(&format!("\n  tool: {}", flags.join(", ")));
+    for t in targets {
+        let source = match &t.provenance {
+            Provenance::Task => "named in the task".to_owned(),
+            Provenance::Operator => "operator's trusted targets".to_owned(),
+            Provenance::AuthoritativeField { source } => {
+                format!("authoritative field of {source}")
+            }
+            Provenance::FreeText { source } => format!("free text of {source}"),
+            Provenance::Literal => "written by the agent".to_owned(),
+        };
+        let state = if t.anchored {
+            "anchored"
+        } else {
+            "NOT ANCHORED"
+        };
+        out.push_str(&format!(
+            "\n  target {}: {state} ({source})",
+            Value::String(t.field.clone())
+        ));
+    }
+    let mut odd: Vec<String> = Vec::new();
+    let text = Value::Object(args.clone()).to_string();
+    for c in text.chars().filter(|c| !c.is_ascii()) {
+        let cp = format!("U+{:04X} {c:?}", u32::from(c));
+        if !odd.contains(&cp) {
+            odd.push(cp);
+        }
+    }
+    if !odd.is_empty() {
+        out.push_str(&format!(
+            "\n  WARNING: non-ASCII characters (look-alikes possible): {}",
+            odd.join(", ")
+        ));
+    }
+    out
 }
 
 /// A trusted confirmer (operator API, CLI, MCP elicitation) decides a pending approval.
@@ -1338,6 +1552,32 @@ pub fn reveal_for_approver(store: &SqliteStore, text: &str) -> String {
         });
         Ok(match plain {
             Some(v) => format!("«{}»", String::from_utf8_lossy(&v)),
+            None => id.0.clone(),
+        })
+    });
+    match value {
+        Value::String(s) => s,
+        _ => text.to_owned(),
+    }
+}
+
+/// Replace the handles in `text` by a description — label, sensitivity and source — for a
+/// channel the runtime may read (an MCP client's confirmation prompt). Unknown handles stay
+/// as they are.
+#[must_use]
+pub fn describe_handles(store: &SqliteStore, text: &str) -> String {
+    let mut value = Value::String(text.to_owned());
+    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
+        Ok(match store.handle(id).ok().flatten() {
+            Some(r) => format!(
+                "[protected {} ({}) from {}]",
+                r.label,
+                serde_json::to_value(r.sensitivity)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                r.source
+            ),
             None => id.0.clone(),
         })
     });

@@ -147,6 +147,7 @@ async fn trusted_targets_come_from_the_operator_side_only() {
             TaskEnvelope {
                 request: "File the October invoices.".into(),
                 trusted_targets: vec!["finance@corp.example".into(), "@partner.example".into()],
+                ..TaskEnvelope::default()
             },
         )
         .unwrap();
@@ -176,11 +177,13 @@ async fn trusted_targets_come_from_the_operator_side_only() {
 #[tokio::test]
 async fn anchored_handles_come_only_from_anchored_reads() {
     let h = Harness::new().await;
-    // INV-42 is named by the task: its payee IBAN is an anchored target.
-    let inv42 = h.read_invoice(&h.session, "INV-42").await;
+    // The task grants paying (a financial effect); INV-42 is named by the task: its payee
+    // IBAN is an anchored target.
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let inv42 = h.read_invoice(&session, "INV-42").await;
     let o = h
         .call(
-            &h.session,
+            &session,
             PAY,
             json!({"invoice_id": "INV-42", "iban": handle_at(&inv42, "iban"), "amount_cents": 129_900}),
             None,
@@ -188,10 +191,10 @@ async fn anchored_handles_come_only_from_anchored_reads() {
         .await;
     completed(&o);
     // INV-43 is not: paying it is held for the user.
-    let inv43 = h.read_invoice(&h.session, "INV-43").await;
+    let inv43 = h.read_invoice(&session, "INV-43").await;
     let o = h
         .call(
-            &h.session,
+            &session,
             PAY,
             json!({"invoice_id": "INV-43", "iban": handle_at(&inv43, "iban"), "amount_cents": 48_750}),
             None,
@@ -201,13 +204,13 @@ async fn anchored_handles_come_only_from_anchored_reads() {
     // A detected address inside free text (the injected notes) is never anchored.
     let attacker = email_handle_in(inv42["notes"].as_str().unwrap()).unwrap();
     assert_pending(
-        &h.call(&h.session, SEND, email(&attacker, "INV-42"), None)
+        &h.call(&session, SEND, email(&attacker, "INV-42"), None)
             .await,
     );
     // The runtime cannot name the IBAN in clear and have it count as anchored.
     assert_pending(
         &h.call(
-            &h.session,
+            &session,
             PAY,
             json!({"invoice_id": "INV-42", "iban": "DE44500105175407324931", "amount_cents": 129_900}),
             None,

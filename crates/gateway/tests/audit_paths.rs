@@ -38,7 +38,9 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     config.limits.max_argument_bytes = 1024;
     config.limits.handle_ttl_ms = 3_600_000;
     let h = Harness::with_config(config).await;
-    let s = &h.session;
+    // The task grants the payment this test makes (a financial effect).
+    let granted = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let s = &granted;
     let mut seen = BTreeSet::new();
     let mut note = |o: &secureclaw_gateway::CallOutcome| {
         seen.insert(reason(o).map_or("completed".to_owned(), |r| r.to_string()));

@@ -41,6 +41,7 @@ fn session_with(h: &Harness, request: &str, trusted: &[&str]) -> SessionRecord {
         TaskEnvelope {
             request: request.into(),
             trusted_targets: trusted.iter().map(|s| (*s).to_owned()).collect(),
+            ..TaskEnvelope::default()
         },
     )
     .unwrap()
@@ -276,6 +277,12 @@ async fn rec_harness() -> RecHarness {
     let up = Arc::new(RecordUpstream::default());
     let mut config = GatewayConfig::default();
     config.limits.upstream_timeout_ms = 20_000;
+    // `notify` and `fail_echo` send: handles flow into them as into any egress sink.
+    config.tools.push(secureclaw_gateway::ToolRule {
+        tool: "rec__*".into(),
+        sink: Some(secureclaw_core::handle::SinkKind::Egress),
+        ..secureclaw_gateway::ToolRule::default()
+    });
     config.classify.push(FieldRule {
         upstream: "rec".into(),
         tool: "read_record".into(),
@@ -317,6 +324,7 @@ async fn numeric_selector_of_an_unnamed_object_is_not_anchored() {
             TaskEnvelope {
                 request: "Please notify the contact of record 7 in project alpha.".into(),
                 trusted_targets: vec![],
+                ..TaskEnvelope::default()
             },
         )
         .unwrap();
@@ -360,6 +368,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
             TaskEnvelope {
                 request: "Please notify the contact of record 7 in project alpha.".into(),
                 trusted_targets: vec![],
+                ..TaskEnvelope::default()
             },
         )
         .unwrap();

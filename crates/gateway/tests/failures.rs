@@ -330,7 +330,9 @@ async fn audit_after_failures_verifies_and_holds_no_plaintext() {
     config.limits.upstream_timeout_ms = 300;
     config.limits.max_argument_bytes = 1024;
     let h = Harness::with_config(config).await;
-    let inv = h.read_invoice(&h.session, "INV-42").await;
+    // The task grants the payment this test makes (a financial effect).
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     let contact = handle_at(&inv, "contact_email");
     let calls: Vec<(&str, Value)> = vec![
@@ -355,10 +357,10 @@ async fn audit_after_failures_verifies_and_holds_no_plaintext() {
         ),
     ];
     for (tool, a) in calls {
-        let _ = h.call(&h.session, tool, a, None).await;
+        let _ = h.call(&session, tool, a, None).await;
     }
     let lock = h.lock_store();
-    let _ = h.call(&h.session, "test__count", json!({}), None).await;
+    let _ = h.call(&session, "test__count", json!({}), None).await;
     lock.release();
     assert_eq!(h.test.effects(), 0);
     assert_eq!(h.payments(), 1);
@@ -377,6 +379,7 @@ async fn hidden_tools_are_unknown() {
             destructive: None,
             targets: None,
             hidden: true,
+            ..secureclaw_gateway::ToolRule::default()
         },
     );
     let h = Harness::with_config(config).await;

@@ -260,9 +260,17 @@ async fn the_iban_handle_may_not_flow_into_email() {
 #[tokio::test]
 async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     let h = Harness::new().await;
+    // Paying is financial: without a grant in the task, the anchored payment still asks.
     let inv = h.read_invoice(&h.session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     let o = h.call(&h.session, PAY, pay(&iban), None).await;
+    assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
+    assert_eq!(h.payments(), 0);
+    // The user's task grants paying: the anchored payment runs.
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let inv = h.read_invoice(&session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
+    let o = h.call(&session, PAY, pay(&iban), None).await;
     let out = completed(&o);
     assert_eq!(out.structured.as_ref().unwrap()["status"], "paid");
     let state = h.state();
@@ -273,10 +281,10 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     );
     assert_eq!(state.payments[0].amount_cents, 129_900);
     // The same handle in a two-phase flow: resolved at commit, never in the canonical request.
-    let p = h.preview(&h.session, PAY, pay(&iban)).unwrap();
+    let p = h.preview(&session, PAY, pay(&iban)).unwrap();
     assert_eq!(p.decision, "allow");
     completed(
-        &h.commit(&h.session, PAY, pay(&iban), &p.action_id, Some(&p.artifact))
+        &h.commit(&session, PAY, pay(&iban), &p.action_id, Some(&p.artifact))
             .await,
     );
     assert_eq!(h.payments(), 2);
@@ -288,13 +296,14 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
 #[tokio::test]
 async fn a_resolved_value_echoed_in_a_tool_error_is_declassified_again() {
     let h = Harness::new().await;
-    let inv = h.read_invoice(&h.session, "INV-42").await;
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     // pay_invoice is an allowed sink for the IBAN; the strict demo server rejects the
     // resolved IBAN as an amount and quotes it in its error message.
     let o = h
         .call(
-            &h.session,
+            &session,
             PAY,
             json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": iban}),
             None,
@@ -379,19 +388,31 @@ async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
     assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
 
     // With the rule: same text, same kind of handle, but it carries the rule's sensitivity and
-    // sinks, and it is anchored because INV-42 was read by an anchored request.
+    // sinks. It is still not anchored: identifiers in free text are written by whoever wrote
+    // the text (issue 11 item 5, anchor laundering), so a rule may not ask for that.
+    let rule = FieldRule {
+        upstream: "office".into(),
+        tool: "read_invoice".into(),
+        path: "/notes".into(),
+        label: "invoice_notes".into(),
+        sensitivity: Sensitivity::High,
+        allowed_sinks: vec![SEND.into()],
+        anchor: true,
+        identifiers: true,
+    };
+    let mut laundering = test_config();
+    laundering.classify.insert(0, rule.clone());
+    let err = laundering.validate().unwrap_err();
+    assert!(
+        err.contains("cannot be combined with `anchor = true`"),
+        "{err}"
+    );
     let mut config = test_config();
     config.classify.insert(
         0,
         FieldRule {
-            upstream: "office".into(),
-            tool: "read_invoice".into(),
-            path: "/notes".into(),
-            label: "invoice_notes".into(),
-            sensitivity: Sensitivity::High,
-            allowed_sinks: vec![SEND.into()],
-            anchor: true,
-            identifiers: true,
+            anchor: false,
+            ..rule
         },
     );
     let h = Harness::with_config(config).await;
@@ -416,7 +437,11 @@ async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
             None,
         )
         .await;
-    completed(&o);
+    assert!(
+        matches!(&o, CallOutcome::Pending(_)),
+        "an address from free text is not anchored: {o:?}"
+    );
+    assert_eq!(h.sent(), 0);
     // A high identifier still flows only to the rule's sinks.
     let o = h.call(&h.session, PAY, pay(&em), None).await;
     assert!(

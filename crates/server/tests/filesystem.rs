@@ -212,6 +212,9 @@ async fn filesystem_server_behind_secureclaw() {
                     reports.display()
                 ),
                 trusted_targets: vec![],
+                // The host read "write the summary" as granting the (destructive: it
+                // overwrites) write tool; without the grant every write would ask.
+                granted_tools: vec!["fs__write_file".into()],
             },
         )
         .unwrap();

@@ -490,6 +490,7 @@ fn sessions_round_trip_and_are_immutable() {
         envelope: TaskEnvelope {
             request: "pay invoice 42".into(),
             trusted_targets: vec!["bob@example.com".into()],
+            ..TaskEnvelope::default()
         },
         created_at: UnixMillis(5),
         expires_at: UnixMillis(u64::MAX),

@@ -162,6 +162,7 @@ pub fn envelope() -> TaskEnvelope {
     TaskEnvelope {
         request: format!("Send the weekly report to {RECIPIENT} please"),
         trusted_targets: vec![RECIPIENT.to_owned()],
+        ..TaskEnvelope::default()
     }
 }
 
@@ -338,11 +339,15 @@ pub fn policy_request() -> PolicyRequest {
         effect: EffectClass::Effect,
         known_tool: true,
         destructive: false,
+        financial: false,
+        granted: false,
+        sink: secureclaw_core::handle::SinkKind::Egress,
         targets_declared: false,
         targets: vec![TargetFact {
             field: "to".into(),
             anchored: true,
             via_handle: false,
+            provenance: secureclaw_core::policy::Provenance::Task,
         }],
         handles: vec![],
         listing: false,

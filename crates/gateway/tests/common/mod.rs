@@ -18,6 +18,7 @@ use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::handle::SinkKind;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::recovery::{ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
@@ -113,6 +114,10 @@ pub fn test_config() -> GatewayConfig {
                 .collect(),
         ),
         hidden: false,
+        // The scripted tools stand for tools that send (a notification, a message): handles
+        // flow into them as into any egress sink.
+        sink: Some(SinkKind::Egress),
+        ..ToolRule::default()
     });
     c
 }
@@ -510,6 +515,22 @@ impl Harness {
                 TaskEnvelope {
                     request: TASK.into(),
                     trusted_targets: vec![],
+                    ..TaskEnvelope::default()
+                },
+            )
+            .unwrap()
+    }
+
+    /// A session for `caller` whose task also grants `tools` (the user asked for those
+    /// destructive or financial effects, e.g. "pay INV-42").
+    pub fn open_granted_session(&self, caller: &str, tools: &[&str]) -> SessionRecord {
+        self.gw
+            .open_session(
+                caller,
+                TaskEnvelope {
+                    request: TASK.into(),
+                    granted_tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+                    ..TaskEnvelope::default()
                 },
             )
             .unwrap()
