@@ -8,13 +8,19 @@
 //! policy_files = ["policies/extra.cedar"]
 //! allowed_origins = ["http://localhost:6274"]
 //! default_caller = "local-user"
+//! # Off by default: every Streamable HTTP MCP session needs a session bearer token (from
+//! # POST /v1/sessions) and belongs to that token. `true` lets token-less MCP requests on a
+//! # loopback bind use the default [task] session (any local process can then act in it).
+//! tokenless_loopback_session = false
 //!
-//! [task]                             # default session (stdio, token-less loopback HTTP)
+//! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
 //! trusted_targets = ["approver@corp.example"]
 //!
 //! [gateway.limits]
 //! max_argument_bytes = 4194304
+//! upstream_timeout_ms = 30000          # one upstream call
+//! upstream_startup_timeout_ms = 30000  # each upstream's handshake, and its tools/list
 //!
 //! [[gateway.classify]]
 //! upstream = "office"
@@ -88,6 +94,10 @@ pub struct ServerSection {
     pub default_caller: String,
     /// Ask the human at the MCP client through elicitation (trusted as confirmation).
     pub elicitation: bool,
+    /// Serve MCP requests that carry no bearer token on a loopback bind with the default
+    /// `[task]` session. Default `false`: every MCP session then needs a session token.
+    /// Ignored on non-loopback binds.
+    pub tokenless_loopback_session: bool,
 }
 
 impl Default for ServerSection {
@@ -100,6 +110,7 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             default_caller: "local-user".to_owned(),
             elicitation: true,
+            tokenless_loopback_session: false,
         }
     }
 }
@@ -167,8 +178,13 @@ impl Config {
         if l.max_argument_bytes == 0 {
             bail!("gateway.limits.max_argument_bytes must be positive");
         }
-        if l.artifact_ttl_ms == 0 || l.upstream_timeout_ms == 0 {
-            bail!("gateway.limits.artifact_ttl_ms and upstream_timeout_ms must be positive");
+        if l.artifact_ttl_ms == 0
+            || l.upstream_timeout_ms == 0
+            || l.upstream_startup_timeout_ms == 0
+        {
+            bail!(
+                "gateway.limits.artifact_ttl_ms, upstream_timeout_ms and upstream_startup_timeout_ms must be positive"
+            );
         }
         if self.gateway.summary.max_entries == 0 || self.gateway.summary.max_string_chars == 0 {
             bail!("gateway.summary.max_entries and max_string_chars must be positive");
