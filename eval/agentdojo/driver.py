@@ -334,7 +334,7 @@ class Gateway:
         extra = f"""
 [server]
 http_bind = "127.0.0.1:{port}"
-elicitation = false
+client_confirmation = "off"
 default_caller = "agentdojo-user"
 {"policy_files = [" + json.dumps(str(policy)) + "]" if policy.exists() else ""}
 

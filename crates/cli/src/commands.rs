@@ -166,12 +166,19 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
             }
         });
     }
-    // Token-less MCP requests get the default session only on a loopback bind.
-    let fallback = if loopback {
+    // Token-less MCP requests get the default session only when the operator opted in, and
+    // only on a loopback bind; otherwise `initialize` needs a session bearer token.
+    let fallback = if loopback && config.server.tokenless_loopback_session {
         default_session.clone()
     } else {
         None
     };
+    if config.server.tokenless_loopback_session && !loopback {
+        eprintln!(
+            "secureclaw: tokenless_loopback_session is ignored on the non-loopback bind {bind}"
+        );
+    }
+    let require_token = fallback.is_none();
     let mut hosts = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
@@ -184,9 +191,15 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
         .limits
         .max_argument_bytes
         .saturating_add(64 * 1024);
-    let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
-        .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted())
-        .streamable_http_service(hosts, config.server.allowed_origins.clone(), body_limit);
+    let front = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
+        .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted());
+    let mcp = secureclaw_server::mcp_router(
+        front,
+        hosts,
+        config.server.allowed_origins.clone(),
+        body_limit,
+        require_token,
+    );
     let app = secureclaw_server::router(
         ApiState {
             gateway: gw,
@@ -202,12 +215,12 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
         "secureclaw: listening on http://{bind} (MCP at /mcp, API at /v1); operator token in {}",
         dir.join("operator.token").display()
     );
-    if !loopback {
+    if require_token {
         eprintln!(
-            "secureclaw: bound to a non-loopback address: every MCP request needs a session bearer token"
+            "secureclaw: every MCP session needs a session bearer token (open one with POST /v1/sessions)"
         );
     }
-    axum::serve(listener, app)
+    axum::serve(secureclaw_server::nodelay_listener(listener), app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

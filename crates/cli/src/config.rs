@@ -9,14 +9,20 @@
 //! allowed_origins = ["http://localhost:6274"]
 //! default_caller = "local-user"
 //! client_confirmation = "off"        # "trusted": MCP elicitation answers confirm actions
+//! # Off by default: every Streamable HTTP MCP session needs a session bearer token (from
+//! # POST /v1/sessions) and belongs to that token. `true` lets token-less MCP requests on a
+//! # loopback bind use the default [task] session (any local process can then act in it).
+//! tokenless_loopback_session = false
 //!
-//! [task]                             # default session (stdio, token-less loopback HTTP)
+//! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
 //! trusted_targets = ["approver@corp.example"]
 //! granted_tools = ["office__pay_invoice"] # destructive/financial tools the user asked for
 //!
 //! [gateway.limits]
 //! max_argument_bytes = 4194304
+//! upstream_timeout_ms = 30000          # one upstream call
+//! upstream_startup_timeout_ms = 30000  # each upstream's handshake, and its tools/list
 //!
 //! [[gateway.classify]]
 //! upstream = "office"
@@ -100,6 +106,10 @@ pub struct ServerSection {
     /// Replaced by `client_confirmation`; rejected with a message naming it.
     #[serde(default, skip_serializing)]
     pub elicitation: Option<bool>,
+    /// Serve MCP requests that carry no bearer token on a loopback bind with the default
+    /// `[task]` session. Default `false`: every MCP session then needs a session token.
+    /// Ignored on non-loopback binds.
+    pub tokenless_loopback_session: bool,
 }
 
 /// `[server] client_confirmation`.
@@ -132,6 +142,7 @@ impl Default for ServerSection {
             default_caller: "local-user".to_owned(),
             client_confirmation: ClientConfirmation::Off,
             elicitation: None,
+            tokenless_loopback_session: false,
         }
     }
 }
@@ -199,8 +210,13 @@ impl Config {
         if l.max_argument_bytes == 0 {
             bail!("gateway.limits.max_argument_bytes must be positive");
         }
-        if l.artifact_ttl_ms == 0 || l.upstream_timeout_ms == 0 {
-            bail!("gateway.limits.artifact_ttl_ms and upstream_timeout_ms must be positive");
+        if l.artifact_ttl_ms == 0
+            || l.upstream_timeout_ms == 0
+            || l.upstream_startup_timeout_ms == 0
+        {
+            bail!(
+                "gateway.limits.artifact_ttl_ms, upstream_timeout_ms and upstream_startup_timeout_ms must be positive"
+            );
         }
         if self.gateway.summary.max_entries == 0 || self.gateway.summary.max_string_chars == 0 {
             bail!("gateway.summary.max_entries and max_string_chars must be positive");

@@ -41,8 +41,9 @@ pub async fn start(
     let policy = load_policy(policy_files)?;
     let (keys, store) = open_state(dir)?;
     let mut upstreams: Vec<(UpstreamSpec, Arc<dyn Upstream>)> = Vec::new();
+    let startup = std::time::Duration::from_millis(config.limits.upstream_startup_timeout_ms);
     for spec in specs {
-        let up = RmcpUpstream::connect(&spec).await?;
+        let up = RmcpUpstream::connect(&spec, startup).await?;
         upstreams.push((spec, Arc::new(up)));
     }
     let gw = Gateway::start(

@@ -94,13 +94,13 @@ fn serve(config: &Path, state: &Path, port: u16) -> Server {
 fn serve_with_stdio_and_http_upstreams() {
     let dir = tempfile::tempdir().unwrap();
     // Inner gateway: the demo office over stdio, served as Streamable HTTP with a default
-    // session (token-less loopback requests use it).
+    // session that token-less loopback requests may use (opted in).
     let inner_port = free_port();
     let inner = dir.path().join("inner.toml");
     std::fs::write(
         &inner,
         format!(
-            "[server]\nhttp_bind = \"127.0.0.1:{inner_port}\"\n\n[task]\nrequest = \"look at invoices\"\n\n\
+            "[server]\nhttp_bind = \"127.0.0.1:{inner_port}\"\ntokenless_loopback_session = true\n\n[task]\nrequest = \"look at invoices\"\n\n\
              [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"demo-tools\", \"--state\", {st:?}]\n",
             exe = EXE,
             st = dir.path().join("office.json").display().to_string()
@@ -166,6 +166,124 @@ fn serve_with_stdio_and_http_upstreams() {
     );
     let (s, v) = http(outer_port, "GET", "/v1/audit/verify", Some(OPERATOR), None);
     assert_eq!(s, 200, "{v}");
+}
+
+/// `initialize` on `/mcp` with headers rmcp accepts; (status, `Mcp-Session-Id` present).
+fn mcp_initialize(port: u16, token: Option<&str>) -> (u16, bool) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\n{auth}Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    let status: u16 = resp.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let head = resp.split_once("\r\n\r\n").map_or(resp.as_str(), |x| x.0);
+    (
+        status,
+        head.to_ascii_lowercase().contains("mcp-session-id:"),
+    )
+}
+
+/// Issue 11 item 9: without `tokenless_loopback_session`, a token-less MCP client on loopback
+/// gets no session (it used to fall into the default `[task]` session); with it, it does.
+#[test]
+fn token_less_mcp_on_loopback_is_opt_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let office = dir.path().join("office.json").display().to_string();
+    for (opt_in, name) in [(false, "default"), (true, "opted-in")] {
+        let port = free_port();
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let line = if opt_in {
+            "tokenless_loopback_session = true\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &cfg,
+            format!(
+                "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n{line}\n[task]\nrequest = \"look at invoices\"\n\n\
+                 [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {office:?}]\n"
+            ),
+        )
+        .unwrap();
+        let _server = serve(&cfg, &dir.path().join(format!("{name}-state")), port);
+        let (status, session) = mcp_initialize(port, None);
+        if opt_in {
+            assert_eq!((status, session), (200, true), "{name}");
+        } else {
+            assert_eq!((status, session), (401, false), "{name}");
+            // A session token opens an MCP session.
+            let (s, sess) = http(
+                port,
+                "POST",
+                "/v1/sessions",
+                Some(OPERATOR),
+                Some(&json!({"caller": "bob"})),
+            );
+            assert_eq!(s, 200, "{sess}");
+            let token = sess["session_id"].as_str().unwrap();
+            assert_eq!(mcp_initialize(port, Some(token)), (200, true));
+        }
+    }
+}
+
+/// Issue 12 item 4: an upstream that never completes its handshake stops `serve` and `wrap`
+/// with a non-zero exit naming the upstream and the cause, within the configured time.
+#[test]
+fn an_upstream_that_never_answers_stops_serve_and_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("hung.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nhttp_bind = \"127.0.0.1:{}\"\n\n[gateway.limits]\nupstream_startup_timeout_ms = 500\n\n\
+             [[upstream]]\nid = \"hung\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"30\"]\n",
+            free_port()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(dir.path().join("s1"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`hung`") && err.contains("did not complete within 500 ms"),
+        "{err}"
+    );
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(dir.path().join("s2"))
+        .args(["wrap", "--id", "hung", "--config"])
+        .arg(&cfg)
+        .args(["--", "sleep", "30"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`hung`") && err.contains("did not complete within 500 ms"),
+        "{err}"
+    );
 }
 
 #[test]

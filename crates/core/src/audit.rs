@@ -44,6 +44,10 @@ pub enum AuditKind {
     HandleRevoke,
     /// A ledger entry was found `reserved` without `executed` at start-up.
     CrashRecovery,
+    /// An effect was dispatched to its upstream but no outcome came back (transport closed,
+    /// upstream exited, session expired, timeout after dispatch): it may have run. Carries
+    /// the binding digest and the error class; the action is never retried.
+    OutcomeUnknown,
     /// An issue-time privacy contract decided a call (the trace event: decision and fields
     /// as dispatched, never raw pre-commit arguments), or a branch was promoted or abandoned.
     Speculation,

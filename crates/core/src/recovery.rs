@@ -67,6 +67,10 @@ pub enum ReasonCode {
     UpstreamError,
     /// The upstream tool did not answer in time.
     UpstreamTimeout,
+    /// An effectful call was sent to the upstream, and no outcome came back (connection
+    /// closed, upstream exited, session expired, timeout after dispatch): it may have run.
+    /// The action is spent and is never retried.
+    OutcomeUnknown,
     /// The session is unknown or closed.
     SessionUnknown,
     /// An internal error; nothing was executed.
@@ -112,6 +116,7 @@ impl ReasonCode {
             ReasonCode::InvalidArguments => "invalid_arguments",
             ReasonCode::UpstreamError => "upstream_error",
             ReasonCode::UpstreamTimeout => "upstream_timeout",
+            ReasonCode::OutcomeUnknown => "outcome_unknown",
             ReasonCode::SessionUnknown => "session_unknown",
             ReasonCode::Internal => "internal",
             ReasonCode::ResultWithheld => "result_withheld",
@@ -234,6 +239,13 @@ impl Recovery {
                 "the tool did not answer in time; the call may or may not have taken effect",
                 vec!["check the result with a read-only tool before retrying".into()],
             ),
+            ReasonCode::OutcomeUnknown => (
+                "the action was sent to the tool, but no outcome came back; it may have run",
+                vec![
+                    "do not repeat this action".into(),
+                    "ask the user to check whether it took effect".into(),
+                ],
+            ),
             ReasonCode::SessionUnknown => (
                 "the session is unknown or closed",
                 vec!["ask the operator to start a new session".into()],
@@ -347,5 +359,25 @@ mod tests {
         );
         assert!(r.render().contains("act_abc"));
         assert_eq!(r.status, "pending_confirmation");
+    }
+
+    /// Issue 12: an effect whose outcome is unknown must never be answered with "try again".
+    #[test]
+    fn outcome_unknown_never_invites_a_retry() {
+        let r = Recovery::new(
+            ReasonCode::OutcomeUnknown,
+            ActionClass::Effect,
+            "bank__pay",
+            Some("act_x"),
+        );
+        let text = r.render().to_lowercase();
+        assert!(text.contains("outcome_unknown"), "{text}");
+        assert!(text.contains("may have run"), "{text}");
+        assert!(text.contains("do not repeat"), "{text}");
+        assert!(text.contains("ask the user to check"), "{text}");
+        for bad in ["try again", "retry", "re-issue", "preview the"] {
+            assert!(!text.contains(bad), "`{bad}` in {text}");
+        }
+        assert_eq!(r.status, "denied");
     }
 }

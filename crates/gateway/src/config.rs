@@ -18,6 +18,9 @@ pub struct Limits {
     pub max_argument_bytes: usize,
     /// Time allowed for one upstream call. Default 30 s.
     pub upstream_timeout_ms: u64,
+    /// Time allowed for each upstream's start-up: the MCP handshake (also on reconnection)
+    /// and, separately, `tools/list`. Default 30 s.
+    pub upstream_startup_timeout_ms: u64,
     /// Freshness window of an authorization artifact. Default 60 s.
     pub artifact_ttl_ms: u64,
     /// Clock skew tolerated for artifacts dated in the future. Default 5 s.
@@ -35,6 +38,7 @@ impl Default for Limits {
         Self {
             max_argument_bytes: 4 * 1024 * 1024,
             upstream_timeout_ms: 30_000,
+            upstream_startup_timeout_ms: 30_000,
             artifact_ttl_ms: 60_000,
             max_skew_ms: 5_000,
             confirmation_ttl_ms: 3_600_000,

@@ -5,6 +5,12 @@
 //! [`CommitProof`] — a value only the acceptance predicate can construct — and sends exactly
 //! the arguments bound in that proof, after resolving handles for this sink. Nothing else in
 //! the gateway can reach an upstream.
+//!
+//! At most once: the executor never re-sends an effect. If an effect was dispatched and no
+//! outcome came back ([`ExecError::outcome_unknown`]: the transport failed after sending, or
+//! the call timed out), the caller records `outcome_unknown` and tells the runtime not to
+//! retry. A read whose transport failed is retried once (reads have no effect, and the
+//! upstream reconnects after a transport failure).
 
 use crate::upstream::{ToolOutput, Upstream, UpstreamError};
 use secureclaw_core::acceptance::CommitProof;
@@ -33,7 +39,7 @@ pub enum ExecError {
     /// The upstream failed.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
-    /// The upstream did not answer in time.
+    /// The upstream did not answer in time (the request had been sent).
     #[error("upstream timed out")]
     Timeout,
 }
@@ -50,9 +56,22 @@ impl ExecError {
             ExecError::Store => "store_unavailable",
             ExecError::Upstream(UpstreamError::Start { .. }) => "upstream_start",
             ExecError::Upstream(UpstreamError::Call { .. }) => "upstream_call",
+            ExecError::Upstream(UpstreamError::OutcomeUnknown { .. }) => "upstream_outcome_unknown",
             ExecError::Upstream(UpstreamError::Unsupported(_)) => "upstream_unsupported_result",
             ExecError::Timeout => "upstream_timeout",
         }
+    }
+
+    /// Whether the request was sent and no outcome came back, so the call may have run: a
+    /// transport failure after dispatch or a timeout. A JSON-RPC error answer, a refused
+    /// connection or a failure before sending is not; a tool result with `isError` is not an
+    /// error at all.
+    #[must_use]
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(
+            self,
+            ExecError::Timeout | ExecError::Upstream(UpstreamError::OutcomeUnknown { .. })
+        )
     }
 }
 
@@ -153,14 +172,24 @@ impl Executor {
             return Err(ExecError::NeedsProof);
         }
         let args = Self::resolve_all(arguments, resolve)?;
-        self.send(upstream, tool, args).await
+        match self.send(upstream, tool, args.clone()).await {
+            // A read has no effect: after a transport failure (the upstream reconnects) it is
+            // sent once more. Timeouts are not retried (the upstream is slow, not gone).
+            Err(ExecError::Upstream(UpstreamError::OutcomeUnknown { .. })) => {
+                tracing::info!(upstream, tool, "read failed in transport; retrying once");
+                self.send(upstream, tool, args).await
+            }
+            other => other,
+        }
     }
 
     /// Execute the effect a [`CommitProof`] authorizes: the proof's upstream, tool and
-    /// arguments, with handles resolved for this sink by `resolve`. Consumes the proof.
+    /// arguments, with handles resolved for this sink by `resolve`. Consumes the proof. The
+    /// call is sent at most once, never retried.
     ///
     /// # Errors
-    /// Resolution and upstream failures. The action id stays marked in the ledger either way.
+    /// Resolution and upstream failures; [`ExecError::outcome_unknown`] tells whether the
+    /// effect may have run. The action id stays marked in the ledger either way.
     pub async fn commit(
         &self,
         proof: CommitProof,

@@ -214,7 +214,9 @@ impl Gateway {
     /// executed again.
     ///
     /// # Errors
-    /// [`GatewayError::Upstream`] if an upstream cannot list its tools; store errors.
+    /// [`GatewayError::Upstream`] if an upstream cannot list its tools within
+    /// `limits.upstream_startup_timeout_ms` or advertises a schema beyond the limits of
+    /// [`crate::upstream::startup_tools`]; store errors.
     pub async fn start(
         keys: Arc<KeyRing>,
         store: Arc<SqliteStore>,
@@ -224,8 +226,9 @@ impl Gateway {
         clock: Clock,
     ) -> Result<Self, GatewayError> {
         let mut catalog = Catalog::default();
+        let startup = Duration::from_millis(config.limits.upstream_startup_timeout_ms);
         for (spec, up) in &upstreams {
-            for tool in up.list_tools().await? {
+            for tool in crate::upstream::startup_tools(up.as_ref(), startup).await? {
                 let entry = ToolEntry::new(spec, tool, &config.tools);
                 let name = entry.exposed.clone();
                 if !catalog.insert(entry) {
@@ -769,6 +772,10 @@ impl Gateway {
         action: Option<&ActionId>,
     ) -> CallOutcome {
         let reason = match err {
+            // An effect that was sent and never answered may have run: never "try again".
+            e if e.outcome_unknown() && entry.effect != EffectClass::Read => {
+                ReasonCode::OutcomeUnknown
+            }
             ExecError::Handle(HandleDenial::SinkForbidden) => ReasonCode::HandleSinkForbidden,
             ExecError::Handle(HandleDenial::Unavailable) => ReasonCode::HandleUnavailable,
             ExecError::Store => ReasonCode::StoreUnavailable,
@@ -1149,6 +1156,24 @@ impl Gateway {
                     Some(action_id.clone()),
                     &pairs,
                 )
+            }
+            Err(err) if err.outcome_unknown() => {
+                // Dispatched, no outcome: recorded (audit first, then the ledger, as for a
+                // commit) and never retried. If the ledger update fails the entry stays
+                // `reserved` and the next start reports it.
+                let mut ev = self.event(AuditKind::OutcomeUnknown, session, &entry.exposed);
+                ev.action_id = Some(action_id.0.clone());
+                ev.detail = json!({"binding": binding, "error": err.class()});
+                let _ = self.audit(ev);
+                if self
+                    .inner
+                    .store
+                    .mark_outcome_unknown(action_id, err.class(), self.now())
+                    .is_err()
+                {
+                    tracing::error!(action = %action_id, "could not mark outcome_unknown; entry stays reserved and will be reported");
+                }
+                self.exec_failure(session, &entry, &err, Some(action_id))
             }
             Err(err) => {
                 let _ = self

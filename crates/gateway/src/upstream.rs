@@ -4,15 +4,35 @@
 //!
 //! Calls use `call_tool_once`, so an upstream cannot ask the user anything (MRTR input
 //! requests) behind the policy's back: such a result, or a task result, is refused.
+//!
+//! At most once (DESIGN.md §3 "Single use and crash safety"). No library re-sends a call:
+//! rmcp's Streamable HTTP client re-initializes a session the server calls expired (HTTP 404)
+//! and re-sends the request, so that is switched off here
+//! (`reinit_on_expired_session(false)`). A failure is classified by whether the request may
+//! have reached the upstream:
+//!
+//! - [`UpstreamError::Call`]: the upstream answered with a JSON-RPC error, refused the
+//!   request (authorization challenge, connection refused), or the gateway could not
+//!   (re)connect before sending — nothing ran.
+//! - [`UpstreamError::OutcomeUnknown`]: the request was handed to the transport and no answer
+//!   came back (connection closed, process exited, session expired, a task instead of a
+//!   result, an answer that is not a tool result) — the call may have run.
+//!
+//! After a transport failure the client is dropped and the next call connects afresh (a new
+//! child process or a new HTTP session), so a restarted upstream is picked up; the failed call
+//! itself is never re-sent here. The read path may retry once (`Executor::read`).
 
 use crate::config::{UpstreamSpec, UpstreamTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
 use rmcp::service::RunningService;
+use rmcp::service::ServiceError;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A boxed future, for the object-safe [`Upstream`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -28,9 +48,20 @@ pub enum UpstreamError {
         /// Cause.
         message: String,
     },
-    /// The MCP exchange failed (connection closed, protocol error, crash).
+    /// The call did not run: the upstream answered with an error, refused the request, or the
+    /// request was never sent (no connection).
     #[error("upstream `{id}` failed: {message}")]
     Call {
+        /// Upstream id.
+        id: String,
+        /// Cause.
+        message: String,
+    },
+    /// The request was sent and no outcome came back (connection closed, process exited,
+    /// session expired, a task instead of a result): the call may have run. Never retried
+    /// for an effect.
+    #[error("upstream `{id}` outcome unknown: {message}")]
+    OutcomeUnknown {
         /// Upstream id.
         id: String,
         /// Cause.
@@ -87,11 +118,17 @@ pub trait Upstream: Send + Sync {
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>>;
 }
 
+type Client = RunningService<RoleClient, ()>;
+
 /// An upstream reached with rmcp.
 pub struct RmcpUpstream {
     id: String,
     destination: String,
-    client: RunningService<RoleClient, ()>,
+    /// How to connect again after a transport failure (`None`: a client handed in).
+    spec: Option<UpstreamSpec>,
+    startup_timeout: Duration,
+    /// The live client; `None` after a transport failure until the next call reconnects.
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
 }
 
 impl std::fmt::Debug for RmcpUpstream {
@@ -102,33 +139,14 @@ impl std::fmt::Debug for RmcpUpstream {
     }
 }
 
-impl RmcpUpstream {
-    /// An upstream over an rmcp client that is already initialized — for servers run in
-    /// process over an in-memory pipe (evaluation harnesses, tests). `destination` is recorded
-    /// as `ctx.destination` in canonical requests.
-    #[must_use]
-    pub fn from_client(
-        id: impl Into<String>,
-        destination: impl Into<String>,
-        client: RunningService<RoleClient, ()>,
-    ) -> Self {
-        Self {
-            id: id.into(),
-            destination: destination.into(),
-            client,
-        }
-    }
-
-    /// Start (stdio) or connect (HTTP) and initialize.
-    ///
-    /// # Errors
-    /// [`UpstreamError::Start`] if the process cannot be spawned or the handshake fails.
-    pub async fn connect(spec: &UpstreamSpec) -> Result<Self, UpstreamError> {
-        let start_err = |message: String| UpstreamError::Start {
-            id: spec.id.clone(),
-            message,
-        };
-        let (client, destination) = match &spec.transport {
+/// Start (stdio) or connect (HTTP) and initialize, within `timeout`.
+async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String), UpstreamError> {
+    let start_err = |message: String| UpstreamError::Start {
+        id: spec.id.clone(),
+        message,
+    };
+    let handshake = async {
+        match &spec.transport {
             UpstreamTransport::Stdio {
                 command,
                 args,
@@ -145,15 +163,18 @@ impl RmcpUpstream {
                     .spawn()
                     .map_err(|e| start_err(format!("cannot run `{command}`: {e}")))?;
                 let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
-                (client, format!("stdio:{command}"))
+                Ok((client, format!("stdio:{command}")))
             }
             UpstreamTransport::Http {
                 url,
                 bearer_token_env,
             } => {
+                // At most once: never let rmcp re-initialize an expired session and re-send
+                // the request (the upstream may have run it before answering 404).
                 let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                     url.as_str(),
-                );
+                )
+                .reinit_on_expired_session(false);
                 if let Some(var) = bearer_token_env {
                     let token = std::env::var(var).map_err(|_| {
                         start_err(format!("environment variable `{var}` is not set"))
@@ -162,14 +183,134 @@ impl RmcpUpstream {
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
-                (client, url.clone())
+                Ok((client, url.clone()))
             }
-        };
+        }
+    };
+    match tokio::time::timeout(timeout, handshake).await {
+        Ok(result) => result,
+        Err(_) => Err(start_err(format!(
+            "the MCP handshake did not complete within {} ms",
+            timeout.as_millis()
+        ))),
+    }
+}
+
+/// Whether a failed request certainly never reached the upstream's tool: the connection was
+/// refused, or the server answered with an authorization challenge.
+fn not_dispatched(err: &ServiceError) -> bool {
+    let ServiceError::TransportSend(e) = err else {
+        return false;
+    };
+    if err.auth_challenge().is_some() {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+impl RmcpUpstream {
+    /// An upstream over an rmcp client that is already initialized — for servers run in
+    /// process over an in-memory pipe (evaluation harnesses, tests). `destination` is recorded
+    /// as `ctx.destination` in canonical requests. It is not reconnected after a failure.
+    #[must_use]
+    pub fn from_client(
+        id: impl Into<String>,
+        destination: impl Into<String>,
+        client: RunningService<RoleClient, ()>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            destination: destination.into(),
+            spec: None,
+            startup_timeout: Duration::from_secs(30),
+            client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+        }
+    }
+
+    /// Start (stdio) or connect (HTTP) and initialize, within `startup_timeout` (also the
+    /// limit for each later reconnection).
+    ///
+    /// # Errors
+    /// [`UpstreamError::Start`] if the process cannot be spawned, the handshake fails or does
+    /// not complete in time.
+    pub async fn connect(
+        spec: &UpstreamSpec,
+        startup_timeout: Duration,
+    ) -> Result<Self, UpstreamError> {
+        let (client, destination) = open(spec, startup_timeout).await?;
         Ok(Self {
             id: spec.id.clone(),
             destination,
-            client,
+            spec: Some(spec.clone()),
+            startup_timeout,
+            client: tokio::sync::Mutex::new(Some(Arc::new(client))),
         })
+    }
+
+    /// The live client, reconnecting first if the last one failed or its transport closed.
+    /// A reconnection failure means nothing was sent ([`UpstreamError::Call`]).
+    async fn client(&self) -> Result<Arc<Client>, UpstreamError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref()
+            && !c.peer().is_transport_closed()
+        {
+            return Ok(c.clone());
+        }
+        let Some(spec) = &self.spec else {
+            return Err(UpstreamError::Call {
+                id: self.id.clone(),
+                message: "connection closed".into(),
+            });
+        };
+        tracing::warn!(upstream = %self.id, "connecting to the upstream again after a failure");
+        let (fresh, _) =
+            open(spec, self.startup_timeout)
+                .await
+                .map_err(|e| UpstreamError::Call {
+                    id: self.id.clone(),
+                    message: format!("reconnection failed: {e}"),
+                })?;
+        let fresh = Arc::new(fresh);
+        *slot = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Drop `client` after a transport failure (if it is still the live one), so the next
+    /// call connects afresh.
+    async fn discard(&self, client: &Arc<Client>) {
+        let mut slot = self.client.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
+            *slot = None;
+        }
+    }
+
+    /// Classify a failed request (module docs) and drop the client after transport failures.
+    async fn failed(&self, client: &Arc<Client>, err: ServiceError) -> UpstreamError {
+        let id = self.id.clone();
+        let message = err.to_string();
+        if matches!(err, ServiceError::McpError(_)) {
+            return UpstreamError::Call { id, message };
+        }
+        if not_dispatched(&err) {
+            self.discard(client).await;
+            return UpstreamError::Call { id, message };
+        }
+        if matches!(
+            err,
+            ServiceError::TransportSend(_) | ServiceError::TransportClosed
+        ) {
+            self.discard(client).await;
+        }
+        UpstreamError::OutcomeUnknown { id, message }
     }
 }
 
@@ -197,16 +338,11 @@ impl Upstream for RmcpUpstream {
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         Box::pin(async move {
-            let tools =
-                self.client
-                    .peer()
-                    .list_all_tools()
-                    .await
-                    .map_err(|e| UpstreamError::Call {
-                        id: self.id.clone(),
-                        message: e.to_string(),
-                    })?;
-            Ok(tools.into_iter().map(convert_tool).collect())
+            let client = self.client().await?;
+            match client.peer().list_all_tools().await {
+                Ok(tools) => Ok(tools.into_iter().map(convert_tool).collect()),
+                Err(e) => Err(self.failed(&client, e).await),
+            }
         })
     }
 
@@ -216,17 +352,13 @@ impl Upstream for RmcpUpstream {
         arguments: Map<String, Value>,
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
+            let client = self.client().await?;
             let mut params = CallToolRequestParams::new(name);
             params.arguments = Some(arguments);
-            let response = self
-                .client
-                .peer()
-                .call_tool_once(params)
-                .await
-                .map_err(|e| UpstreamError::Call {
-                    id: self.id.clone(),
-                    message: e.to_string(),
-                })?;
+            let response = match client.peer().call_tool_once(params).await {
+                Ok(r) => r,
+                Err(e) => return Err(self.failed(&client, e).await),
+            };
             match response {
                 CallToolResponse::Complete(result) => {
                     let content = result
@@ -240,8 +372,103 @@ impl Upstream for RmcpUpstream {
                         is_error: result.is_error.unwrap_or(false),
                     })
                 }
+                // A task means the call was accepted and may be running.
+                CallToolResponse::Task(_) => Err(UpstreamError::OutcomeUnknown {
+                    id: self.id.clone(),
+                    message: "the upstream answered with a task, which the gateway does not follow"
+                        .into(),
+                }),
                 _ => Err(UpstreamError::Unsupported(self.id.clone())),
             }
         })
+    }
+}
+
+/// Deepest nesting of arrays and objects accepted in a tool's `inputSchema`.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// Largest serialized `inputSchema` accepted for one tool (bytes).
+pub const MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+
+/// Nesting depth of `value` (a scalar is 0, `{}` and `[]` are 1), computed without recursion
+/// so that no schema can exhaust the stack; stops counting past `limit`.
+fn depth(value: &Value, limit: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Object(m) => Box::new(m.values()),
+            Value::Array(a) => Box::new(a.iter()),
+            _ => continue,
+        };
+        let here = d + 1;
+        deepest = deepest.max(here);
+        if deepest > limit {
+            return deepest;
+        }
+        stack.extend(children.map(|c| (c, here)));
+    }
+    deepest
+}
+
+/// The tools of `upstream` at start-up: `tools/list` (every page) within `timeout`, and every
+/// `inputSchema` within [`MAX_SCHEMA_DEPTH`] and [`MAX_SCHEMA_BYTES`].
+///
+/// # Errors
+/// [`UpstreamError::Start`] naming the upstream and the cause: no answer in time, a failed
+/// listing, or the first tool whose schema is too deep or too large.
+pub async fn startup_tools(
+    upstream: &dyn Upstream,
+    timeout: Duration,
+) -> Result<Vec<UpstreamTool>, UpstreamError> {
+    let id = upstream.id().to_owned();
+    let start_err = |message: String| UpstreamError::Start {
+        id: id.clone(),
+        message,
+    };
+    let tools = match tokio::time::timeout(timeout, upstream.list_tools()).await {
+        Ok(Ok(tools)) => tools,
+        Ok(Err(e)) => return Err(start_err(format!("tools/list failed: {e}"))),
+        Err(_) => {
+            return Err(start_err(format!(
+                "tools/list did not answer within {} ms",
+                timeout.as_millis()
+            )));
+        }
+    };
+    for tool in &tools {
+        let schema = Value::Object(tool.input_schema.clone());
+        let d = depth(&schema, MAX_SCHEMA_DEPTH);
+        if d > MAX_SCHEMA_DEPTH {
+            return Err(start_err(format!(
+                "tool `{}` has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH} levels",
+                tool.name
+            )));
+        }
+        let size = serde_json::to_vec(&schema).map_or(usize::MAX, |v| v.len());
+        if size > MAX_SCHEMA_BYTES {
+            return Err(start_err(format!(
+                "tool `{}` has an inputSchema of {size} bytes, more than {MAX_SCHEMA_BYTES}",
+                tool.name
+            )));
+        }
+    }
+    Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn depth_counts_nesting_without_recursion() {
+        assert_eq!(depth(&json!(1), 64), 0);
+        assert_eq!(depth(&json!({}), 64), 1);
+        assert_eq!(depth(&json!({"a": [1, {"b": 2}]}), 64), 3);
+        let mut deep = json!({"type": "string"});
+        for _ in 0..1_000 {
+            deep = json!({"properties": {"x": deep}});
+        }
+        assert!(depth(&deep, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH);
     }
 }

@@ -143,7 +143,8 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
     assert_denied(&o, ReasonCode::UpstreamTimeout);
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_serving(&h).await;
-    // An effectful call that hangs: timed out, its action id spent (at most once).
+    // An effectful call that hangs: timed out after dispatch, so its outcome is unknown; its
+    // action id is spent (at most once) and the runtime is not invited to retry.
     let p = h
         .preview(&h.session, "test__hang_effect", json!({}))
         .unwrap();
@@ -157,9 +158,9 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
             Some(&p.artifact),
         )
         .await;
-    assert_denied(&o, ReasonCode::UpstreamTimeout);
+    assert_denied(&o, ReasonCode::OutcomeUnknown);
     let entry = h.store.ledger_entry(&p.action_id).unwrap().unwrap();
-    assert_ne!(entry.state, LedgerState::Reserved);
+    assert_eq!(entry.state, LedgerState::OutcomeUnknown);
     let o = h
         .commit(
             &h.session,
@@ -175,7 +176,7 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
     let o = h
         .call(&h.session, "test__hang_effect", json!({}), None)
         .await;
-    assert_denied(&o, ReasonCode::UpstreamTimeout);
+    assert_denied(&o, ReasonCode::OutcomeUnknown);
     assert_serving(&h).await;
     completed(
         &h.call(&h.session, SEND, email(APPROVER, "after the hang"), None)
@@ -192,10 +193,12 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
     // The upstream's error text is not relayed.
     assert!(!visible(&o).contains("server process exited"));
     assert_serving(&h).await;
+    // An effect whose connection broke after dispatch: outcome unknown, never "try again".
     let o = h
         .call(&h.session, "test__crash_effect", json!({}), None)
         .await;
-    assert_denied(&o, ReasonCode::UpstreamError);
+    assert_denied(&o, ReasonCode::OutcomeUnknown);
+    assert!(!visible(&o).contains("try again"));
     let p = h
         .preview(&h.session, "test__crash_effect", json!({}))
         .unwrap();
@@ -208,11 +211,11 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
             Some(&p.artifact),
         )
         .await,
-        ReasonCode::UpstreamError,
+        ReasonCode::OutcomeUnknown,
     );
     assert_eq!(
         h.store.ledger_entry(&p.action_id).unwrap().unwrap().state,
-        LedgerState::Failed
+        LedgerState::OutcomeUnknown
     );
     assert_denied(
         &h.commit(

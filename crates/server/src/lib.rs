@@ -6,7 +6,10 @@
 
 pub mod http;
 pub mod mcp;
+pub mod mcp_http;
+pub mod one_reply;
 pub mod outcome;
 
-pub use http::{ApiState, router};
+pub use http::{ApiState, nodelay_listener, router};
 pub use mcp::{McpFrontEnd, SessionSource};
+pub use mcp_http::mcp_router;

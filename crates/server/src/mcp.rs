@@ -86,6 +86,12 @@ impl McpFrontEnd {
         self
     }
 
+    /// The gateway behind this front end.
+    #[must_use]
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
     fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
         match self.sessions.as_ref() {
             SessionSource::Fixed(s) => Ok(s.clone()),
@@ -117,8 +123,15 @@ impl McpFrontEnd {
     /// # Errors
     /// Transport or initialization failures.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
+        // One reply per request: duplicate in-flight ids are refused before rmcp sees them.
+        let transport =
+            crate::one_reply::OneReply::new(rmcp::transport::IntoTransport::<
+                RoleServer,
+                std::io::Error,
+                rmcp::transport::async_rw::TransportAdapterAsyncRW,
+            >::into_transport(rmcp::transport::stdio()));
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve(transport)
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         running

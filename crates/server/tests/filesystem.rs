@@ -185,7 +185,7 @@ async fn filesystem_server_behind_secureclaw() {
     };
     let upstream = timed(
         "starting the filesystem server",
-        RmcpUpstream::connect(&spec),
+        RmcpUpstream::connect(&spec, std::time::Duration::from_secs(60)),
     )
     .await
     .unwrap_or_else(|e| panic!("cannot start the filesystem server with node: {e}"));

@@ -4,7 +4,9 @@
 //! [`SingleUseLedger::reserve`] is one `INSERT … ON CONFLICT (action_id) DO NOTHING`: the
 //! primary key makes the mark atomic across threads, connections and processes, and the row
 //! is written in state `reserved` by that same statement. The executor then records `executed`
-//! (with the result digest) or `failed`. Entries never go back to `reserved` and are never
+//! (with the result digest), `failed` (the upstream answered with an error, or the request was
+//! never sent) or `outcome_unknown` (the request was sent and no answer came back: the effect
+//! may or may not have happened, and it is never retried). Entries never go back to `reserved` and are never
 //! deleted (both enforced by triggers), so an id is marked at most once, ever. A crash between
 //! reservation and outcome leaves `reserved`: reported by
 //! [`SqliteStore::dangling_reservations`], never executed again.
@@ -27,16 +29,20 @@ pub enum LedgerState {
     Executed,
     /// The executor recorded a failure. Still spent: never re-executable.
     Failed,
+    /// The request was dispatched but its outcome is unknown (transport closed, upstream
+    /// exited, session expired, timeout after dispatch). Still spent: never retried.
+    OutcomeUnknown,
 }
 
 impl LedgerState {
-    /// `reserved`, `executed`, `failed`.
+    /// `reserved`, `executed`, `failed`, `outcome_unknown`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             LedgerState::Reserved => "reserved",
             LedgerState::Executed => "executed",
             LedgerState::Failed => "failed",
+            LedgerState::OutcomeUnknown => "outcome_unknown",
         }
     }
 }
@@ -52,11 +58,11 @@ pub struct LedgerEntry {
     pub state: LedgerState,
     /// When it was reserved.
     pub reserved_at: UnixMillis,
-    /// When `executed` or `failed` was recorded.
+    /// When `executed`, `failed` or `outcome_unknown` was recorded.
     pub finished_at: Option<UnixMillis>,
     /// Digest of the upstream result (`executed` only).
     pub result_digest: Option<String>,
-    /// Failure reason (`failed` only).
+    /// Failure reason (`failed` and `outcome_unknown`).
     pub failure: Option<String>,
 }
 
@@ -93,6 +99,7 @@ impl RawEntry {
             "reserved" => LedgerState::Reserved,
             "executed" => LedgerState::Executed,
             "failed" => LedgerState::Failed,
+            "outcome_unknown" => LedgerState::OutcomeUnknown,
             other => return Err(StoreError::Corrupt(format!("ledger state `{other}`"))),
         };
         Ok(LedgerEntry {
@@ -166,6 +173,26 @@ impl SqliteStore {
         self.finish(
             id,
             "UPDATE ledger SET state = 'failed', finished_at = ?2, failure = ?3
+             WHERE action_id = ?1 AND state = 'reserved'",
+            params![id.0, int(at.0), reason],
+        )
+    }
+
+    /// Record that the reserved action `id` was dispatched but its outcome is unknown: the
+    /// effect may or may not have happened. The id stays spent and the effect is never
+    /// retried. `reason` is stored in clear: pass an error class, never a value.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::mark_executed`].
+    pub fn mark_outcome_unknown(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'outcome_unknown', finished_at = ?2, failure = ?3
              WHERE action_id = ?1 AND state = 'reserved'",
             params![id.0, int(at.0), reason],
         )

@@ -117,8 +117,49 @@ BEGIN
 END;
 ";
 
+/// Version 2: ledger state `outcome_unknown` — a dispatched effect whose outcome the executor
+/// could not learn (transport closed, upstream exited, session expired, timeout after dispatch).
+/// SQLite cannot alter a CHECK constraint, so the table is rebuilt with its rows.
+const V2: &str = r"
+DROP TRIGGER ledger_no_delete;
+DROP TRIGGER ledger_forward_only;
+ALTER TABLE ledger RENAME TO ledger_v1;
+CREATE TABLE ledger (
+    action_id      TEXT PRIMARY KEY,
+    binding_kid    TEXT NOT NULL,
+    binding        TEXT NOT NULL,
+    state          TEXT NOT NULL
+                   CHECK (state IN ('reserved', 'executed', 'failed', 'outcome_unknown')),
+    reserved_at    INTEGER NOT NULL,
+    finished_at    INTEGER,
+    result_digest  TEXT,
+    failure        TEXT
+) STRICT;
+INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, finished_at,
+                    result_digest, failure)
+    SELECT action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest,
+           failure
+    FROM ledger_v1;
+DROP TABLE ledger_v1;
+CREATE INDEX ledger_state ON ledger (state, reserved_at);
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries cannot be deleted');
+END;
+CREATE TRIGGER ledger_forward_only BEFORE UPDATE ON ledger
+WHEN OLD.state <> 'reserved'
+  OR NEW.state = 'reserved'
+  OR NEW.action_id IS NOT OLD.action_id
+  OR NEW.binding_kid IS NOT OLD.binding_kid
+  OR NEW.binding IS NOT OLD.binding
+  OR NEW.reserved_at IS NOT OLD.reserved_at
+BEGIN
+    SELECT RAISE(ABORT, 'ledger entries only move from reserved to executed, failed or outcome_unknown');
+END;
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// `PRAGMA user_version`.
 pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -149,4 +190,62 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             .map_err(sql)?;
     }
     tx.commit().map_err(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    /// A version-1 file keeps its ledger rows and accepts `outcome_unknown` after migration.
+    #[test]
+    fn v2_keeps_ledger_rows_and_allows_outcome_unknown() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at)
+             VALUES ('a', 'k', 'b', 'reserved', 1), ('c', 'k', 'b', 'reserved', 2);
+             UPDATE ledger SET state = 'executed', finished_at = 3, result_digest = 'd'
+             WHERE action_id = 'c';",
+        )
+        .unwrap();
+        assert!(
+            conn.execute(
+                "UPDATE ledger SET state = 'outcome_unknown' WHERE action_id = 'a'",
+                []
+            )
+            .is_err(),
+            "version 1 refuses the new state"
+        );
+        migrate(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), 2);
+        let rows: Vec<(String, String)> = conn
+            .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                ("a".into(), "reserved".into()),
+                ("c".into(), "executed".into())
+            ]
+        );
+        conn.execute(
+            "UPDATE ledger SET state = 'outcome_unknown' WHERE action_id = 'a'",
+            [],
+        )
+        .unwrap();
+        assert!(conn.execute("DELETE FROM ledger", []).is_err());
+        assert!(
+            conn.execute(
+                "UPDATE ledger SET state = 'reserved' WHERE action_id = 'a'",
+                []
+            )
+            .is_err()
+        );
+    }
 }

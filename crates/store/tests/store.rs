@@ -244,6 +244,46 @@ fn ledger_moves_forward_only() {
     assert_eq!(store.reserve(&act(1), &binding(), UnixMillis(4)), Ok(false));
 }
 
+/// Issue 12: a dispatched effect whose outcome is unknown is recorded as such, stays spent
+/// and is final.
+#[test]
+fn outcome_unknown_is_a_final_spent_state() {
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path, keys()).unwrap();
+    store.reserve(&act(1), &binding(), UnixMillis(1)).unwrap();
+    store
+        .mark_outcome_unknown(&act(1), "upstream_outcome_unknown", UnixMillis(2))
+        .unwrap();
+    let e = store.ledger_entry(&act(1)).unwrap().unwrap();
+    assert_eq!(
+        (e.state, e.failure.as_deref(), e.finished_at),
+        (
+            LedgerState::OutcomeUnknown,
+            Some("upstream_outcome_unknown"),
+            Some(UnixMillis(2))
+        )
+    );
+    assert_eq!(e.state.as_str(), "outcome_unknown");
+    assert!(store.dangling_reservations().unwrap().is_empty());
+    assert_eq!(store.reserve(&act(1), &binding(), UnixMillis(3)), Ok(false));
+    for r in [
+        store.mark_executed(&act(1), "d", UnixMillis(3)),
+        store.mark_failed(&act(1), "x", UnixMillis(3)),
+        store.mark_outcome_unknown(&act(1), "x", UnixMillis(3)),
+    ] {
+        assert!(matches!(r, Err(StoreError::Conflict(_))), "{r:?}");
+    }
+    let reopen = raw(&path).execute(
+        "UPDATE ledger SET state = 'executed' WHERE action_id = ?1",
+        [&act(1).0],
+    );
+    assert!(reopen.is_err());
+    assert!(matches!(
+        store.mark_outcome_unknown(&act(9), "x", UnixMillis(3)),
+        Err(StoreError::NotFound(_))
+    ));
+}
+
 #[test]
 fn store_unavailable_fails_closed() {
     let (_dir, path) = temp_db();
@@ -823,14 +863,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 1);
+    assert_eq!(store.schema_version().unwrap(), 2);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        1,
+        2,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -838,7 +878,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 1
+            supported: 2
         }
     );
     let journal: String = raw(&path)

@@ -402,6 +402,7 @@ impl Gateway {
                         r.reason,
                         ReasonCode::UpstreamError
                             | ReasonCode::UpstreamTimeout
+                            | ReasonCode::OutcomeUnknown
                             | ReasonCode::ResultWithheld
                     ),
                     _ => false,

@@ -258,7 +258,7 @@ impl Upstream for DemoUpstream {
 /// | `hang` | read | never answers |
 /// | `hang_effect` | effect | counts, then never answers |
 /// | `crash` | read | `Err` (the connection broke) |
-/// | `crash_effect` | effect | counts, then `Err` |
+/// | `crash_effect` | effect | counts, then `Err` (outcome unknown: the connection broke) |
 /// | `count` | effect, not destructive | counts and records its arguments |
 /// | `peek` | read | counts reads |
 /// | `echo` | read | returns its `text` argument |
@@ -356,8 +356,12 @@ impl Upstream for TestUpstream {
                     Err(crash())
                 }
                 "crash_effect" => {
+                    // The effect ran, then the connection broke before the answer.
                     self.effects.fetch_add(1, Ordering::SeqCst);
-                    Err(crash())
+                    Err(UpstreamError::OutcomeUnknown {
+                        id: "test".into(),
+                        message: "connection closed: the server process exited".into(),
+                    })
                 }
                 "count" => {
                     let n = self.effects.fetch_add(1, Ordering::SeqCst) + 1;

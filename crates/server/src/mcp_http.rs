@@ -1,0 +1,302 @@
+//! The Streamable HTTP MCP endpoint with MCP sessions bound to callers (issue 12).
+//!
+//! rmcp's [`StreamableHttpService`] issues `Mcp-Session-Id`s but does not know who asked for
+//! them: anyone holding a session id could use or delete that MCP session. [`mcp_router`] puts
+//! a guard in front of it:
+//!
+//! - **Owner.** An MCP session belongs to the bearer token of the `initialize` request that
+//!   created it (the guard keeps a SHA-256 of the token, never the token), or to "no token" if
+//!   it was created without one. A request naming the session with any other token — or
+//!   without the owner's token — gets `404 Not Found`, exactly as an unknown session does, for
+//!   `POST`, `GET` and `DELETE` alike.
+//! - **Tokens at `initialize`.** When `require_token` is set (every bind without
+//!   `tokenless_loopback_session`), `initialize` without a bearer token is `401`; with a token,
+//!   the token must name a live gateway session.
+//! - **No re-initialization.** An `initialize` naming a live session is refused (`400`, a
+//!   JSON-RPC error with the request's id).
+//! - **One reply per request.** A JSON-RPC request whose id is already in flight on the same
+//!   session is refused (`409`, JSON-RPC error `-32600` with that id) and never dispatched. An id
+//!   is in flight until its response body has been sent (or dropped).
+//!
+//! Session ids rmcp no longer knows (it answered 404) and deleted sessions are forgotten.
+//! Requests without a session id that are not `initialize` pass through unchanged (rmcp serves
+//! or refuses them; every tool call still resolves its caller from its own bearer token).
+
+use crate::mcp::McpFrontEnd;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use secureclaw_gateway::Gateway;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use subtle::ConstantTimeEq;
+
+/// The MCP session header.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// SHA-256 of a bearer token (`None`: no token).
+type Owner = Option<[u8; 32]>;
+
+struct Session {
+    owner: Owner,
+    /// JSON-RPC ids in flight (their JSON text: `1` and `"1"` are different ids).
+    in_flight: HashSet<String>,
+}
+
+struct Guard {
+    gateway: Gateway,
+    require_token: bool,
+    max_body: usize,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl Guard {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+fn digest(token: Option<&str>) -> Owner {
+    token.map(|t| Sha256::digest(t.as_bytes()).into())
+}
+
+fn same_owner(a: &Owner, b: &Owner) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => bool::from(a.ct_eq(b)),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+    (
+        status,
+        axum::Json(
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        ),
+    )
+        .into_response()
+}
+
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+/// The Streamable HTTP MCP endpoint for `front`, to nest under `/mcp`: rmcp's service (Host
+/// and Origin checks, `max_body` bytes per request) behind the session guard of the module
+/// docs. `require_token`: `initialize` needs a bearer token naming a live session.
+pub fn mcp_router(
+    front: McpFrontEnd,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    max_body: usize,
+    require_token: bool,
+) -> axum::Router {
+    let guard = Arc::new(Guard {
+        gateway: front.gateway().clone(),
+        require_token,
+        max_body,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let service = front.streamable_http_service(allowed_hosts, allowed_origins, max_body);
+    axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn_with_state(guard, guard_request))
+}
+
+async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let owner = digest(bearer(request.headers()));
+    let session_id = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (request, message) = if request.method() == Method::POST {
+        let (parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, guard.max_body).await {
+            Ok(b) => b,
+            Err(_) => {
+                return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+            }
+        };
+        let message = serde_json::from_slice::<Value>(&bytes).ok();
+        (Request::from_parts(parts, Body::from(bytes)), message)
+    } else {
+        (request, None)
+    };
+    let id = message.as_ref().and_then(|m| m.get("id")).cloned();
+    let is_initialize = message
+        .as_ref()
+        .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
+    let Some(session_id) = session_id else {
+        if !is_initialize {
+            return next.run(request).await;
+        }
+        return initialize(&guard, owner, id, request, next).await;
+    };
+    let method = request.method().clone();
+    let request_id = {
+        let mut sessions = guard.sessions();
+        let Some(session) = sessions.get_mut(&session_id) else {
+            return not_found();
+        };
+        if !same_owner(&session.owner, &owner) {
+            return not_found();
+        }
+        if is_initialize {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                id.unwrap_or(Value::Null),
+                -32600,
+                "this MCP session is already initialized",
+            );
+        }
+        // A request (method and id) must not reuse an id that is still in flight.
+        match (&id, message.as_ref().and_then(|m| m.get("method"))) {
+            (Some(id), Some(_)) => {
+                let key = id.to_string();
+                if !session.in_flight.insert(key.clone()) {
+                    return jsonrpc_error(
+                        StatusCode::CONFLICT,
+                        id.clone(),
+                        -32600,
+                        "a request with this id is already in flight on this session",
+                    );
+                }
+                Some(key)
+            }
+            _ => None,
+        }
+    };
+    let release = request_id.map(|key| Release {
+        guard: guard.clone(),
+        session: session_id.clone(),
+        key,
+    });
+    let response = next.run(request).await;
+    if response.status() == StatusCode::NOT_FOUND
+        || (method == Method::DELETE && response.status().is_success())
+    {
+        guard.sessions().remove(&session_id);
+    }
+    match release {
+        Some(release) => response.map(|inner| {
+            Body::new(Tracked {
+                inner,
+                _release: release,
+            })
+        }),
+        None => response,
+    }
+}
+
+async fn initialize(
+    guard: &Guard,
+    owner: Owner,
+    id: Option<Value>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let id = id.unwrap_or(Value::Null);
+    match bearer(request.headers()) {
+        None if guard.require_token => {
+            return jsonrpc_error(
+                StatusCode::UNAUTHORIZED,
+                id,
+                -32600,
+                "a session bearer token is required",
+            );
+        }
+        None => {}
+        Some(token) => match guard.gateway.session(token) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return jsonrpc_error(
+                    StatusCode::UNAUTHORIZED,
+                    id,
+                    -32600,
+                    "unknown or expired session token",
+                );
+            }
+            Err(_) => {
+                return jsonrpc_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    id,
+                    -32603,
+                    "store unavailable",
+                );
+            }
+        },
+    }
+    let response = next.run(request).await;
+    if response.status().is_success()
+        && let Some(sid) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        guard.sessions().insert(
+            sid.to_owned(),
+            Session {
+                owner,
+                in_flight: HashSet::new(),
+            },
+        );
+    }
+    response
+}
+
+/// Takes a request id out of its session's in-flight set when dropped.
+struct Release {
+    guard: Arc<Guard>,
+    session: String,
+    key: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if let Some(s) = self.guard.sessions().get_mut(&self.session) {
+            s.in_flight.remove(&self.key);
+        }
+    }
+}
+
+/// A response body that keeps its request id in flight until it is finished or dropped.
+struct Tracked {
+    inner: Body,
+    _release: Release,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,183 @@
+//! One reply per request on a stdio MCP connection (issue 12): a JSON-RPC request whose id is
+//! still in flight is answered with a JSON-RPC error (`-32600`) by this transport wrapper and
+//! never reaches the service. rmcp would dispatch it a second time (its table of requests in
+//! flight is keyed by id, and a duplicate silently replaces the first entry).
+//!
+//! An id is in flight from the moment the request is received until the service sends its
+//! response or error. (Streamable HTTP sessions get the same rule from [`crate::mcp_http`].)
+
+use rmcp::RoleServer;
+use rmcp::model::{ErrorData, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A server transport that refuses duplicate in-flight request ids.
+pub struct OneReply<T> {
+    inner: T,
+    in_flight: Arc<Mutex<HashSet<RequestId>>>,
+}
+
+impl<T> OneReply<T> {
+    /// Wrap `inner`.
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            in_flight: Arc::default(),
+        }
+    }
+}
+
+impl<T> Transport<RoleServer> for OneReply<T>
+where
+    T: Transport<RoleServer>,
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let answered = match &item {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
+        if let Some(id) = answered {
+            self.in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        }
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.inner.receive().await?;
+            let JsonRpcMessage::Request(request) = &message else {
+                return Some(message);
+            };
+            let fresh = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(request.id.clone());
+            if fresh {
+                return Some(message);
+            }
+            let refusal = JsonRpcMessage::error(
+                ErrorData::invalid_request(
+                    "a request with this id is already in flight on this connection",
+                    None,
+                ),
+                Some(request.id.clone()),
+            );
+            tracing::warn!(id = %request.id, "duplicate in-flight request id refused");
+            // Sent around the bookkeeping in `send`: the first request stays in flight.
+            if self.inner.send(refusal).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+    use super::OneReply;
+    use rmcp::handler::server::ServerHandler;
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities,
+        ServerConfig,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::IntoTransport;
+    use rmcp::transport::async_rw::TransportAdapterAsyncCombinedRW;
+    use rmcp::{ErrorData, RoleServer, ServiceExt};
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::sync::Notify;
+
+    #[derive(Clone, Default)]
+    struct Slow {
+        calls: Arc<AtomicUsize>,
+        gate: Arc<Notify>,
+    }
+
+    impl ServerHandler for Slow {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn call_tool(
+            &self,
+            _request: CallToolRequestParams,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.gate.notified().await;
+            Ok(CallToolResult::success(vec![ContentBlock::text("ok".to_owned())]).into())
+        }
+    }
+
+    /// Regression: over stdio a second request with an id still in flight was dispatched
+    /// again (rmcp keys its in-flight table by id and overwrote the first entry).
+    #[tokio::test]
+    async fn a_duplicate_in_flight_id_is_refused_and_not_dispatched() {
+        let slow = Slow::default();
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let transport = OneReply::new(IntoTransport::<
+            RoleServer,
+            std::io::Error,
+            TransportAdapterAsyncCombinedRW,
+        >::into_transport(server_io));
+        let server = slow.clone();
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, mut write) = tokio::io::split(client_io);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |v: Value| {
+            let mut line = v.to_string();
+            line.push('\n');
+            write.write_all(line.as_bytes()).await.unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .await;
+        let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(init["id"], 1, "{init}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "x", "arguments": {}}});
+        send(call.clone()).await;
+        while slow.calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        send(call).await;
+        let refusal: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(refusal["id"], 5, "{refusal}");
+        assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+        slow.gate.notify_one();
+        let answer: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], 5, "{answer}");
+        assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
+        assert_eq!(slow.calls.load(Ordering::SeqCst), 1);
+    }
+}

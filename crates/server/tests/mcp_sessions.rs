@@ -1,0 +1,402 @@
+//! Streamable HTTP MCP sessions bound to callers (issue 12), over real TCP: an MCP session
+//! belongs to the bearer token that initialized it; any other token (or none) gets 404 on use
+//! and on DELETE; re-initialization of a live session is refused; `initialize` needs a token
+//! unless the token-less default is enabled; a JSON-RPC id already in flight on a session is
+//! refused and never dispatched.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::keys::KeyRing;
+use secureclaw_gateway::{
+    BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
+    UpstreamTool, UpstreamTransport, system_clock,
+};
+use secureclaw_server::{ApiState, McpFrontEnd, SessionSource, mcp_router, router};
+use secureclaw_store::SqliteStore;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+
+const OPERATOR: &str = "operator-token-for-tests-0123456789";
+
+/// `send` (effect, counted) and `slow` (read, waits for the gate).
+#[derive(Default)]
+struct Office {
+    sent: AtomicUsize,
+    slow_started: AtomicUsize,
+    gate: Notify,
+}
+
+fn tool(name: &str, read_only: bool) -> UpstreamTool {
+    UpstreamTool {
+        name: name.into(),
+        title: None,
+        description: None,
+        input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
+        read_only_hint: read_only,
+        destructive_hint: false,
+        open_world_hint: true,
+    }
+}
+
+impl Upstream for Office {
+    fn id(&self) -> &str {
+        "office"
+    }
+    fn destination(&self) -> &str {
+        "test:office"
+    }
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        Box::pin(async { Ok(vec![tool("send", false), tool("slow", true)]) })
+    }
+    fn call_tool(
+        &self,
+        name: String,
+        _arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        Box::pin(async move {
+            if name == "send" {
+                self.sent.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.slow_started.fetch_add(1, Ordering::SeqCst);
+                self.gate.notified().await;
+            }
+            Ok(ToolOutput {
+                content: vec![json!({"type": "text", "text": format!("{name} done")})],
+                structured: None,
+                is_error: false,
+            })
+        })
+    }
+}
+
+struct Server {
+    addr: SocketAddr,
+    gw: Gateway,
+    office: Arc<Office>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn token(&self, caller: &str) -> String {
+        self.gw
+            .open_session(caller, TaskEnvelope::default())
+            .unwrap()
+            .id
+    }
+}
+
+async fn server(require_token: bool) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Arc::new(KeyRing::generate(&mut |b| getrandom::fill(b).unwrap()));
+    let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
+    let policy = Arc::new(secureclaw_policy::CedarPolicy::load(&[]).unwrap());
+    let office = Arc::new(Office::default());
+    let spec = UpstreamSpec {
+        id: "office".into(),
+        transport: UpstreamTransport::Stdio {
+            command: "unused".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: true,
+    };
+    let mut config = GatewayConfig::default();
+    config.tools.push(secureclaw_gateway::ToolRule {
+        tool: "office__*".into(),
+        effect: None,
+        destructive: None,
+        targets: Some(vec![]),
+        hidden: false,
+        ..secureclaw_gateway::ToolRule::default()
+    });
+    let gw = Gateway::start(
+        keys,
+        store,
+        policy,
+        config,
+        vec![(spec, office.clone() as Arc<dyn Upstream>)],
+        system_clock(),
+    )
+    .await
+    .unwrap();
+    let fallback = if require_token {
+        None
+    } else {
+        Some(
+            gw.open_session("local-user", TaskEnvelope::default())
+                .unwrap(),
+        )
+    };
+    let front = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback });
+    let mcp = mcp_router(
+        front,
+        vec!["localhost".into(), "127.0.0.1".into()],
+        vec![],
+        128 * 1024,
+        require_token,
+    );
+    let app = router(
+        ApiState {
+            gateway: gw.clone(),
+            operator_token: Arc::new(OPERATOR.into()),
+        },
+        128 * 1024,
+    )
+    .nest_service("/mcp", mcp);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(secureclaw_server::nodelay_listener(listener), app).await;
+    });
+    Server {
+        addr,
+        gw,
+        office,
+        _dir: dir,
+    }
+}
+
+/// One response: status, `Mcp-Session-Id`, and the JSON-RPC messages of its body (a JSON body
+/// or the `data:` lines of an event stream).
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    session: Option<String>,
+    messages: Vec<Value>,
+    body: String,
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    out
+}
+
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Option<&Value>,
+) -> Reply {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(sid) = session {
+        head.push_str(&format!(
+            "Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+        ));
+    }
+    head.push_str("\r\n");
+    head.push_str(&body);
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("response within 30 s")
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (headers, payload) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status: u16 = headers.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let header = |name: &str| {
+        headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
+        })
+    };
+    let payload = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        dechunk(payload)
+    } else {
+        payload.to_owned()
+    };
+    let messages = match serde_json::from_str::<Value>(&payload) {
+        Ok(v) => vec![v],
+        Err(_) => payload
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect(),
+    };
+    Reply {
+        status,
+        session: header("mcp-session-id"),
+        messages,
+        body: payload,
+    }
+}
+
+fn initialize_body(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}})
+}
+
+/// `initialize` + `notifications/initialized`; the new MCP session id.
+async fn open(s: &Server, token: Option<&str>) -> String {
+    let r = request(s.addr, "POST", token, None, Some(&initialize_body(1))).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let sid = r.session.clone().expect("an Mcp-Session-Id");
+    let n = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = request(s.addr, "POST", token, Some(&sid), Some(&n)).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    sid
+}
+
+async fn call(s: &Server, token: Option<&str>, sid: &str, id: u64, tool: &str) -> Reply {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}});
+    request(s.addr, "POST", token, Some(sid), Some(&body)).await
+}
+
+fn result_text(r: &Reply) -> String {
+    r.messages
+        .iter()
+        .find_map(|m| {
+            m["result"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("no tool result in {r:?}"))
+}
+
+#[tokio::test]
+async fn an_mcp_session_belongs_to_the_token_that_created_it() {
+    let s = server(true).await;
+    let alice = s.token("alice");
+    let mallory = s.token("mallory");
+    let sid = open(&s, Some(&alice)).await;
+    // Positive control: the owner's calls work.
+    let r = call(&s, Some(&alice), &sid, 2, "office__send").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(result_text(&r), "send done");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
+    // The victim's session id with the attacker's (valid) token, or with none: 404, no result,
+    // nothing dispatched.
+    for token in [Some(mallory.as_str()), None] {
+        let r = call(&s, token, &sid, 3, "office__send").await;
+        assert_eq!(r.status, 404, "{r:?}");
+        assert!(!r.body.contains("send done"), "{r:?}");
+        let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
+        let r = request(s.addr, "POST", token, Some(&sid), Some(&list)).await;
+        assert_eq!(r.status, 404, "{r:?}");
+        let r = request(s.addr, "GET", token, Some(&sid), None).await;
+        assert_eq!(r.status, 404, "{r:?}");
+    }
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
+    // DELETE by another token: 404, and the victim's session still works.
+    let r = request(s.addr, "DELETE", Some(&mallory), Some(&sid), None).await;
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = call(&s, Some(&alice), &sid, 5, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    // A second initialize on the live session is refused.
+    let r = request(
+        s.addr,
+        "POST",
+        Some(&alice),
+        Some(&sid),
+        Some(&initialize_body(6)),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.messages[0]["id"], 6, "{r:?}");
+    assert!(r.messages[0]["error"].is_object(), "{r:?}");
+    let r = call(&s, Some(&alice), &sid, 7, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 3);
+    // The owner may delete it; then it is gone for everyone.
+    let r = request(s.addr, "DELETE", Some(&alice), Some(&sid), None).await;
+    assert!(r.status < 300, "{r:?}");
+    let r = call(&s, Some(&alice), &sid, 8, "office__send").await;
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn initialize_needs_a_live_session_token_unless_token_less_is_enabled() {
+    let s = server(true).await;
+    let r = request(s.addr, "POST", None, None, Some(&initialize_body(1))).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.session.is_none());
+    let r = request(
+        s.addr,
+        "POST",
+        Some("not-a-session-token"),
+        None,
+        Some(&initialize_body(1)),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.session.is_none());
+
+    // Token-less default enabled: a token-less session works, and belongs to "no token".
+    let s = server(false).await;
+    let sid = open(&s, None).await;
+    let r = call(&s, None, &sid, 2, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    let alice = s.token("alice");
+    let r = call(&s, Some(&alice), &sid, 3, "office__send").await;
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_request_id_is_refused_and_not_dispatched() {
+    let s = Arc::new(server(true).await);
+    let alice = s.token("alice");
+    let sid = open(&s, Some(&alice)).await;
+    let first = {
+        let (s, alice, sid) = (s.clone(), alice.clone(), sid.clone());
+        tokio::spawn(async move { call(&s, Some(&alice), &sid, 9, "office__slow").await })
+    };
+    while s.office.slow_started.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Same id, same session, while the first is in flight: refused with a JSON-RPC error.
+    let r = call(&s, Some(&alice), &sid, 9, "office__send").await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.messages[0]["id"], 9, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "the duplicate ran");
+    // Another id is fine meanwhile.
+    let r = call(&s, Some(&alice), &sid, 10, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    s.office.gate.notify_one();
+    let r = first.await.unwrap();
+    assert_eq!(result_text(&r), "slow done");
+    assert_eq!(s.office.slow_started.load(Ordering::SeqCst), 1);
+    // Once answered, the id may be used again.
+    let r = call(&s, Some(&alice), &sid, 9, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 2);
+}
