@@ -258,6 +258,9 @@ class SimulatedUser:
 
     @staticmethod
     def parse(call: str) -> tuple[str, dict]:
+        # The first line is the call; the lines below it (tool flags, each target's anchoring
+        # and provenance, look-alike warnings) are for the human's eyes.
+        call = call.split("\n", 1)[0]
         name, _, rest = call.partition("(")
         rest = rest[:-1] if rest.endswith(")") else rest
         dec = json.JSONDecoder()
