@@ -515,3 +515,36 @@ async fn expired_sessions_speculative_state_is_dropped() {
     // The dropped held call was never sent.
     assert_eq!(h.test.reads(), 0);
 }
+
+/// Regression (issue 11 item 9): with `applies_to_committed`, the runtime re-issues exactly the
+/// call it made, with the approval; the contract rewrites it the same way, so it matches the
+/// previewed (rewritten) binding and runs once. A different call under the same approval still
+/// fails the binding check.
+#[tokio::test]
+async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
+    let mut k = contract();
+    k.applies_to_committed = true;
+    let h = Harness::with_config(enabled(k)).await;
+    let s = &h.session;
+    let call = json!({"to": "auditor@partner.example", "note": "penalty for breaking my lease early"});
+    let o =
+        h.gw.call_with(s, "test__count", args(call.clone()), &CallMeta::default())
+            .await;
+    let action = assert_pending(&o);
+    h.gw.decide_approval(&action, true, "user").unwrap();
+    let reissue = CallMeta {
+        approval: Some(action.clone()),
+        ..CallMeta::default()
+    };
+    let mut other = call.clone();
+    other["note"] = json!("something else entirely");
+    let o = h.gw.call_with(s, "test__count", args(other), &reissue).await;
+    assert_denied(&o, ReasonCode::BindingMismatch);
+    completed(&h.gw.call_with(s, "test__count", args(call), &reissue).await);
+    assert_eq!(h.test.effects(), 1);
+    let got = received_text(&h);
+    assert!(
+        got.iter().all(|t| !t.contains("lease")),
+        "the upstream received the rewritten call: {got:?}"
+    );
+}

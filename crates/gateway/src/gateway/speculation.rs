@@ -69,7 +69,7 @@ impl CallMeta {
     ///
     /// # Errors
     /// A message naming the malformed key: a mode that is not a known mode, a branch that is
-    /// not 1–128 characters of `A-Za-z0-9._:-`, a confidence that is not a number, an
+    /// not 1–128 characters of `A-Za-z0-9._:-`, a confidence that is not a number in `[0, 1]`, an
     /// approval that is not a string.
     pub fn from_meta(meta: &Map<String, Value>) -> Result<Self, String> {
         let mut out = CallMeta::default();
@@ -93,8 +93,11 @@ impl CallMeta {
             out.branch = Some(s.to_owned());
         }
         if let Some(v) = meta.get(META_CONFIDENCE) {
+            // Outside [0, 1] (or NaN, which JSON cannot carry but a float can) is refused: a
+            // confidence of 7 must not clear every threshold τ.
             let c = v
                 .as_f64()
+                .filter(|c| (0.0..=1.0).contains(c))
                 .ok_or_else(|| format!("`{META_CONFIDENCE}` must be a number in [0, 1]"))?;
             out.confidence = Some(c);
         }
@@ -254,13 +257,16 @@ impl Gateway {
             }
             _ => {}
         }
-        if meta.approval.is_some() {
-            // An approval re-issue is the committed call the user confirmed.
-            return self
-                .call(session, tool, arguments, meta.approval.as_ref())
-                .await;
-        }
-        let mut mode = meta.mode();
+        // An approval re-issue is the committed call the user confirmed. It passes the same
+        // contract as the call that created the approval, so a call the contract rewrote
+        // (`applies_to_committed`) is rewritten the same way and matches the previewed
+        // binding: the exact call the runtime re-issues runs.
+        let approval = meta.approval.as_ref();
+        let mut mode = if approval.is_some() {
+            Mode::Committed
+        } else {
+            meta.mode()
+        };
         if let (true, Some(b)) = (mode.is_pre_commit(), meta.branch.as_deref()) {
             let state = self
                 .lock_tasks()
@@ -284,10 +290,10 @@ impl Gateway {
         }
         let enabled = self.inner.config.speculation.enabled;
         if !enabled && !mode.is_pre_commit() {
-            return self.call(session, tool, arguments, None).await;
+            return self.call(session, tool, arguments, approval).await;
         }
         let Some(entry) = self.inner.catalog.get(tool).cloned() else {
-            return self.call(session, tool, arguments, None).await;
+            return self.call(session, tool, arguments, approval).await;
         };
         let class = match entry.effect {
             EffectClass::Read => ActionClass::Read,
@@ -393,7 +399,7 @@ impl Gateway {
                 let tag = verdict.tag();
                 let started = Instant::now();
                 let outcome = self
-                    .call(session, tool, dispatched_args.clone(), None)
+                    .call(session, tool, dispatched_args.clone(), approval)
                     .await;
                 let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let dispatched = match &outcome {
@@ -845,4 +851,26 @@ pub fn session_trace(
         }
     }
     Ok((events, branches))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Regression (issue 11 item 9): a confidence outside [0, 1] or not a number is refused.
+    #[test]
+    fn confidence_must_lie_in_the_unit_interval() {
+        let meta = |v: Value| {
+            let mut m = Map::new();
+            m.insert(META_CONFIDENCE.to_owned(), v);
+            CallMeta::from_meta(&m)
+        };
+        for bad in [json!(7), json!(-0.1), json!(1.000_001), json!("0.9"), json!(null)] {
+            assert!(meta(bad.clone()).is_err(), "{bad} accepted");
+        }
+        for good in [json!(0), json!(0.5), json!(1)] {
+            assert!(meta(good.clone()).is_ok(), "{good} refused");
+        }
+    }
 }
