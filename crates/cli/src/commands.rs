@@ -73,8 +73,11 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    let id = args.id.unwrap_or_else(|| derive_id(program));
+    secureclaw_gateway::catalog::check_upstream_id(&id)
+        .map_err(|e| anyhow::anyhow!("--id: {e}"))?;
     let spec = UpstreamSpec {
-        id: args.id.unwrap_or_else(|| derive_id(program)),
+        id,
         transport: UpstreamTransport::Stdio {
             command: program.clone(),
             args: rest.to_vec(),

@@ -142,23 +142,8 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for (i, up) in self.upstream.iter().enumerate() {
-            if up.id.is_empty()
-                || !up
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-            {
-                bail!(
-                    "upstream[{i}].id `{}` must be non-empty and use only a-z, 0-9, - and _",
-                    up.id
-                );
-            }
-            if up.id.contains("__") {
-                bail!(
-                    "upstream[{i}].id `{}` must not contain `__` (the namespace separator)",
-                    up.id
-                );
-            }
+            secureclaw_gateway::catalog::check_upstream_id(&up.id)
+                .map_err(|e| anyhow::anyhow!("upstream[{i}]: {e}"))?;
             if !seen.insert(up.id.as_str()) {
                 bail!("upstream[{i}].id `{}` is used twice", up.id);
             }

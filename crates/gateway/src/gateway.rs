@@ -77,6 +77,9 @@ pub enum GatewayError {
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The tool catalog cannot be built (colliding or confusable names, invalid upstream id).
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
 }
 
 /// Result of a tool call as the runtime sees it.
@@ -211,7 +214,9 @@ impl Gateway {
     /// executed again.
     ///
     /// # Errors
-    /// [`GatewayError::Upstream`] if an upstream cannot list its tools; store errors.
+    /// [`GatewayError::Upstream`] if an upstream cannot list its tools;
+    /// [`GatewayError::Catalog`] if two tools would share an exposed name, names are
+    /// confusable or an upstream id is invalid; store errors.
     pub async fn start(
         keys: Arc<KeyRing>,
         store: Arc<SqliteStore>,
@@ -220,16 +225,12 @@ impl Gateway {
         upstreams: Vec<(crate::config::UpstreamSpec, Arc<dyn Upstream>)>,
         clock: Clock,
     ) -> Result<Self, GatewayError> {
-        let mut catalog = Catalog::default();
+        let mut listings = Vec::with_capacity(upstreams.len());
         for (spec, up) in &upstreams {
-            for tool in up.list_tools().await? {
-                let entry = ToolEntry::new(spec, tool, &config.tools);
-                let name = entry.exposed.clone();
-                if !catalog.insert(entry) {
-                    tracing::warn!(tool = %name, upstream = %spec.id, "duplicate exposed tool name; keeping the first");
-                }
-            }
+            let server = up.server_name().map(str::to_owned);
+            listings.push((spec.clone(), server, up.list_tools().await?));
         }
+        let catalog = Catalog::build(&listings, &config.tools)?;
         let executor = Executor::new(
             upstreams.into_iter().map(|(_, u)| u).collect(),
             Duration::from_millis(config.limits.upstream_timeout_ms),
@@ -885,7 +886,8 @@ impl Gateway {
             .map_err(|_| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
-        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len()});
+        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
+            "effect": entry.effect, "destructive": entry.destructive});
         self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());

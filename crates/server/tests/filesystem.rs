@@ -226,7 +226,9 @@ async fn filesystem_server_behind_secureclaw() {
         .await
         .unwrap();
 
-    // -- the catalog: namespaced tools, effect classes from the server's annotations
+    // -- the catalog: namespaced tools; the server reports `secure-filesystem-server` at
+    // initialize, and the shipped catalog of known servers makes its read tools reads (its
+    // `readOnlyHint` alone would not); every other tool is an effect
     let tools = timed("tools/list", client.list_all_tools()).await.unwrap();
     for t in &tools {
         eprintln!(
@@ -242,10 +244,28 @@ async fn filesystem_server_behind_secureclaw() {
             .as_ref()
             .and_then(|a| a.read_only_hint)
     };
-    assert_eq!(read_only("fs__read_text_file"), Some(true));
-    assert_eq!(read_only("fs__list_directory"), Some(true));
-    assert_eq!(read_only("fs__write_file"), Some(false));
-    assert_eq!(read_only("fs__move_file"), Some(false));
+    for name in [
+        "read_file",
+        "read_text_file",
+        "read_media_file",
+        "read_multiple_files",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "search_files",
+        "get_file_info",
+        "list_allowed_directories",
+    ] {
+        assert_eq!(read_only(&format!("fs__{name}")), Some(true), "{name}");
+    }
+    for name in ["write_file", "edit_file", "create_directory", "move_file"] {
+        assert_eq!(read_only(&format!("fs__{name}")), Some(false), "{name}");
+    }
+    assert_eq!(
+        tools.iter().filter(|t| t.name.starts_with("fs__")).count(),
+        14,
+        "a new filesystem tool must be reviewed for the shipped catalog"
+    );
 
     // -- a. the read path: values replaced by handles, the rest of the text kept
     let read = call(
