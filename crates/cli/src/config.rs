@@ -8,6 +8,7 @@
 //! policy_files = ["policies/extra.cedar"]
 //! allowed_origins = ["http://localhost:6274"]
 //! default_caller = "local-user"
+//! allow_upstream_state_access = false # true: start even if a stdio upstream reaches state_dir
 //!
 //! [task]                             # default session (stdio, token-less loopback HTTP)
 //! request = "Send invoice INV-42 to approver@corp.example"
@@ -88,6 +89,9 @@ pub struct ServerSection {
     pub default_caller: String,
     /// Ask the human at the MCP client through elicitation (trusted as confirmation).
     pub elicitation: bool,
+    /// Start even if a stdio upstream's command, arguments or working directory reach the
+    /// state directory (keys, database, operator token). Off by default.
+    pub allow_upstream_state_access: bool,
 }
 
 impl Default for ServerSection {
@@ -100,6 +104,7 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             default_caller: "local-user".to_owned(),
             elicitation: true,
+            allow_upstream_state_access: false,
         }
     }
 }

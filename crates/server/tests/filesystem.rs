@@ -302,6 +302,48 @@ async fn filesystem_server_behind_secureclaw() {
         "structuredContent is not declassified like the text: {structured_read}"
     );
 
+    // -- a2. SecureClaw's own secrets read through the upstream (issue 11 item 7): an
+    // operator token file, a session id and a key ring file come back as handles
+    let token = format!("sco_{}", secureclaw_core::encoding::base32(&[0x3c; 24]));
+    let session_id = format!("ses_{}", secureclaw_core::encoding::base32(&[0xc3; 16]));
+    let ring = KeyRing::generate(&mut |b: &mut [u8]| getrandom::fill(b).unwrap());
+    let ring_json = serde_json::to_string_pretty(&ring.to_file()).unwrap();
+    let own = [
+        ("operator.token", token.clone(), vec![token.clone()]),
+        (
+            "session.txt",
+            format!("bearer for alice: {session_id}\n"),
+            vec![session_id.clone()],
+        ),
+        (
+            "keys.json",
+            ring_json,
+            ring.to_file()
+                .keys
+                .iter()
+                .map(|k| k.secret_hex.clone())
+                .collect(),
+        ),
+    ];
+    for (file, content, secrets) in own {
+        let path = notes.join(file);
+        std::fs::write(&path, &content).unwrap();
+        let read = call(
+            &client,
+            "fs__read_text_file",
+            json!({"path": path.display().to_string()}),
+            None,
+        )
+        .await;
+        assert_ne!(read.is_error, Some(true), "read failed: {read:?}");
+        let shown = serde_json::to_string(&read).unwrap();
+        for secret in &secrets {
+            assert!(!shown.contains(secret.as_str()), "{file}: {shown}");
+        }
+        assert!(shown.contains("hdl_"), "{file}: no handle in {shown}");
+        std::fs::remove_file(&path).unwrap();
+    }
+
     // -- b. a write below the anchored directory runs at once
     let report = reports.join("summary.md");
     let report_text = "Warehouse migration moves to Thursday.\n";
