@@ -22,8 +22,8 @@ use secureclaw_core::classify::FieldRule;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::time::UnixMillis;
 use secureclaw_gateway::{
-    BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
-    UpstreamTool, UpstreamTransport,
+    BoxFuture, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError,
+    UpstreamSpec, UpstreamTool, UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_server::{McpFrontEnd, SessionSource};
@@ -126,6 +126,16 @@ static WORLD: LazyLock<World> = LazyLock::new(|| {
     let store =
         Arc::new(SqliteStore::open(&dir.path().join("fuzz.db"), keys.clone()).expect("store"));
     let mut config = GatewayConfig::default();
+    // `readOnlyHint` alone makes nothing a read; the operator declares the read tools.
+    for read in ["office__read_record", "office__echo"] {
+        config.tools.push(ToolRule {
+            tool: read.into(),
+            effect: Some(secureclaw_core::policy::EffectClass::Read),
+            destructive: None,
+            targets: None,
+            hidden: false,
+        });
+    }
     config.classify.push(FieldRule {
         upstream: "office".into(),
         tool: "read_record".into(),

@@ -31,7 +31,8 @@ pub struct WrapArgs {
     #[arg(long = "policy")]
     policies: Vec<PathBuf>,
     /// Optional config file for classification rules, tool overrides and limits
-    /// (its [[upstream]] and [server] tables are ignored).
+    /// (its [[upstream]] table is ignored; of [server], only policy_files, elicitation and
+    /// allow_upstream_state_access are used).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Upstream id used in policies and audit records (default: derived from the command).
@@ -50,6 +51,12 @@ pub struct WrapArgs {
     /// Kept for compatibility: elicitation is off unless `--trust-client-confirmation` is given.
     #[arg(long, hide = true)]
     no_elicitation: bool,
+    /// Start even if the upstream's command, arguments or working directory name the state
+    /// directory, a path inside it or one of its ancestors (e.g. a filesystem server rooted at
+    /// $HOME): the runtime could then read SecureClaw's keys and operator token through it.
+    /// Refused by default.
+    #[arg(long)]
+    allow_upstream_state_access: bool,
     /// The upstream MCP server command and its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<String>,
@@ -82,8 +89,11 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
+    let id = args.id.unwrap_or_else(|| derive_id(program));
+    secureclaw_gateway::catalog::check_upstream_id(&id)
+        .map_err(|e| anyhow::anyhow!("--id: {e}"))?;
     let spec = UpstreamSpec {
-        id: args.id.unwrap_or_else(|| derive_id(program)),
+        id,
         transport: UpstreamTransport::Stdio {
             command: program.clone(),
             args: rest.to_vec(),
@@ -92,6 +102,11 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
         },
         namespace: false,
     };
+    crate::guard::check_state_access(
+        state_dir,
+        std::slice::from_ref(&spec),
+        args.allow_upstream_state_access || config.server.allow_upstream_state_access,
+    )?;
     let mut policies = config.server.policy_files.clone();
     policies.extend(args.policies);
     let trusted_client = !args.no_elicitation
@@ -129,6 +144,12 @@ pub struct ServeArgs {
     /// Also serve MCP on stdio (default session).
     #[arg(long)]
     stdio: bool,
+    /// Start even if a stdio upstream's command, arguments or working directory name the
+    /// state directory, a path inside it or one of its ancestors (e.g. a filesystem server
+    /// rooted at $HOME): the runtime could then read SecureClaw's keys and operator token
+    /// through it. Refused by default; also `[server] allow_upstream_state_access = true`.
+    #[arg(long)]
+    allow_upstream_state_access: bool,
 }
 
 /// Run the HTTP API and Streamable HTTP MCP endpoint (and optionally stdio MCP).
@@ -141,6 +162,11 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
         .unwrap_or_else(state::default_dir);
     let bind = args.bind.unwrap_or(config.server.http_bind);
     let loopback = bind.ip().is_loopback();
+    crate::guard::check_state_access(
+        &dir,
+        &config.upstream,
+        args.allow_upstream_state_access || config.server.allow_upstream_state_access,
+    )?;
     let gw = stack::start(
         &dir,
         &config.server.policy_files,

@@ -13,6 +13,7 @@
 //! # POST /v1/sessions) and belongs to that token. `true` lets token-less MCP requests on a
 //! # loopback bind use the default [task] session (any local process can then act in it).
 //! tokenless_loopback_session = false
+//! allow_upstream_state_access = false # true: start even if a stdio upstream reaches state_dir
 //!
 //! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
@@ -110,6 +111,9 @@ pub struct ServerSection {
     /// `[task]` session. Default `false`: every MCP session then needs a session token.
     /// Ignored on non-loopback binds.
     pub tokenless_loopback_session: bool,
+    /// Start even if a stdio upstream's command, arguments or working directory reach the
+    /// state directory (keys, database, operator token). Off by default.
+    pub allow_upstream_state_access: bool,
 }
 
 /// `[server] client_confirmation`.
@@ -143,6 +147,7 @@ impl Default for ServerSection {
             client_confirmation: ClientConfirmation::Off,
             elicitation: None,
             tokenless_loopback_session: false,
+            allow_upstream_state_access: false,
         }
     }
 }
@@ -185,23 +190,8 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for (i, up) in self.upstream.iter().enumerate() {
-            if up.id.is_empty()
-                || !up
-                    .id
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
-            {
-                bail!(
-                    "upstream[{i}].id `{}` must be non-empty and use only a-z, 0-9, - and _",
-                    up.id
-                );
-            }
-            if up.id.contains("__") {
-                bail!(
-                    "upstream[{i}].id `{}` must not contain `__` (the namespace separator)",
-                    up.id
-                );
-            }
+            secureclaw_gateway::catalog::check_upstream_id(&up.id)
+                .map_err(|e| anyhow::anyhow!("upstream[{i}]: {e}"))?;
             if !seen.insert(up.id.as_str()) {
                 bail!("upstream[{i}].id `{}` is used twice", up.id);
             }

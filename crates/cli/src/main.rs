@@ -8,6 +8,7 @@ mod config;
 mod demo;
 mod demo_speculative;
 mod eval;
+mod guard;
 mod stack;
 mod state;
 mod trace;

@@ -114,7 +114,9 @@ fn serve_with_stdio_and_http_upstreams() {
     let outer = dir.path().join("outer.toml");
     std::fs::write(
         &outer,
-        format!("[server]\nhttp_bind = \"127.0.0.1:{outer_port}\"\n\n[[upstream]]\nid = \"remote\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{inner_port}/mcp\"\n"),
+        // The inner gateway's `readOnlyHint` is a claim like any upstream's: the operator
+        // declares the read tool a read.
+        format!("[server]\nhttp_bind = \"127.0.0.1:{outer_port}\"\n\n[[gateway.tools]]\ntool = \"remote__office__read_invoice\"\neffect = \"read\"\n\n[[upstream]]\nid = \"remote\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{inner_port}/mcp\"\n"),
     )
     .unwrap();
     let _outer = serve(&outer, &dir.path().join("outer-state"), outer_port);

@@ -18,8 +18,18 @@
 //! - **secret**: well-known API-key formats (AWS, GitHub, Slack, Stripe, OpenAI/Anthropic,
 //!   Google), JWTs, whole PEM private-key blocks (header through footer, or through the end of
 //!   the text when the footer is missing), `password=`/`token:`-style assignments and
-//!   `Bearer`/`Basic` credentials (the value only), and high-entropy hex or base64 runs of 32
-//!   characters or more.
+//!   `Bearer`/`Basic` credentials (the value only), high-entropy hex or base64 runs of 32
+//!   characters or more, and SecureClaw's own secrets: the operator token (`sco_…`), session
+//!   ids (`ses_…`, which are also MCP bearer tokens) and the keys of a key ring file
+//!   (`"secret_hex": "…"`);
+//! - **encoded identifiers**: a base64 run (standard or URL-safe, 16 characters or more) that
+//!   decodes to UTF-8 text in which any detector finds something is a secret as a whole (two
+//!   levels of nesting; the decoded text is normalized first, [`crate::normalize`]).
+//!
+//! [`detect`] scans the text it is given. Callers that show text to the runtime normalize it
+//! first ([`crate::normalize::normalize`]: invisible characters, escape sequences, NFKC), so
+//! a value split by a zero-width space or spelled in full-width forms is found; the summary
+//! operator D does.
 //!
 //! The **whole** text is scanned. The authors' DLP only looked at the first 35 characters, so any
 //! secret after that position went through (`research/secureclaw-reference.md` §6); the PEM
@@ -146,6 +156,10 @@ impl Finding {
 /// constant factors.
 #[must_use]
 pub fn detect(text: &str) -> Vec<Finding> {
+    detect_at_depth(text, 0)
+}
+
+fn detect_at_depth(text: &str, depth: usize) -> Vec<Finding> {
     let mut candidates = Vec::new();
     scan_secrets(text, &mut candidates);
     scan_ibans(text, &mut candidates);
@@ -153,7 +167,88 @@ pub fn detect(text: &str) -> Vec<Finding> {
     scan_emails(text, &mut candidates);
     scan_urls(text, &mut candidates);
     scan_phones(text, &mut candidates);
+    if depth < MAX_BASE64_DEPTH {
+        scan_base64(text, depth, &mut candidates);
+    }
     resolve(candidates)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Base64-encoded identifiers
+// ---------------------------------------------------------------------------------------------
+
+/// Base64 inside base64 is decoded this many levels deep.
+const MAX_BASE64_DEPTH: usize = 2;
+/// Shortest run decoded: 12 bytes of text, enough for a short e-mail address.
+const MIN_BASE64_CHARS: usize = 16;
+/// Longest run decoded (bytes of base64): bounds the work on one run.
+const MAX_BASE64_CHARS: usize = 64 * 1024;
+
+static BASE64_RUN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r"[A-Za-z0-9+/_-]{16,}={0,2}"));
+
+/// Base64 alphabets without padding and without the trailing-bits check (a run cut short
+/// still decodes).
+static BASE64_LENIENT: LazyLock<Option<(data_encoding::Encoding, data_encoding::Encoding)>> =
+    LazyLock::new(|| {
+        let make = |symbols: &str| {
+            let mut spec = data_encoding::Specification::new();
+            spec.symbols.push_str(symbols);
+            spec.check_trailing_bits = false;
+            spec.encoding().ok()
+        };
+        Some((
+            make("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")?,
+            make("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")?,
+        ))
+    });
+
+/// The text a base64 run decodes to, if it is UTF-8 text: standard or URL-safe alphabet (not
+/// mixed), padding optional, a dangling last character ignored.
+fn decode_base64_text(run: &str) -> Option<String> {
+    let body = run.trim_end_matches('=');
+    let url = body.contains(['-', '_']);
+    if url && body.contains(['+', '/']) {
+        return None;
+    }
+    let usable = if body.len() % 4 == 1 {
+        body.len() - 1
+    } else {
+        body.len()
+    };
+    let body = body.get(..usable)?;
+    let (standard, url_safe) = BASE64_LENIENT.as_ref()?;
+    let bytes = if url { url_safe } else { standard }
+        .decode(body.as_bytes())
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// Runs that decode (as base64) to text in which a detector finds an identifier: the whole run
+/// is a [`IdentifierKind::Secret`]. The decoded text is normalized first
+/// ([`crate::normalize`]), so an encoded value split by invisible characters is found too.
+fn scan_base64(text: &str, depth: usize, out: &mut Vec<Finding>) {
+    let Some(re) = BASE64_RUN.as_ref() else {
+        return;
+    };
+    for m in re.find_iter(text) {
+        let run = m.as_str();
+        // Base64 of text has mixed case or digits; a run of one-case letters (a long word or
+        // identifier) is not worth decoding.
+        let plausible = has_digit(run)
+            || (run.bytes().any(|b| b.is_ascii_uppercase())
+                && run.bytes().any(|b| b.is_ascii_lowercase()));
+        if !plausible || !(MIN_BASE64_CHARS..=MAX_BASE64_CHARS).contains(&run.len()) {
+            continue;
+        }
+        let Some(decoded) = decode_base64_text(run) else {
+            continue;
+        };
+        let decoded = crate::normalize::normalize(&decoded);
+        if !detect_at_depth(&decoded, depth + 1).is_empty() {
+            push(out, IdentifierKind::Secret, m.start(), m.end());
+        }
+    }
 }
 
 /// Whether `s` is a valid IBAN (ISO 13616): two letters, two check digits, an alphanumeric BBAN;
@@ -305,6 +400,13 @@ pub fn is_credential_name(name: &str) -> bool {
     if SINGLE.contains(&last) {
         return true;
     }
+    // An encoding suffix after a credential word: `secret_hex` (SecureClaw's key ring file),
+    // `token_b64`, `password_base64`.
+    if matches!(last, "hex" | "b64" | "base64" | "bytes")
+        && before.is_some_and(|b| SINGLE.contains(&b) || b == "key")
+    {
+        return true;
+    }
     matches!(last, "key" | "keys") && before.is_some_and(|b| KEY_QUALIFIERS.contains(&b))
 }
 
@@ -450,6 +552,25 @@ const SECRET_SOURCES: &[SecretSource] = &[
         pattern: r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
         group: 0,
         filter: has_digit,
+    },
+    // SecureClaw's own operator token (`sco_` + base32 of 24 bytes) and session ids (`ses_` +
+    // base32 of 16 bytes, the MCP bearer token of a session): whoever reads one can act as the
+    // operator or as that session.
+    SecretSource {
+        pattern: r"(?i)sco_[a-z2-7]{32,}",
+        group: 0,
+        filter: any_value,
+    },
+    SecretSource {
+        pattern: r"(?i)ses_[a-z2-7]{26,}",
+        group: 0,
+        filter: any_value,
+    },
+    // SecureClaw's key ring file (`keys.json`): every key's `"secret_hex": "<64 hex>"`.
+    SecretSource {
+        pattern: r#"(?i)secret_hex[\\"']{0,3}\s*[:=]\s*[\\"']{0,3}([0-9a-f]{64})"#,
+        group: 1,
+        filter: any_value,
     },
     // Google API key.
     SecretSource {

@@ -42,6 +42,7 @@ pub mod handle;
 pub mod keys;
 pub mod labeler;
 pub mod monitor;
+pub mod normalize;
 pub mod policy;
 pub mod recovery;
 pub mod summary;

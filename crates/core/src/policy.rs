@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectClass {
-    /// Read-only (annotation `readOnlyHint: true` or operator configuration).
+    /// Read-only: by operator configuration, or by the shipped catalog of known servers when
+    /// the server also declares `readOnlyHint: true` (the hint alone never makes a read).
     Read,
     /// Anything else; unannotated tools are effectful.
     Effect,

@@ -21,11 +21,21 @@
 //!    characters or more) is replaced at *every* occurrence, also where the detectors reject
 //!    it in context (glued to a letter): D scans the result once before replacing.
 //!
-//! Order within a string: identifiers are found on the raw string, markers are stripped from
-//! the text between them, the cut comes last. Detecting first means a vaulted value is exactly
-//! the value the tool returned (the executor must be able to use it) and a marker hidden inside
-//! an identifier disappears with it; cutting last means a cut can never expose part of a
-//! protected value, and a cut that would fall inside a token drops the whole token.
+//! 0. Before all of that, every string and object key is **normalized**
+//!    ([`crate::normalize`]: ANSI escape sequences, NUL and other control characters,
+//!    zero-width characters, soft hyphens and bidirectional controls removed, then NFKC), and an
+//!    injection marker spread over consecutive string elements of an array (`["ignore
+//!    previous", "instructions"]`, or cut inside a word) is removed from them. The runtime
+//!    receives the normalized text: a value split by invisible characters or spelled in
+//!    full-width forms is found, and base64 of a detected value is found by the detectors
+//!    themselves ([`crate::detect`]).
+//!
+//! Order within a string: normalization first; identifiers are found on the normalized string,
+//! markers are stripped from the text between them, the cut comes last. Detecting before
+//! stripping means a vaulted value is exactly the (normalized) value the tool returned (the
+//! executor must be able to use it) and a marker hidden inside an identifier disappears with
+//! it; cutting last means a cut can never expose part of a protected value, and a cut that
+//! would fall inside a token drops the whole token.
 //!
 //! Differences from the authors' operator (`research/secureclaw-reference.md` §2.6): no
 //! key reordering, no transaction-record augmentation and no optional LLM facts pass — D stays
@@ -33,6 +43,7 @@
 //! string rather than a regex chain; keys are scanned too.
 
 use crate::detect::{Finding, IdentifierKind, detect, is_credential_name};
+use crate::normalize::{needs_normalization, normalize};
 use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -185,16 +196,19 @@ pub fn summarize(
     field_label: &dyn Fn(&str) -> Option<String>,
     mint: &mut dyn FnMut(&Protected) -> String,
 ) -> Summary {
+    let markers = Markers::cached(&cfg.injection_markers);
+    let (prepared, split_markers) = prepare(value, &markers, cfg);
+    let value = prepared.as_ref();
     let mut scan = Scan::default();
     scan.value(value, cfg, 0);
     let known = scan.known();
     let mut run = Run {
         cfg,
-        markers: Markers::cached(&cfg.injection_markers),
+        markers,
         field_label,
         mint,
         truncated: false,
-        markers_stripped: 0,
+        markers_stripped: split_markers,
         matcher: matcher(&known),
         known,
         findings: scan.findings,
@@ -223,6 +237,8 @@ pub fn summarize_text(
     mint: &mut dyn FnMut(&Protected) -> String,
 ) -> (String, bool) {
     let no_rules = |_: &str| -> Option<String> { None };
+    let normalized = normalize(text);
+    let text = normalized.as_ref();
     let mut scan = Scan::default();
     scan.string(text);
     let known = scan.known();
@@ -239,6 +255,160 @@ pub fn summarize_text(
     };
     let out = run.string(text, "");
     (out, run.truncated)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preparation: normalization and markers split across array elements
+// ---------------------------------------------------------------------------------------------
+
+/// The value D works on: every string and key normalized ([`crate::normalize`]) and every
+/// injection marker that spans consecutive string elements of an array replaced (the first
+/// element's part by [`REMOVED`], the others' parts dropped). Returns the input borrowed when
+/// nothing changes (the common case costs one scan), and the number of split markers removed.
+fn prepare<'v>(
+    value: &'v Value,
+    markers: &Markers,
+    cfg: &SummaryConfig,
+) -> (std::borrow::Cow<'v, Value>, usize) {
+    if !needs_preparation(value, markers, cfg, 0) {
+        return (std::borrow::Cow::Borrowed(value), 0);
+    }
+    let mut owned = value.clone();
+    let n = prepare_in_place(&mut owned, markers, cfg, 0);
+    (std::borrow::Cow::Owned(owned), n)
+}
+
+fn needs_preparation(v: &Value, markers: &Markers, cfg: &SummaryConfig, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    match v {
+        Value::String(s) => needs_normalization(s),
+        Value::Array(items) => {
+            items
+                .iter()
+                .take(cfg.max_entries)
+                .any(|item| needs_preparation(item, markers, cfg, depth + 1))
+                || !split_marker_spans(items, markers, cfg.max_entries).is_empty()
+        }
+        Value::Object(map) => map.iter().take(cfg.max_entries).any(|(k, item)| {
+            needs_normalization(k) || needs_preparation(item, markers, cfg, depth + 1)
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+fn prepare_in_place(v: &mut Value, markers: &Markers, cfg: &SummaryConfig, depth: usize) -> usize {
+    if depth > MAX_DEPTH {
+        return 0;
+    }
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(n) = normalize(s) {
+                *s = n;
+            }
+            0
+        }
+        Value::Array(items) => {
+            let mut n = 0;
+            for item in items.iter_mut().take(cfg.max_entries) {
+                n += prepare_in_place(item, markers, cfg, depth + 1);
+            }
+            // Glued (a marker cut inside a word) and with a space (cut between words).
+            for sep in ["", " "] {
+                let spans = split_marker_spans_with(items, markers, cfg.max_entries, sep);
+                n += spans.len();
+                remove_spans(items, &spans);
+            }
+            n
+        }
+        Value::Object(map) => {
+            let mut n = 0;
+            let old = std::mem::take(map);
+            for (key, mut item) in old {
+                n += prepare_in_place(&mut item, markers, cfg, depth + 1);
+                insert_unique(map, normalize(&key).into_owned(), item);
+            }
+            n
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
+/// One marker match over several array elements: `(element index, byte range)` per element
+/// it covers, in order.
+type SplitSpan = Vec<(usize, std::ops::Range<usize>)>;
+
+fn split_marker_spans(items: &[Value], markers: &Markers, max: usize) -> Vec<SplitSpan> {
+    let mut all = split_marker_spans_with(items, markers, max, "");
+    all.extend(split_marker_spans_with(items, markers, max, " "));
+    all
+}
+
+/// Markers found in the concatenation (joined by `sep`) of each run of consecutive string
+/// elements among the first `max` elements, that cover more than one element.
+fn split_marker_spans_with(
+    items: &[Value],
+    markers: &Markers,
+    max: usize,
+    sep: &str,
+) -> Vec<SplitSpan> {
+    if matches!(markers, Markers::Empty) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    let shown = items.len().min(max);
+    while i < shown {
+        // A run of consecutive strings [i, j).
+        let mut j = i;
+        while j < shown && matches!(items.get(j), Some(Value::String(_))) {
+            j += 1;
+        }
+        if j - i >= 2 {
+            let mut joined = String::new();
+            let mut bounds = Vec::with_capacity(j - i);
+            for k in i..j {
+                if k > i {
+                    joined.push_str(sep);
+                }
+                let start = joined.len();
+                if let Some(Value::String(s)) = items.get(k) {
+                    joined.push_str(s);
+                }
+                bounds.push((k, start, joined.len()));
+            }
+            for m in markers.find(&joined) {
+                let covered: SplitSpan = bounds
+                    .iter()
+                    .filter(|(_, start, end)| m.start < *end && *start < m.end)
+                    .map(|(k, start, end)| {
+                        (*k, m.start.max(*start) - start..m.end.min(*end) - start)
+                    })
+                    .collect();
+                if covered.len() >= 2 {
+                    out.push(covered);
+                }
+            }
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// Remove split markers: the covered part of the first element becomes [`REMOVED`], the
+/// covered parts of the others disappear. Spans are applied from the last to the first so
+/// earlier byte ranges stay valid.
+fn remove_spans(items: &mut [Value], spans: &[SplitSpan]) {
+    for span in spans.iter().rev() {
+        for (n, (k, range)) in span.iter().enumerate().rev() {
+            if let Some(Value::String(s)) = items.get_mut(*k)
+                && s.get(range.clone()).is_some()
+            {
+                s.replace_range(range.clone(), if n == 0 { REMOVED } else { "" });
+            }
+        }
+    }
 }
 
 /// Why a whole scalar is protected, inherited down the tree.
@@ -689,6 +859,33 @@ impl Markers {
                     .map(|w| w.join(" ").to_ascii_lowercase())
                     .collect(),
             ),
+        }
+    }
+
+    /// Byte ranges of every (non-overlapping, leftmost-longest-first) marker in `text`.
+    fn find(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        match self {
+            Self::Empty => Vec::new(),
+            Self::Regex(re) => re.find_iter(text).map(|m| m.range()).collect(),
+            Self::Ascii(markers) => {
+                let lower = text.to_ascii_lowercase();
+                let mut out = Vec::new();
+                let mut pos = 0;
+                while let Some((at, len)) = markers
+                    .iter()
+                    .filter_map(|m| {
+                        lower
+                            .get(pos..)
+                            .and_then(|rest| rest.find(m.as_str()))
+                            .map(|at| (pos + at, m.len()))
+                    })
+                    .min_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+                {
+                    out.push(at..at + len);
+                    pos = at + len.max(1);
+                }
+                out
+            }
         }
     }
 

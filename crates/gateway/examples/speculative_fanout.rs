@@ -23,9 +23,10 @@
 use secureclaw_core::contract::{ArgLabel, Contract, DestinationLabel, Mode, ShadowPromotion};
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::labeler::DestinationRule;
+use secureclaw_core::policy::EffectClass;
 use secureclaw_gateway::{
-    BoxFuture, CallMeta, CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError,
-    UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
+    BoxFuture, CallMeta, CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream,
+    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::SqliteStore;
@@ -88,6 +89,15 @@ const QUERIES: [&str; 8] = [
 fn config(enabled: bool) -> GatewayConfig {
     let mut c = GatewayConfig::default();
     c.limits.upstream_timeout_ms = 60_000;
+    // `readOnlyHint` alone makes nothing a read; the operator declares the search a read.
+    c.tools.push(ToolRule {
+        tool: "search__web_search".into(),
+        effect: Some(EffectClass::Read),
+        destructive: None,
+        targets: None,
+        hidden: false,
+        ..ToolRule::default()
+    });
     c.speculation.enabled = enabled;
     c.speculation.labeler.destinations = vec![DestinationRule {
         pattern: "https://search.example/*".into(),

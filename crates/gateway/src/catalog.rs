@@ -1,7 +1,19 @@
 //! The tool catalog: upstream tools under their exposed names, with effect class, destructive
 //! flag and target fields decided from annotations (hints) and operator rules (authoritative).
+//!
+//! Annotations only ever tighten (DESIGN.md §3):
+//!
+//! - **effect class**: an operator rule's `effect` wins; without one a tool is a read only if
+//!   the shipped catalog ([`crate::known`]) lists it for the server it runs on *and* the server
+//!   declares `readOnlyHint: true`. `readOnlyHint` alone never makes a tool a read — an
+//!   upstream that declares it and writes would otherwise skip preview, policy and
+//!   confirmation;
+//! - **destructive**: an effect is destructive if the operator rule says so, or, without an
+//!   operator `destructive` setting, if the server's `destructiveHint` says so (absent = true).
+//!   An operator `destructive = false` lowers it (operator configuration is authoritative).
 
 use crate::config::{ToolRule, UpstreamSpec};
+use crate::known::is_known_read;
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
 use secureclaw_core::handle::{SinkKind, glob_match};
@@ -36,18 +48,25 @@ pub struct ToolEntry {
 }
 
 impl ToolEntry {
-    /// Build an entry, applying the first matching operator rule.
+    /// Build an entry, applying the first matching operator rule. `server` is the
+    /// `serverInfo.name` the upstream reported at `initialize` (`None` if it reported none),
+    /// looked up in the shipped catalog ([`crate::known`]); see the module docs for how the
+    /// effect class and the destructive flag are decided.
     #[must_use]
-    pub fn new(spec: &UpstreamSpec, tool: UpstreamTool, rules: &[ToolRule]) -> Self {
+    pub fn new(
+        spec: &UpstreamSpec,
+        server: Option<&str>,
+        tool: UpstreamTool,
+        rules: &[ToolRule],
+    ) -> Self {
         let qualified = format!("{}__{}", spec.id, tool.name);
         let rule = rules.iter().find(|r| glob_match(&r.tool, &qualified));
-        let effect = rule
-            .and_then(|r| r.effect)
-            .unwrap_or(if tool.read_only_hint {
-                EffectClass::Read
-            } else {
-                EffectClass::Effect
-            });
+        let known_read = tool.read_only_hint && is_known_read(server, &tool.name);
+        let effect = rule.and_then(|r| r.effect).unwrap_or(if known_read {
+            EffectClass::Read
+        } else {
+            EffectClass::Effect
+        });
         let destructive = effect == EffectClass::Effect
             && rule
                 .and_then(|r| r.destructive)
@@ -81,20 +100,221 @@ impl ToolEntry {
     }
 }
 
+/// Why the catalog cannot be built: the runtime would see one name for two tools, or names a
+/// reader cannot tell apart. Every variant stops start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    /// An upstream id that namespacing cannot keep apart from another.
+    #[error("upstream id `{id}` is invalid: {reason}")]
+    UpstreamId {
+        /// The id.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Two tools have the same exposed name.
+    #[error(
+        "tool name `{name}` is exposed by upstream `{first}` and by upstream `{second}`; \
+         rename an upstream id, turn namespacing on, or hide one of the tools"
+    )]
+    Collision {
+        /// The exposed name.
+        name: String,
+        /// Upstream of the tool listed first.
+        first: String,
+        /// Upstream of the tool listed second.
+        second: String,
+    },
+    /// A tool of a non-namespaced upstream has a name in another upstream's namespace
+    /// (`bank__transfer` from an upstream other than `bank`).
+    #[error(
+        "tool `{name}` of non-namespaced upstream `{upstream}` is in the namespace of upstream \
+         `{owner}`; turn namespacing on for `{upstream}` or hide the tool"
+    )]
+    ForeignNamespace {
+        /// The exposed name.
+        name: String,
+        /// The upstream that lists it.
+        upstream: String,
+        /// The upstream whose `id__` prefix it carries.
+        owner: String,
+    },
+    /// Two distinct exposed names are equal after Unicode compatibility normalization (NFKC)
+    /// and removal of invisible characters.
+    #[error(
+        "tool names `{first}` (upstream `{first_upstream}`) and `{second}` (upstream \
+         `{second_upstream}`) are confusable (equal after NFKC normalization)"
+    )]
+    Confusable {
+        /// One name.
+        first: String,
+        /// Its upstream.
+        first_upstream: String,
+        /// The other name.
+        second: String,
+        /// Its upstream.
+        second_upstream: String,
+    },
+    /// A tool name contains control, invisible or bidirectional formatting characters.
+    #[error("tool name {name:?} of upstream `{upstream}` contains invisible or control characters")]
+    Invisible {
+        /// The exposed name (debug-escaped in the message).
+        name: String,
+        /// Its upstream.
+        upstream: String,
+    },
+}
+
+/// Check an upstream id: non-empty, only `a-z`, `0-9`, `-` and `_`, no `__` (the namespace
+/// separator) and no `_` at either end (`acme_` + `__` + `status` would read as `acme` +
+/// `__` + `_status`). Called by the configuration loader and again by [`Catalog::build`] for
+/// upstreams assembled in code.
+///
+/// # Errors
+/// [`CatalogError::UpstreamId`] naming the id and the rule it breaks.
+pub fn check_upstream_id(id: &str) -> Result<(), CatalogError> {
+    let fail = |reason| {
+        Err(CatalogError::UpstreamId {
+            id: id.to_owned(),
+            reason,
+        })
+    };
+    if id.is_empty() {
+        return fail("it must not be empty");
+    }
+    if !id
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        return fail("it may use only a-z, 0-9, - and _");
+    }
+    if id.contains("__") {
+        return fail("it must not contain `__` (the namespace separator)");
+    }
+    if id.starts_with('_') || id.ends_with('_') {
+        return fail("it must not start or end with `_`");
+    }
+    Ok(())
+}
+
+/// Characters that render as nothing or reorder text: they make two different names look the
+/// same, so a tool name containing one is refused.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
+}
+
+/// The form two names are compared in for confusability: NFKC, invisible characters removed.
+fn confusable_key(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    name.nfkc().filter(|c| !is_invisible(*c)).collect()
+}
+
 /// Exposed name → entry.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     entries: BTreeMap<String, ToolEntry>,
 }
 
+/// One upstream's contribution to [`Catalog::build`]: its spec, the `serverInfo.name` it
+/// reported (if any) and the tools it lists.
+pub type Listing = (UpstreamSpec, Option<String>, Vec<UpstreamTool>);
+
 impl Catalog {
-    /// Add an entry; a clash of exposed names keeps the first and returns `false`.
-    pub fn insert(&mut self, entry: ToolEntry) -> bool {
-        if self.entries.contains_key(&entry.exposed) {
-            return false;
+    /// Build the catalog of every upstream's tools (start-up), applying the operator's rules.
+    ///
+    /// Refuses anything that would let one name stand for two tools or two names look alike:
+    /// an invalid upstream id ([`check_upstream_id`]), two visible tools with the same exposed
+    /// name (a tool the operator hides gives way), a non-namespaced tool named `other__…` for
+    /// another upstream `other`, a tool name with invisible or control characters, and two
+    /// visible names equal after NFKC normalization. Other non-ASCII names are accepted with a
+    /// warning in the log.
+    ///
+    /// # Errors
+    /// The first [`CatalogError`] found, naming the upstreams and the tool names involved.
+    pub fn build(listings: &[Listing], rules: &[ToolRule]) -> Result<Self, CatalogError> {
+        for (spec, _, _) in listings {
+            check_upstream_id(&spec.id)?;
+        }
+        let mut catalog = Self::default();
+        for (spec, server, tools) in listings {
+            for tool in tools {
+                let entry = ToolEntry::new(spec, server.as_deref(), tool.clone(), rules);
+                if !spec.namespace
+                    && let Some(owner) = listings.iter().find(|(other, _, _)| {
+                        other.id != spec.id && entry.exposed.starts_with(&format!("{}__", other.id))
+                    })
+                {
+                    return Err(CatalogError::ForeignNamespace {
+                        name: entry.exposed,
+                        upstream: spec.id.clone(),
+                        owner: owner.0.id.clone(),
+                    });
+                }
+                if entry.exposed.chars().any(is_invisible) {
+                    return Err(CatalogError::Invisible {
+                        name: entry.exposed,
+                        upstream: spec.id.clone(),
+                    });
+                }
+                catalog.insert(entry)?;
+            }
+        }
+        let mut seen: BTreeMap<String, &ToolEntry> = BTreeMap::new();
+        for entry in catalog.iter() {
+            if !entry.exposed.is_ascii() {
+                tracing::warn!(tool = %entry.exposed, upstream = %entry.upstream, "tool name contains non-ASCII characters");
+            }
+            if let Some(first) = seen.insert(confusable_key(&entry.exposed), entry) {
+                return Err(CatalogError::Confusable {
+                    first: first.exposed.clone(),
+                    first_upstream: first.upstream.clone(),
+                    second: entry.exposed.clone(),
+                    second_upstream: entry.upstream.clone(),
+                });
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Add an entry. A visible entry replaces a hidden one of the same exposed name and a
+    /// hidden one gives way to anything already there.
+    ///
+    /// # Errors
+    /// [`CatalogError::Collision`] when two visible entries have the same exposed name.
+    pub fn insert(&mut self, entry: ToolEntry) -> Result<(), CatalogError> {
+        match self.entries.get(&entry.exposed) {
+            None => {}
+            Some(_) if entry.hidden => return Ok(()),
+            Some(existing) if existing.hidden => {}
+            Some(existing) => {
+                return Err(CatalogError::Collision {
+                    name: entry.exposed.clone(),
+                    first: existing.upstream.clone(),
+                    second: entry.upstream.clone(),
+                });
+            }
         }
         self.entries.insert(entry.exposed.clone(), entry);
-        true
+        Ok(())
     }
 
     /// Look an exposed name up.

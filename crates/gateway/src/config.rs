@@ -77,7 +77,9 @@ pub enum UpstreamTransport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawUpstream")]
 pub struct UpstreamSpec {
-    /// Short id (`[a-z0-9_-]+`), used in namespaced tool names `id__tool` and in policies.
+    /// Short id (`[a-z0-9_-]+`, no `__`, no `_` at either end; see
+    /// [`crate::catalog::check_upstream_id`]), used in namespaced tool names `id__tool` and in
+    /// policies.
     pub id: String,
     /// Transport.
     #[serde(flatten)]
@@ -115,6 +117,7 @@ impl TryFrom<RawUpstream> for UpstreamSpec {
 
     fn try_from(r: RawUpstream) -> Result<Self, String> {
         let id = r.id.clone();
+        crate::catalog::check_upstream_id(&id).map_err(|e| e.to_string())?;
         let transport = match r.transport.as_str() {
             "stdio" => {
                 if r.url.is_some() || r.bearer_token_env.is_some() {

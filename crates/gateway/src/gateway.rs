@@ -78,6 +78,9 @@ pub enum GatewayError {
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The tool catalog cannot be built (colliding or confusable names, invalid upstream id).
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
 }
 
 /// Result of a tool call as the runtime sees it.
@@ -216,7 +219,8 @@ impl Gateway {
     /// # Errors
     /// [`GatewayError::Upstream`] if an upstream cannot list its tools within
     /// `limits.upstream_startup_timeout_ms` or advertises a schema beyond the limits of
-    /// [`crate::upstream::startup_tools`]; store errors.
+    /// [`crate::upstream::startup_tools`]; [`GatewayError::Catalog`] if two tools would share an exposed name, names are
+    /// confusable or an upstream id is invalid; store errors.
     pub async fn start(
         keys: Arc<KeyRing>,
         store: Arc<SqliteStore>,
@@ -225,17 +229,17 @@ impl Gateway {
         upstreams: Vec<(crate::config::UpstreamSpec, Arc<dyn Upstream>)>,
         clock: Clock,
     ) -> Result<Self, GatewayError> {
-        let mut catalog = Catalog::default();
         let startup = Duration::from_millis(config.limits.upstream_startup_timeout_ms);
+        let mut listings = Vec::with_capacity(upstreams.len());
         for (spec, up) in &upstreams {
-            for tool in crate::upstream::startup_tools(up.as_ref(), startup).await? {
-                let entry = ToolEntry::new(spec, tool, &config.tools);
-                let name = entry.exposed.clone();
-                if !catalog.insert(entry) {
-                    tracing::warn!(tool = %name, upstream = %spec.id, "duplicate exposed tool name; keeping the first");
-                }
-            }
+            let server = up.server_name().map(str::to_owned);
+            listings.push((
+                spec.clone(),
+                server,
+                crate::upstream::startup_tools(up.as_ref(), startup).await?,
+            ));
         }
+        let catalog = Catalog::build(&listings, &config.tools)?;
         let executor = Executor::new(
             upstreams.into_iter().map(|(_, u)| u).collect(),
             Duration::from_millis(config.limits.upstream_timeout_ms),
@@ -997,7 +1001,8 @@ impl Gateway {
             .map_err(|_| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
-        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len()});
+        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
+            "effect": entry.effect, "destructive": entry.destructive});
         self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());

@@ -16,9 +16,10 @@ pub mod config;
 mod declassify;
 pub mod executor;
 mod gateway;
+pub mod known;
 pub mod upstream;
 
-pub use catalog::ToolEntry;
+pub use catalog::{CatalogError, ToolEntry};
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::{

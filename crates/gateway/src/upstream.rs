@@ -108,6 +108,12 @@ pub trait Upstream: Send + Sync {
     fn id(&self) -> &str;
     /// Where its effects go (recorded as `ctx.destination` in canonical requests).
     fn destination(&self) -> &str;
+    /// The `serverInfo.name` the server reported at `initialize`, looked up in the shipped
+    /// catalog of known servers ([`crate::known`]). `None` (the default) when it reported none
+    /// or the upstream is not an MCP server: its tools are then reads only by operator rule.
+    fn server_name(&self) -> Option<&str> {
+        None
+    }
     /// All tools (every page).
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>>;
     /// Call one tool once.
@@ -129,12 +135,23 @@ pub struct RmcpUpstream {
     startup_timeout: Duration,
     /// The live client; `None` after a transport failure until the next call reconnects.
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// The `serverInfo.name` the upstream reported at initialize (for the shipped catalog).
+    server_name: Option<String>,
+}
+
+/// The `serverInfo.name` an initialized client's server reported.
+fn reported_name(client: &RunningService<RoleClient, ()>) -> Option<String> {
+    client
+        .peer()
+        .peer_info()
+        .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()))
 }
 
 impl std::fmt::Debug for RmcpUpstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RmcpUpstream")
             .field("id", &self.id)
+            .field("server_name", &self.server_name)
             .finish_non_exhaustive()
     }
 }
@@ -230,6 +247,7 @@ impl RmcpUpstream {
         Self {
             id: id.into(),
             destination: destination.into(),
+            server_name: reported_name(&client),
             spec: None,
             startup_timeout: Duration::from_secs(30),
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
@@ -250,6 +268,7 @@ impl RmcpUpstream {
         Ok(Self {
             id: spec.id.clone(),
             destination,
+            server_name: reported_name(&client),
             spec: Some(spec.clone()),
             startup_timeout,
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
@@ -334,6 +353,10 @@ impl Upstream for RmcpUpstream {
 
     fn destination(&self) -> &str {
         &self.destination
+    }
+
+    fn server_name(&self) -> Option<&str> {
+        self.server_name.as_deref()
     }
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {

@@ -277,6 +277,8 @@ async fn rec_harness() -> RecHarness {
     let up = Arc::new(RecordUpstream::default());
     let mut config = GatewayConfig::default();
     config.limits.upstream_timeout_ms = 20_000;
+    // `readOnlyHint` alone makes nothing a read; the operator declares the read tool.
+    config.tools.push(read_rule("rec__read_record"));
     // `notify` and `fail_echo` send: handles flow into them as into any egress sink.
     config.tools.push(secureclaw_gateway::ToolRule {
         tool: "rec__*".into(),

@@ -18,7 +18,7 @@ mod common;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use common::{assert_denied, keys, test_config};
+use common::{assert_denied, keys, read_rule, test_config};
 use rmcp::ServiceExt;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
@@ -218,6 +218,8 @@ async fn pipe_fault(fault: Arc<Fault>, io: tokio::io::DuplexStream) {
 fn config() -> GatewayConfig {
     let mut c = test_config();
     c.limits.upstream_timeout_ms = 10_000;
+    // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.
+    c.tools.push(read_rule("fault__peek"));
     c.tools.push(ToolRule {
         tool: "fault__*".into(),
         effect: None,

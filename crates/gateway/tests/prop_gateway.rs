@@ -244,6 +244,8 @@ impl Upstream for RecordUpstream {
 /// The operator labels `ssn`, `salary` and `diagnosis` members at depths 1–6.
 fn leak_config() -> GatewayConfig {
     let mut config = GatewayConfig::demo_office();
+    // `readOnlyHint` alone makes nothing a read; the operator declares `fetch` one.
+    config.tools.push(common::read_rule("rec__fetch"));
     for name in prop_support::LABELLED_NAMES {
         for depth in 0..6 {
             let stars = "/*".repeat(depth);

@@ -526,7 +526,8 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     k.applies_to_committed = true;
     let h = Harness::with_config(enabled(k)).await;
     let s = &h.session;
-    let call = json!({"to": "auditor@partner.example", "note": "penalty for breaking my lease early"});
+    let call =
+        json!({"to": "auditor@partner.example", "note": "penalty for breaking my lease early"});
     let o =
         h.gw.call_with(s, "test__count", args(call.clone()), &CallMeta::default())
             .await;
@@ -538,7 +539,9 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     };
     let mut other = call.clone();
     other["note"] = json!("something else entirely");
-    let o = h.gw.call_with(s, "test__count", args(other), &reissue).await;
+    let o =
+        h.gw.call_with(s, "test__count", args(other), &reissue)
+            .await;
     assert_denied(&o, ReasonCode::BindingMismatch);
     completed(&h.gw.call_with(s, "test__count", args(call), &reissue).await);
     assert_eq!(h.test.effects(), 1);

@@ -95,7 +95,7 @@ impl From<secureclaw_gateway::GatewayError> for ApiError {
                 "store_unavailable",
                 "store unavailable",
             ),
-            G::Upstream(_) | G::Keys(_) | G::Config(_) => Self::new(
+            G::Upstream(_) | G::Keys(_) | G::Config(_) | G::Catalog(_) => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
                 "internal error",

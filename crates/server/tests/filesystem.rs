@@ -229,7 +229,9 @@ async fn filesystem_server_behind_secureclaw() {
         .await
         .unwrap();
 
-    // -- the catalog: namespaced tools, effect classes from the server's annotations
+    // -- the catalog: namespaced tools; the server reports `secure-filesystem-server` at
+    // initialize, and the shipped catalog of known servers makes its read tools reads (its
+    // `readOnlyHint` alone would not); every other tool is an effect
     let tools = timed("tools/list", client.list_all_tools()).await.unwrap();
     for t in &tools {
         eprintln!(
@@ -245,10 +247,28 @@ async fn filesystem_server_behind_secureclaw() {
             .as_ref()
             .and_then(|a| a.read_only_hint)
     };
-    assert_eq!(read_only("fs__read_text_file"), Some(true));
-    assert_eq!(read_only("fs__list_directory"), Some(true));
-    assert_eq!(read_only("fs__write_file"), Some(false));
-    assert_eq!(read_only("fs__move_file"), Some(false));
+    for name in [
+        "read_file",
+        "read_text_file",
+        "read_media_file",
+        "read_multiple_files",
+        "list_directory",
+        "list_directory_with_sizes",
+        "directory_tree",
+        "search_files",
+        "get_file_info",
+        "list_allowed_directories",
+    ] {
+        assert_eq!(read_only(&format!("fs__{name}")), Some(true), "{name}");
+    }
+    for name in ["write_file", "edit_file", "create_directory", "move_file"] {
+        assert_eq!(read_only(&format!("fs__{name}")), Some(false), "{name}");
+    }
+    assert_eq!(
+        tools.iter().filter(|t| t.name.starts_with("fs__")).count(),
+        14,
+        "a new filesystem tool must be reviewed for the shipped catalog"
+    );
 
     // -- a. the read path: values replaced by handles, the rest of the text kept
     let read = call(
@@ -284,6 +304,48 @@ async fn filesystem_server_behind_secureclaw() {
         structured_read.contains("hdl_") && structured_read.contains("warehouse migration"),
         "structuredContent is not declassified like the text: {structured_read}"
     );
+
+    // -- a2. SecureClaw's own secrets read through the upstream (issue 11 item 7): an
+    // operator token file, a session id and a key ring file come back as handles
+    let token = format!("sco_{}", secureclaw_core::encoding::base32(&[0x3c; 24]));
+    let session_id = format!("ses_{}", secureclaw_core::encoding::base32(&[0xc3; 16]));
+    let ring = KeyRing::generate(&mut |b: &mut [u8]| getrandom::fill(b).unwrap());
+    let ring_json = serde_json::to_string_pretty(&ring.to_file()).unwrap();
+    let own = [
+        ("operator.token", token.clone(), vec![token.clone()]),
+        (
+            "session.txt",
+            format!("bearer for alice: {session_id}\n"),
+            vec![session_id.clone()],
+        ),
+        (
+            "keys.json",
+            ring_json,
+            ring.to_file()
+                .keys
+                .iter()
+                .map(|k| k.secret_hex.clone())
+                .collect(),
+        ),
+    ];
+    for (file, content, secrets) in own {
+        let path = notes.join(file);
+        std::fs::write(&path, &content).unwrap();
+        let read = call(
+            &client,
+            "fs__read_text_file",
+            json!({"path": path.display().to_string()}),
+            None,
+        )
+        .await;
+        assert_ne!(read.is_error, Some(true), "read failed: {read:?}");
+        let shown = serde_json::to_string(&read).unwrap();
+        for secret in &secrets {
+            assert!(!shown.contains(secret.as_str()), "{file}: {shown}");
+        }
+        assert!(shown.contains("hdl_"), "{file}: no handle in {shown}");
+        std::fs::remove_file(&path).unwrap();
+    }
 
     // -- b. a write below the anchored directory runs at once
     let report = reports.join("summary.md");

@@ -14,8 +14,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use secureclaw_core::keys::KeyRing;
+use secureclaw_core::policy::EffectClass;
 use secureclaw_gateway::{
-    BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
+    BoxFuture, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_server::{ApiState, McpFrontEnd, SessionSource, router};
@@ -101,6 +102,15 @@ async fn env() -> Env {
     };
     let mut config = GatewayConfig::default();
     config.limits.max_argument_bytes = 64 * 1024;
+    // `readOnlyHint` alone makes nothing a read; the operator declares `lookup` one.
+    config.tools.push(ToolRule {
+        tool: "office__lookup".into(),
+        effect: Some(EffectClass::Read),
+        destructive: None,
+        targets: None,
+        hidden: false,
+        ..ToolRule::default()
+    });
     let gw = Gateway::start(
         keys,
         store,

@@ -866,7 +866,13 @@ mod tests {
             m.insert(META_CONFIDENCE.to_owned(), v);
             CallMeta::from_meta(&m)
         };
-        for bad in [json!(7), json!(-0.1), json!(1.000_001), json!("0.9"), json!(null)] {
+        for bad in [
+            json!(7),
+            json!(-0.1),
+            json!(1.000_001),
+            json!("0.9"),
+            json!(null),
+        ] {
             assert!(meta(bad.clone()).is_err(), "{bad} accepted");
         }
         for good in [json!(0), json!(0.5), json!(1)] {

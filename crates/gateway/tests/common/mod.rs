@@ -101,6 +101,11 @@ pub fn demo_config() -> GatewayConfig {
 pub fn test_config() -> GatewayConfig {
     let mut c = demo_config();
     c.limits.upstream_timeout_ms = 20_000;
+    // The scripted upstream is not in the shipped catalog of known servers, so its
+    // `readOnlyHint` alone makes nothing a read: the operator declares its read tools.
+    for read in ["hang", "crash", "peek", "echo"] {
+        c.tools.push(read_rule(&format!("test__{read}")));
+    }
     // The operator declares the scripted tools' target fields (the default list), so a call
     // without any target is a declared target-less effect rather than an unknown one.
     c.tools.push(ToolRule {
@@ -120,6 +125,19 @@ pub fn test_config() -> GatewayConfig {
         ..ToolRule::default()
     });
     c
+}
+
+/// An operator rule declaring the tools matching `pattern` reads (`effect = "read"`).
+#[must_use]
+pub fn read_rule(pattern: &str) -> ToolRule {
+    ToolRule {
+        tool: pattern.into(),
+        effect: Some(secureclaw_core::policy::EffectClass::Read),
+        destructive: None,
+        targets: None,
+        hidden: false,
+        ..ToolRule::default()
+    }
 }
 
 #[must_use]
@@ -160,6 +178,7 @@ fn convert_tool(tool: Tool) -> UpstreamTool {
 /// ignores extras) — the strict demo server would otherwise reject them.
 pub struct DemoUpstream {
     client: RunningService<RoleClient, ()>,
+    server_name: Option<String>,
     tools: Vec<Tool>,
     strip_unknown: bool,
     pub calls: AtomicUsize,
@@ -176,7 +195,12 @@ impl DemoUpstream {
             }
         });
         let client = ().serve(client_io).await.unwrap();
+        let server_name = client
+            .peer()
+            .peer_info()
+            .and_then(|i| i.server_info.as_ref().map(|s| s.name.clone()));
         Arc::new(Self {
+            server_name,
             client,
             tools,
             strip_unknown,
@@ -191,6 +215,11 @@ impl Upstream for DemoUpstream {
     }
     fn destination(&self) -> &str {
         "in-process:demo-office"
+    }
+    /// As `RmcpUpstream` does: the name the demo office reported at `initialize`, so its read
+    /// tools are reads through the shipped catalog.
+    fn server_name(&self) -> Option<&str> {
+        self.server_name.as_deref()
     }
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         Box::pin(async move {
