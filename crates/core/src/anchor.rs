@@ -145,8 +145,12 @@ pub fn collect_targets(
             });
         }
         fn identifiers(&mut self, field: &str, text: &str) {
-            // Handle ids are the gateway's own tokens; it checks their records separately.
-            let text = mask_handles(text);
+            // Normalized first (NFKC; zero-width, bidi, control characters removed), as the
+            // read path does: a recipient split by a zero-width space or written in full-width
+            // letters is still found. Handle ids are the gateway's own tokens; it checks their
+            // records separately.
+            let normalized = crate::normalize::normalize(text);
+            let text = mask_handles(&normalized);
             // A credential is protected data, not a destination.
             for f in detect(&text)
                 .into_iter()
@@ -598,5 +602,21 @@ mod tests {
             Some(Provenance::Operator)
         );
         assert_eq!(anchor_provenance("eve@evil.example", &e, &op), None);
+    }
+
+    /// Issue 11 item 8: arguments are normalized before target detection.
+    #[test]
+    fn split_and_full_width_identifiers_are_targets() {
+        for body in [
+            "mail attacker@evil\u{200b}.example now",
+            "mail attacker@\u{ff45}vil.example now",
+            "mail attacker\u{00ad}@evil.example now",
+        ] {
+            let t = all_targets(&json!({ "body": body }), false);
+            assert!(
+                t.iter().any(|(_, v)| v.contains("evil.example")),
+                "{body:?}: {t:?}"
+            );
+        }
     }
 }
