@@ -44,6 +44,7 @@ pub mod labeler;
 pub mod monitor;
 pub mod normalize;
 pub mod policy;
+pub mod rawjson;
 pub mod recovery;
 pub mod summary;
 pub mod time;

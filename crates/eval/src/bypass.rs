@@ -1331,7 +1331,7 @@ async fn smuggling(c: &Ctx<'_>, r: &mut Results) {
     r.case(
         A,
         "duplicate JSON key at commit (second `to` = attacker)",
-        deny(BindingMismatch),
+        deny(InvalidArguments),
         async {
             let (v, p) = c.fresh().await?;
             let raw = format!(
@@ -1354,8 +1354,8 @@ async fn smuggling(c: &Ctx<'_>, r: &mut Results) {
     .await;
     r.case(
         A,
-        "duplicate JSON key at preview: the effect goes where the policy looked",
-        Expect::Allow,
+        "duplicate JSON key at preview: refused, never resolved",
+        deny(InvalidArguments),
         async {
             let subject = c.subject();
             let raw = format!(

@@ -77,6 +77,25 @@ impl Args {
         }
     }
 
+    /// Whether the front ends refuse these arguments before parsing them: raw text with a
+    /// duplicate key or nested past the limit is `invalid_arguments` (in process this mirrors
+    /// what the HTTP and MCP front ends answer).
+    fn refused(&self) -> Option<ReasonCode> {
+        match self {
+            Self::Json(_) => None,
+            Self::Raw(s) => match secureclaw_core::rawjson::scan(
+                s.as_bytes(),
+                secureclaw_core::canonical::MAX_DEPTH + 1,
+            ) {
+                Err(
+                    secureclaw_core::rawjson::RawJsonError::DuplicateKey { .. }
+                    | secureclaw_core::rawjson::RawJsonError::TooDeep { .. },
+                ) => Some(ReasonCode::InvalidArguments),
+                _ => None,
+            },
+        }
+    }
+
     fn map(&self) -> Result<Map<String, Value>, EvalError> {
         match self {
             Self::Json(m) => Ok(m.clone()),
@@ -206,7 +225,28 @@ fn reason_in(v: &Value) -> Result<ReasonCode, EvalError> {
         .ok_or_else(|| EvalError::Protocol(format!("no reason code in {v}")))
 }
 
+/// A front-end refusal before any parsing (`400 invalid_arguments`: duplicate key, too deep).
+fn front_end_refusal(status: u16, v: &Value) -> Option<Verdict> {
+    (status == 400
+        && v.get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_str)
+            == Some("invalid_arguments"))
+    .then_some(Verdict::Deny(ReasonCode::InvalidArguments))
+}
+
+fn refused_reply(verdict: Verdict) -> Reply {
+    Reply {
+        verdict,
+        structured: None,
+        action_id: None,
+    }
+}
+
 fn reply_json(status: u16, v: &Value) -> Result<Reply, EvalError> {
+    if let Some(verdict) = front_end_refusal(status, v) {
+        return Ok(refused_reply(verdict));
+    }
     if status != 200 {
         return Err(EvalError::Protocol(format!("HTTP {status}: {v}")));
     }
@@ -250,6 +290,9 @@ pub async fn commit_via(
     action_id: &str,
     artifact: Option<&str>,
 ) -> Result<Reply, EvalError> {
+    if let Some(reason) = args.refused() {
+        return Ok(refused_reply(Verdict::Deny(reason)));
+    }
     let o = gateway
         .commit(
             session.record()?,
@@ -272,6 +315,9 @@ pub fn preview_via(
     tool: &str,
     args: &Args,
 ) -> Result<Result<Preview, Verdict>, EvalError> {
+    if let Some(reason) = args.refused() {
+        return Ok(Err(Verdict::Deny(reason)));
+    }
     Ok(gateway
         .preview(session.record()?, tool, &args.map()?)
         .map(preview_of)
@@ -378,6 +424,9 @@ impl Target {
                 let (status, v) = client
                     .request("POST", "/v1/preview", Some(&session.token), Some(&body))
                     .await?;
+                if let Some(verdict) = front_end_refusal(status, &v) {
+                    return Ok(Err(verdict));
+                }
                 if status != 200 {
                     return Err(EvalError::Protocol(format!("preview: HTTP {status}: {v}")));
                 }
@@ -450,6 +499,9 @@ impl Target {
     ) -> Result<Reply, EvalError> {
         match self {
             Self::InProcess(s) => {
+                if let Some(reason) = args.refused() {
+                    return Ok(refused_reply(Verdict::Deny(reason)));
+                }
                 let approval = approval.map(|a| ActionId(a.to_owned()));
                 let o = s
                     .gateway

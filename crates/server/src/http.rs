@@ -188,8 +188,49 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
             "/v1/handles/{id}",
             get(describe_handle).delete(revoke_handle),
         )
+        .layer(axum::middleware::from_fn(move |request, next| {
+            scan_body(request, next, body_limit)
+        }))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
+}
+
+/// Refuse a request body with a duplicate object key or nesting past the gateway's limit
+/// before any handler parses it (`serde_json` would keep the last key silently; issue 12
+/// item 8). Malformed JSON goes on to the handler, whose extractor names the problem.
+async fn scan_body(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+    body_limit: usize,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, body_limit).await else {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("request body larger than {body_limit} bytes"),
+        )
+        .into_response();
+    };
+    if !bytes.is_empty() {
+        use secureclaw_core::rawjson::{RawJsonError, scan};
+        // The body wraps the arguments in at most three objects (body, `arguments`, nesting).
+        match scan(&bytes, secureclaw_core::canonical::MAX_DEPTH + 3) {
+            Err(e @ (RawJsonError::DuplicateKey { .. } | RawJsonError::TooDeep { .. })) => {
+                return ApiError::new(StatusCode::BAD_REQUEST, "invalid_arguments", e.to_string())
+                    .into_response();
+            }
+            Err(RawJsonError::Syntax(_)) | Ok(()) => {}
+        }
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 async fn health(State(s): State<ApiState>) -> Json<Value> {

@@ -28,6 +28,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use secureclaw_core::rawjson::RawJsonError;
 use secureclaw_gateway::Gateway;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -82,6 +83,11 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
     }
 }
 
+/// Nesting allowed in a whole JSON-RPC message: the arguments' limit
+/// ([`secureclaw_core::canonical::MAX_DEPTH`]) plus the message, `params` and `arguments`
+/// objects around them (the gateway then enforces the arguments' own limit).
+const MESSAGE_MAX_DEPTH: usize = secureclaw_core::canonical::MAX_DEPTH + 3;
+
 fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
     (
         status,
@@ -134,6 +140,35 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
             }
         };
         let message = serde_json::from_slice::<Value>(&bytes).ok();
+        // Every request gets one answer: bytes rmcp would drop silently (not JSON, nested past
+        // the gateway's limit, a key twice) are answered here, with the id when it parses.
+        if let Err(e) = secureclaw_core::rawjson::scan(&bytes, MESSAGE_MAX_DEPTH) {
+            let id = message
+                .as_ref()
+                .and_then(|m| m.get("id"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let (code, text) = match &e {
+                RawJsonError::Syntax(_) => {
+                    (-32700, "parse error: the body is not valid JSON".to_owned())
+                }
+                RawJsonError::TooDeep { .. } => (
+                    -32600,
+                    format!(
+                        "invalid request: {e} (arguments may nest {} levels)",
+                        secureclaw_core::canonical::MAX_DEPTH
+                    ),
+                ),
+                RawJsonError::DuplicateKey { .. } => (-32602, format!("invalid_arguments: {e}")),
+            };
+            let id = if matches!(e, RawJsonError::Syntax(_)) {
+                Value::Null
+            } else {
+                id
+            };
+            tracing::info!(error = %e, "refused an MCP request before parsing");
+            return jsonrpc_error(StatusCode::BAD_REQUEST, id, code, &text);
+        }
         (Request::from_parts(parts, Body::from(bytes)), message)
     } else {
         (request, None)

@@ -463,6 +463,20 @@ async fn bad_bodies_get_clear_errors() {
     assert_eq!(b["error"]["code"], "bad_request");
     let (s, _) = raw(&e.app, req(Body::from(vec![0xff, 0xfe, b'{']))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A key twice (issue 12 item 8): refused naming the key, never "last one wins".
+    let (s, b) = raw(
+        &e.app,
+        req(Body::from(
+            r#"{"tool":"office__send","arguments":{"to":"a@corp.example","to":"x@evil.example"}}"#,
+        )),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(b["error"]["code"], "invalid_arguments", "{b}");
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("`to`"),
+        "{b}"
+    );
     let (s, _) = raw(
         &e.app,
         req(Body::from(

@@ -202,8 +202,19 @@ async fn request(
     session: Option<&str>,
     body: Option<&Value>,
 ) -> Reply {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
+    request_raw(addr, method, token, session, &body).await
+}
+
+/// [`request`] with the body as raw text (malformed JSON, duplicate keys).
+async fn request_raw(
+    addr: SocketAddr,
+    method: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> Reply {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -217,7 +228,7 @@ async fn request(
         ));
     }
     head.push_str("\r\n");
-    head.push_str(&body);
+    head.push_str(body);
     s.write_all(head.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
@@ -399,4 +410,41 @@ async fn a_duplicate_in_flight_request_id_is_refused_and_not_dispatched() {
     let r = call(&s, Some(&alice), &sid, 9, "office__send").await;
     assert_eq!(result_text(&r), "send done");
     assert_eq!(s.office.sent.load(Ordering::SeqCst), 2);
+}
+
+/// Regression (issue 12 items 2 and 8): bytes rmcp would drop without an answer get exactly one
+/// JSON-RPC error, and a duplicate key is refused naming it, never dispatched.
+#[tokio::test]
+async fn malformed_deep_and_duplicate_key_requests_get_one_answer() {
+    let s = server(true).await;
+    let alice = s.token("alice");
+    let sid = open(&s, Some(&alice)).await;
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), "{not json").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32700, "{r:?}");
+    assert!(r.messages[0]["id"].is_null(), "{r:?}");
+    let dup = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"office__send","arguments":{"to":"a@corp.example","to":"attacker@evil.example"}}}"#;
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), dup).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.messages[0]["id"], 5, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32602, "{r:?}");
+    assert!(r.body.contains("duplicate object key `to`"), "{r:?}");
+    for depth in [130, 10_000] {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"office__send","arguments":{{"x":{}1{}}}}}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), &deep).await;
+        assert_eq!(r.status, 400, "{r:?}");
+        assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    }
+    assert_eq!(
+        s.office.sent.load(Ordering::SeqCst),
+        0,
+        "nothing was dispatched"
+    );
+    // Positive control: a well-formed call on the same session still runs.
+    let r = call(&s, Some(&alice), &sid, 7, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
 }

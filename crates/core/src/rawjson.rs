@@ -1,0 +1,201 @@
+//! Checks on a request's raw JSON bytes, before any library parser sees them (issue 12 items 2
+//! and 8).
+//!
+//! `serde_json` keeps the last of two equal object keys and stops at 128 levels of nesting;
+//! rmcp then drops a message it cannot parse without answering. Scanning the bytes first lets a
+//! front end answer every request — `-32700` for bytes that are not JSON, an error carrying the
+//! id for a message too deep or with a duplicate key — and makes "which of two `to` keys did
+//! the policy see?" a question that cannot arise: a duplicate key is refused, never resolved.
+//!
+//! The scan builds no values (only object keys, to compare them) and stops at
+//! `max_depth`, so it is linear in the input and bounded in stack.
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use std::collections::HashSet;
+use std::fmt;
+
+/// Why raw JSON bytes were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RawJsonError {
+    /// Not JSON (or not UTF-8), or trailing bytes after the value.
+    #[error("not valid JSON: {0}")]
+    Syntax(String),
+    /// Nesting deeper than the limit.
+    #[error("JSON nests deeper than {limit} levels")]
+    TooDeep {
+        /// The limit that was exceeded.
+        limit: usize,
+    },
+    /// An object has the same key twice.
+    #[error("duplicate object key `{key}`")]
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+}
+
+/// Scan `bytes` as one JSON value: refuse syntax errors, nesting deeper than `max_depth`
+/// (an object or array at the top level is depth 1) and duplicate keys in any object.
+///
+/// # Errors
+/// [`RawJsonError`] for the first problem found.
+pub fn scan(bytes: &[u8], max_depth: usize) -> Result<(), RawJsonError> {
+    let mut found: Option<RawJsonError> = None;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // Our own limit is enforced below; serde_json's (128) is a second fence behind it.
+    let result = Scan {
+        depth: 0,
+        max_depth,
+        found: &mut found,
+    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    match (found, result) {
+        (Some(problem), _) => Err(problem),
+        (None, Ok(())) => Ok(()),
+        (None, Err(e)) => Err(RawJsonError::Syntax(e.to_string())),
+    }
+}
+
+struct Scan<'a> {
+    depth: usize,
+    max_depth: usize,
+    found: &'a mut Option<RawJsonError>,
+}
+
+impl<'de> DeserializeSeed<'de> for Scan<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Scan<'_> {
+    fn enter<E: de::Error>(&mut self) -> Result<usize, E> {
+        let depth = self.depth.saturating_add(1);
+        if depth > self.max_depth {
+            *self.found = Some(RawJsonError::TooDeep {
+                limit: self.max_depth,
+            });
+            return Err(E::custom("too deep"));
+        }
+        Ok(depth)
+    }
+}
+
+impl<'de> Visitor<'de> for Scan<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let depth = self.enter::<A::Error>()?;
+        while seq
+            .next_element_seed(Scan {
+                depth,
+                max_depth: self.max_depth,
+                found: self.found,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let depth = self.enter::<A::Error>()?;
+        let mut keys: HashSet<String> = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !keys.insert(key.clone()) {
+                *self.found = Some(RawJsonError::DuplicateKey { key });
+                return Err(de::Error::custom("duplicate key"));
+            }
+            map.next_value_seed(Scan {
+                depth,
+                max_depth: self.max_depth,
+                found: self.found,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn well_formed_json_passes() {
+        assert_eq!(scan(br#"{"a":[1,{"b":"c"}],"d":null}"#, 64), Ok(()));
+        assert_eq!(scan(nested(64).as_bytes(), 64), Ok(()));
+        assert_eq!(scan(b"42", 64), Ok(()));
+    }
+
+    /// Regression (issue 12 item 8): duplicate keys are refused, naming the key, at any depth.
+    #[test]
+    fn duplicate_keys_are_refused() {
+        assert_eq!(
+            scan(br#"{"to":"a@x","to":"b@y"}"#, 64),
+            Err(RawJsonError::DuplicateKey { key: "to".into() })
+        );
+        assert_eq!(
+            scan(br#"{"params":{"arguments":{"x":{"k":1,"k":2}}}}"#, 64),
+            Err(RawJsonError::DuplicateKey { key: "k".into() })
+        );
+        // An escaped spelling of the same key is the same key.
+        assert_eq!(
+            scan(br#"{"to":1,"\u0074o":2}"#, 64),
+            Err(RawJsonError::DuplicateKey { key: "to".into() })
+        );
+        // Equal keys in different objects are fine.
+        assert_eq!(scan(br#"{"a":{"k":1},"b":{"k":2}}"#, 64), Ok(()));
+    }
+
+    /// Regression (issue 12 item 2): depth is refused by our limit, also far beyond
+    /// serde_json's own (128), without exhausting the stack.
+    #[test]
+    fn depth_is_bounded_by_our_limit() {
+        for depth in [65, 130, 10_000] {
+            assert_eq!(
+                scan(nested(depth).as_bytes(), 64),
+                Err(RawJsonError::TooDeep { limit: 64 }),
+                "{depth}"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_reported() {
+        for bad in [&b"{"[..], b"[1,]", b"{\"a\":1} x", b"\xff\xfe", b""] {
+            assert!(
+                matches!(scan(bad, 64), Err(RawJsonError::Syntax(_))),
+                "{bad:?}"
+            );
+        }
+    }
+}
