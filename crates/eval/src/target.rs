@@ -206,7 +206,7 @@ fn reason_in(v: &Value) -> Result<ReasonCode, EvalError> {
         .ok_or_else(|| EvalError::Protocol(format!("no reason code in {v}")))
 }
 
-fn reply_json(status: u16, v: &Value) -> Result<Reply, EvalError> {
+pub(crate) fn reply_json(status: u16, v: &Value) -> Result<Reply, EvalError> {
     if status != 200 {
         return Err(EvalError::Protocol(format!("HTTP {status}: {v}")));
     }
