@@ -7,6 +7,7 @@
 //!
 //! - [`bypass`]: the cases and [`bypass::run`];
 //! - [`payment`]: the payment case study, boundary on and off;
+//! - [`semantics`]: authorization semantics (confirmation, targets, provenance, sinks);
 //! - [`report`]: results, the printed table and the JSON report;
 //! - [`target`]: the two targets behind one interface;
 //! - [`stack`]: the in-process deployment;
@@ -20,6 +21,7 @@ pub mod ghost;
 pub mod http;
 pub mod payment;
 pub mod report;
+pub mod semantics;
 pub mod stack;
 pub mod target;
 

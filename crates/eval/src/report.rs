@@ -20,6 +20,11 @@ pub enum Expect {
     Hold(ReasonCode),
     /// Of several concurrent identical commits exactly one runs; the others are `replay`.
     ExactlyOnce,
+    /// An operator configuration is refused when it is loaded (nothing runs).
+    ConfigRejected,
+    /// An operator configuration is accepted when it is loaded (the control of
+    /// [`Expect::ConfigRejected`]).
+    ConfigAccepted,
 }
 
 /// What a case observed.
@@ -46,6 +51,8 @@ pub enum Observed {
     /// A verdict that contradicts a check made after it (e.g. the effect went elsewhere than
     /// the policy saw); counted as a false accept.
     Contradiction(String),
+    /// A configuration was loaded: accepted, or refused with this message.
+    Config(Result<(), String>),
     /// Not run in this mode.
     Skipped(&'static str),
     /// The case could not observe anything (transport failure, broken set-up).
@@ -104,6 +111,8 @@ impl CaseResult {
                 },
                 Expect::ExactlyOnce,
             ) => *allowed == 1 && others.is_empty() && matches!(effects, None | Some(1)),
+            (Observed::Config(r), Expect::ConfigRejected) => r.is_err(),
+            (Observed::Config(r), Expect::ConfigAccepted) => r.is_ok(),
             _ => false,
         }
     }
@@ -124,6 +133,8 @@ impl CaseResult {
                 },
                 _,
             ) => *allowed > 1 || effects.is_some_and(|n| n > 1),
+            // An unsafe configuration the gateway would have run with.
+            (Observed::Config(Ok(())), Expect::ConfigRejected) => true,
             _ => false,
         }
     }
@@ -136,6 +147,7 @@ impl CaseResult {
                 !matches!(verdict, Verdict::Allow { tool_error: false })
             }
             (Observed::Race { allowed, .. }, Expect::ExactlyOnce) => *allowed == 0,
+            (Observed::Config(Err(_)), Expect::ConfigAccepted) => true,
             _ => false,
         }
     }
@@ -148,6 +160,8 @@ impl CaseResult {
             Expect::Deny(r) => format!("DENY({r})"),
             Expect::Hold(r) => format!("HOLD({r})"),
             Expect::ExactlyOnce => "1 ALLOW, rest DENY(replay)".into(),
+            Expect::ConfigRejected => "CONFIG REJECTED".into(),
+            Expect::ConfigAccepted => "CONFIG ACCEPTED".into(),
         }
     }
 
@@ -181,6 +195,8 @@ impl CaseResult {
                 s
             }
             Observed::Contradiction(m) => format!("CONTRADICTION: {m}"),
+            Observed::Config(Ok(())) => "CONFIG ACCEPTED".into(),
+            Observed::Config(Err(_)) => "CONFIG REJECTED".into(),
             Observed::Skipped(why) => format!("SKIP ({why})"),
             Observed::Error(m) => format!("ERROR: {m}"),
         }
@@ -438,6 +454,18 @@ mod tests {
         assert!(case(Expect::ExactlyOnce, race(2, Some(2))).false_accept());
         assert!(case(Expect::ExactlyOnce, race(1, Some(2))).false_accept());
         assert!(case(Expect::ExactlyOnce, race(0, Some(0))).false_deny());
+    }
+
+    #[test]
+    fn configurations_are_accepted_or_rejected() {
+        let rejected = Observed::Config(Err("no".into()));
+        let accepted = Observed::Config(Ok(()));
+        assert!(case(Expect::ConfigRejected, rejected.clone()).pass());
+        let c = case(Expect::ConfigRejected, accepted.clone());
+        assert!(!c.pass() && c.false_accept());
+        assert!(case(Expect::ConfigAccepted, accepted).pass());
+        let c = case(Expect::ConfigAccepted, rejected);
+        assert!(!c.pass() && c.false_deny());
     }
 
     #[test]

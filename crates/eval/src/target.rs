@@ -243,7 +243,7 @@ fn refused_reply(verdict: Verdict) -> Reply {
     }
 }
 
-fn reply_json(status: u16, v: &Value) -> Result<Reply, EvalError> {
+pub(crate) fn reply_json(status: u16, v: &Value) -> Result<Reply, EvalError> {
     if let Some(verdict) = front_end_refusal(status, v) {
         return Ok(refused_reply(verdict));
     }

@@ -29,6 +29,13 @@ async fn the_bypass_suite_passes_in_process() {
         .filter(|c| c.category.starts_with("T17"))
         .count();
     assert!(t17 >= 29, "{t17} Table 17 cases");
+    // Authorization semantics (issue 11): every item's attack and its positive control.
+    let semantics = report
+        .cases
+        .iter()
+        .filter(|c| c.category == secureclaw_eval::semantics::SEMANTICS)
+        .count();
+    assert!(semantics >= 30, "{semantics} semantics cases");
     // The JSON report has the documented shape.
     let json = report.to_json();
     assert_eq!(json["summary"]["total"], s.total);

@@ -1,0 +1,714 @@
+//! Property: through a filesystem-like upstream (store sinks), no sequence of reads, writes,
+//! blind edits and read-backs shows the runtime a protected value (DESIGN.md §3 "Sinks";
+//! issue 11: write, edit, read back).
+//!
+//! The upstream `fs` (in process) holds two seeded files whose content carries an e-mail
+//! address, a phone number, a URL, an IBAN and an AWS access key id, and serves
+//! `read_file(path)` (annotated read-only), `write_file(path, content)` and
+//! `edit_file(path, old, new)` (replace every `old` by `new`, answer with a diff of the changed
+//! lines). The task names the directory `/work/docs/`, so writes and edits there are anchored.
+//!
+//! A random sequence of operations runs as a compromised runtime would: reads of any file,
+//! writes whose content mixes literal text and handles the runtime saw, blind edits
+//! (`"@"` → `" / "`, a quote → `x`, …, or a handle as the replacement) and read-backs. After
+//! every operation, everything the runtime receives (the rendered outcome, every text block,
+//! every string and key of the structured content) must be free of the protected values.
+//!
+//! Two configurations: the operator's default (the fs tools unconfigured, hence `store` sinks
+//! into which no handle resolves), and one where the operator lets one label (the contacts
+//! file's `email` field, `contact_email`) into `fs__write_file` — the value then reaches the
+//! file in clear, and every read-back must declassify it again.
+//!
+//! `PROPTEST_CASES` overrides the default of 64 cases per configuration.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod common;
+#[path = "../../core/tests/prop_support/mod.rs"]
+mod prop_support;
+
+use common::{TestClock, keys, visible};
+use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestRunner};
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::classify::FieldRule;
+use secureclaw_core::handle::Sensitivity;
+use secureclaw_gateway::upstream::BoxFuture;
+use secureclaw_gateway::{
+    CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
+    UpstreamTool, UpstreamTransport,
+};
+use secureclaw_policy::CedarPolicy;
+use secureclaw_store::{SessionRecord, SqliteStore};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const EMAIL: &str = "dana.whitfield@northwind.example";
+const PHONE: &str = "+44 20 7946 0958";
+const URL: &str = "https://intranet.northwind.example/payroll/2027";
+const IBAN: &str = "DE89370400440532013000";
+const AWS_KEY_ID: &str = "AKIAIOSFODNN7EXAMPLE";
+const PROTECTED: [&str; 5] = [EMAIL, PHONE, URL, IBAN, AWS_KEY_ID];
+
+const CONTACTS: &str = "/work/docs/contacts.json";
+const NOTES: &str = "/work/docs/notes.txt";
+/// Files an operation may name: the two seeded ones, two new ones in the task's directory,
+/// one outside it (writes there wait for a confirmation).
+const PATHS: [&str; 5] = [
+    CONTACTS,
+    NOTES,
+    "/work/docs/a.txt",
+    "/work/docs/b.txt",
+    "/elsewhere/c.txt",
+];
+const TASK: &str = "Tidy up the files in /work/docs/ please";
+
+fn seeded() -> BTreeMap<String, String> {
+    let contacts = json!({
+        "owner": "Dana Whitfield",
+        "email": EMAIL,
+        "phone": PHONE,
+        "intranet": URL,
+        "iban": IBAN,
+        "aws_key_id": AWS_KEY_ID,
+        "note": "Call before paying; the key rotates monthly."
+    });
+    let notes = format!(
+        "Payroll notes\nWrite to {EMAIL} or call {PHONE}.\nSheet: {URL}\n\
+         Salary account IBAN {IBAN}\nCI key id {AWS_KEY_ID} (rotate!)\n"
+    );
+    BTreeMap::from([
+        (
+            CONTACTS.to_owned(),
+            serde_json::to_string_pretty(&contacts).unwrap(),
+        ),
+        (NOTES.to_owned(), notes),
+    ])
+}
+
+// ------------------------------------------------------------------------------ upstream
+
+/// The filesystem-like upstream `fs`.
+struct FsUpstream {
+    files: Mutex<BTreeMap<String, String>>,
+}
+
+impl FsUpstream {
+    fn new() -> Self {
+        Self {
+            files: Mutex::new(seeded()),
+        }
+    }
+
+    fn reset(&self) {
+        *self.files.lock().unwrap() = seeded();
+    }
+
+    fn holds_in_clear(&self, path: &str, value: &str) -> bool {
+        self.files
+            .lock()
+            .unwrap()
+            .get(path)
+            .is_some_and(|t| t.contains(value))
+    }
+}
+
+fn tool(name: &str, properties: Value, read_only: bool) -> UpstreamTool {
+    UpstreamTool {
+        name: name.into(),
+        title: None,
+        description: Some(format!("filesystem: {name}")),
+        input_schema: common::args(json!({"type": "object", "properties": properties})),
+        read_only_hint: read_only,
+        destructive_hint: false,
+        open_world_hint: false,
+    }
+}
+
+fn text_output(text: String, structured: Value) -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": text})],
+        structured: Some(structured),
+        is_error: false,
+    }
+}
+
+fn tool_error(text: &str) -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": text})],
+        structured: None,
+        is_error: true,
+    }
+}
+
+/// The changed lines of an edit, `-before` / `+after`.
+fn diff(path: &str, before: &str, after: &str) -> String {
+    let b: Vec<&str> = before.lines().collect();
+    let a: Vec<&str> = after.lines().collect();
+    let mut out = format!("--- {path}\n+++ {path}\n");
+    for i in 0..b.len().max(a.len()) {
+        match (b.get(i), a.get(i)) {
+            (Some(x), Some(y)) if x == y => {}
+            (x, y) => {
+                if let Some(x) = x {
+                    out.push_str(&format!("-{x}\n"));
+                }
+                if let Some(y) = y {
+                    out.push_str(&format!("+{y}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Upstream for FsUpstream {
+    fn id(&self) -> &str {
+        "fs"
+    }
+    fn destination(&self) -> &str {
+        "in-process:fs"
+    }
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        Box::pin(async move {
+            Ok(vec![
+                tool("read_file", json!({"path": {"type": "string"}}), true),
+                tool(
+                    "write_file",
+                    json!({"path": {"type": "string"}, "content": {"type": "string"}}),
+                    false,
+                ),
+                tool(
+                    "edit_file",
+                    json!({"path": {"type": "string"}, "old": {"type": "string"},
+                           "new": {"type": "string"}}),
+                    false,
+                ),
+            ])
+        })
+    }
+    fn call_tool(
+        &self,
+        name: String,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        Box::pin(async move {
+            let arg = |k: &str| arguments.get(k).and_then(Value::as_str).map(str::to_owned);
+            let Some(path) = arg("path") else {
+                return Ok(tool_error("missing path"));
+            };
+            let mut files = self.files.lock().unwrap();
+            Ok(match name.as_str() {
+                "read_file" => match files.get(&path) {
+                    Some(text) => {
+                        let content = if path.ends_with(".json") {
+                            serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+                        } else {
+                            json!(text)
+                        };
+                        text_output(text.clone(), json!({"path": path, "content": content}))
+                    }
+                    None => tool_error("no such file"),
+                },
+                "write_file" => {
+                    let content = arg("content").unwrap_or_default();
+                    let n = content.len();
+                    files.insert(path.clone(), content);
+                    text_output(
+                        format!("wrote {n} bytes to {path}"),
+                        json!({"path": path, "bytes": n}),
+                    )
+                }
+                "edit_file" => {
+                    let (Some(old), Some(new)) = (arg("old"), arg("new")) else {
+                        return Ok(tool_error("missing old or new"));
+                    };
+                    match files.get_mut(&path) {
+                        None => tool_error("no such file"),
+                        Some(_) if old.is_empty() => tool_error("empty old"),
+                        Some(text) => {
+                            let before = text.clone();
+                            let count = before.matches(old.as_str()).count();
+                            *text = before.replace(old.as_str(), &new);
+                            let d = diff(&path, &before, text);
+                            text_output(
+                                d.clone(),
+                                json!({"path": path, "replacements": count, "diff": d}),
+                            )
+                        }
+                    }
+                }
+                other => tool_error(&format!("unknown tool {other}")),
+            })
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------ stack
+
+/// The operator lets the contacts file's `email` field into `fs__write_file`.
+fn allowing_config() -> GatewayConfig {
+    let mut c = GatewayConfig::default();
+    c.classify.push(FieldRule {
+        upstream: "fs".into(),
+        tool: "read_file".into(),
+        path: "/content/email".into(),
+        label: "contact_email".into(),
+        sensitivity: Sensitivity::Medium,
+        allowed_sinks: vec!["fs__write_file".into()],
+        anchor: false,
+        identifiers: false,
+    });
+    c
+}
+
+struct Fs {
+    _dir: tempfile::TempDir,
+    gw: Gateway,
+    fs: Arc<FsUpstream>,
+}
+
+async fn start(config: GatewayConfig) -> Fs {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("fs.db"), keys.clone()).unwrap());
+    let fs = Arc::new(FsUpstream::new());
+    let spec = UpstreamSpec {
+        id: "fs".into(),
+        transport: UpstreamTransport::Stdio {
+            command: "in-process-fs".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: true,
+    };
+    let up: Arc<dyn Upstream> = fs.clone();
+    // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.
+    let mut config = config;
+    config.tools.insert(0, common::read_rule("fs__read_file"));
+    let gw = Gateway::start(
+        keys,
+        store,
+        Arc::new(CedarPolicy::load(&[]).unwrap()),
+        config,
+        vec![(spec, up)],
+        TestClock::new(common::T0).clock(),
+    )
+    .await
+    .unwrap();
+    Fs { _dir: dir, gw, fs }
+}
+
+fn session(gw: &Gateway) -> SessionRecord {
+    gw.open_session(
+        "alice",
+        TaskEnvelope {
+            request: TASK.into(),
+            ..TaskEnvelope::default()
+        },
+    )
+    .unwrap()
+}
+
+// ------------------------------------------------------------------------------ operations
+
+#[derive(Debug, Clone)]
+enum Piece {
+    Literal(String),
+    /// The i-th handle the runtime has seen (modulo their number); nothing if none yet.
+    Handle(usize),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Read(usize),
+    Write(usize, Vec<Piece>),
+    Edit(usize, String, Piece),
+}
+
+fn literal() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "Note: ", "x", " ", "\n", "mailto:", "IBAN ", "+", "0", "AKIA", "<", ">", "\"", "tel:",
+            "https://", "@", ".",
+        ])
+        .prop_map(str::to_owned),
+        "[a-zA-Z0-9 .:/+@-]{0,8}",
+    ]
+}
+
+/// Write content: literal text around at most one handle (a second handle of another label
+/// would get the whole write refused, and the allowed value would rarely reach a file).
+fn pieces() -> impl Strategy<Value = Vec<Piece>> {
+    (
+        prop::collection::vec(literal(), 0..3),
+        prop::option::weighted(0.7, any::<usize>()),
+        prop::collection::vec(literal(), 0..3),
+    )
+        .prop_map(|(before, handle, after)| {
+            let mut v: Vec<Piece> = before.into_iter().map(Piece::Literal).collect();
+            v.extend(handle.map(Piece::Handle));
+            v.extend(after.into_iter().map(Piece::Literal));
+            v
+        })
+}
+
+/// Blind edits: text the runtime never saw in clear, chosen to break a detector's match.
+fn old() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "@", ".", "\"", ":", " ", "-", "+", "/", "DE", "AKIA", "https://", "0", "Dana", "\n",
+            "example", "44",
+        ])
+        .prop_map(str::to_owned),
+        1 => "[a-z0-9@.:/+ -]{1,3}",
+    ]
+}
+
+fn new() -> impl Strategy<Value = Piece> {
+    prop_oneof![
+        3 => prop::sample::select(vec![" / ", "", "x", "X", " ", "0", "-", "\n", "@", "_"])
+            .prop_map(|s| Piece::Literal(s.to_owned())),
+        1 => literal().prop_map(Piece::Literal),
+        1 => any::<usize>().prop_map(Piece::Handle),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let path = 0..PATHS.len();
+    prop_oneof![
+        3 => path.clone().prop_map(Op::Read),
+        3 => (path.clone(), pieces()).prop_map(|(p, pieces)| Op::Write(p, pieces)),
+        3 => (path, old(), new()).prop_map(|(p, o, n)| Op::Edit(p, o, n)),
+    ]
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    // Always start with a read of each seeded file, so the runtime holds handles to use.
+    prop::collection::vec(op(), 1..12).prop_map(|mut v| {
+        v.insert(0, Op::Read(1));
+        v.insert(0, Op::Read(0));
+        v
+    })
+}
+
+fn render(piece: &Piece, handles: &[String]) -> String {
+    match piece {
+        Piece::Literal(s) => s.clone(),
+        Piece::Handle(_) if handles.is_empty() => String::new(),
+        Piece::Handle(i) => handles[i % handles.len()].clone(),
+    }
+}
+
+/// Every handle id in `text` (`hdl_…`).
+fn handles_in(text: &str, out: &mut Vec<String>) {
+    let mut rest = text;
+    while let Some(at) = rest.find("hdl_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let id = tail[..end].to_owned();
+        if !out.contains(&id) {
+            out.push(id);
+        }
+        rest = &tail[end..];
+    }
+}
+
+fn strings(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+        Value::Object(m) => {
+            for (k, i) in m {
+                out.push_str(k);
+                out.push('\n');
+                strings(i, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Everything the runtime receives from `o`: the rendered outcome, every text block, every
+/// string and key of the structured content.
+fn received(o: &CallOutcome) -> String {
+    let mut all = visible(o);
+    all.push('\n');
+    let output = match o {
+        CallOutcome::Completed { output, .. } | CallOutcome::Shadowed { output } => Some(output),
+        _ => None,
+    };
+    if let Some(output) = output {
+        for block in &output.content {
+            strings(block, &mut all);
+        }
+        if let Some(s) = &output.structured {
+            strings(s, &mut all);
+        }
+    }
+    all
+}
+
+fn call_of(op: &Op, handles: &[String]) -> (&'static str, Value) {
+    match op {
+        Op::Read(p) => ("fs__read_file", json!({"path": PATHS[*p]})),
+        Op::Write(p, pieces) => {
+            let content: String = pieces.iter().map(|x| render(x, handles)).collect();
+            (
+                "fs__write_file",
+                json!({"path": PATHS[*p], "content": content}),
+            )
+        }
+        Op::Edit(p, old, new) => (
+            "fs__edit_file",
+            json!({"path": PATHS[*p], "old": old, "new": render(new, handles)}),
+        ),
+    }
+}
+
+/// What a run of the property exercised (so that it is not vacuous).
+#[derive(Debug, Default)]
+struct Stats {
+    /// Writes that put a protected value into a new file in clear.
+    cleartext_writes: AtomicUsize,
+    /// Edits that ran.
+    edits: AtomicUsize,
+    /// Writes that ran.
+    writes: AtomicUsize,
+    /// Calls refused or held.
+    refused: AtomicUsize,
+}
+
+/// Run one sequence; fail on the first outcome that shows a protected value.
+async fn run(fs: &Fs, ops: &[Op], stats: &Stats) -> Result<(), TestCaseError> {
+    fs.fs.reset();
+    let s = session(&fs.gw);
+    let mut handles: Vec<String> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let (tool, args) = call_of(op, &handles);
+        let o = fs.gw.call(&s, tool, common::args(args.clone()), None).await;
+        let seen = received(&o);
+        for p in PROTECTED {
+            prop_assert!(
+                !seen.contains(p),
+                "step {} {} {} showed `{}` to the runtime:\n{}\nsequence: {:?}",
+                i,
+                tool,
+                args,
+                p,
+                seen,
+                ops
+            );
+        }
+        handles_in(&seen, &mut handles);
+        let completed = matches!(o, CallOutcome::Completed { .. });
+        let count = |c: &AtomicUsize| {
+            c.fetch_add(1, Ordering::Relaxed);
+        };
+        match op {
+            _ if !completed => count(&stats.refused),
+            Op::Write(p, _) => {
+                count(&stats.writes);
+                if !matches!(PATHS[*p], CONTACTS | NOTES)
+                    && PROTECTED.iter().any(|v| fs.fs.holds_in_clear(PATHS[*p], v))
+                {
+                    count(&stats.cleartext_writes);
+                }
+            }
+            Op::Edit(..) => count(&stats.edits),
+            Op::Read(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn property(config: GatewayConfig) -> Stats {
+    let rt = runtime();
+    let fs = rt.block_on(start(config));
+    let mut runner = TestRunner::new(prop_support::config(64));
+    let stats = Stats::default();
+    let result = runner.run(&ops(), |ops| rt.block_on(run(&fs, &ops, &stats)));
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    eprintln!("{stats:?}");
+    // Not vacuous: blind edits ran (every sequence starts with two reads).
+    assert!(stats.edits.load(Ordering::Relaxed) > 0, "{stats:?}");
+    stats
+}
+
+/// Default configuration: no handle resolves into the (store) fs tools.
+#[test]
+fn store_sinks_never_show_protected_values() {
+    let stats = property(GatewayConfig::default());
+    assert_eq!(
+        stats.cleartext_writes.load(Ordering::Relaxed),
+        0,
+        "a handle resolved into an unconfigured store sink: {stats:?}"
+    );
+}
+
+/// The operator lets `contact_email` into `fs__write_file`: the value reaches the file in
+/// clear, and read-backs and edit diffs declassify it again.
+#[test]
+fn allowed_store_sink_read_back_is_declassified() {
+    property(allowing_config());
+}
+
+/// FINDING (expected failure): a blind edit of a file whose protected values the runtime only
+/// ever saw as handles turns them into text the detectors no longer recognise, and the edit's
+/// diff and every later read show the mangled value: `"@"` → `" / "` makes
+/// `dana.whitfield@northwind.example` readable as `dana.whitfield / northwind.example`. The
+/// exact value never appears (the property above holds), but the information leaks. The
+/// gateway cannot see the file before the edit, so neither the store-sink rule nor the
+/// detectors can stop it; a fix needs a design decision (e.g. edits of an object whose reads
+/// minted handles need a confirmation).
+#[test]
+#[ignore = "finding: blind edits reveal protected values in mangled form (see doc comment)"]
+fn blind_edit_does_not_reveal_a_mangled_value() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw);
+        let read = fs
+            .gw
+            .call(
+                &s,
+                "fs__read_file",
+                common::args(json!({"path": NOTES})),
+                None,
+            )
+            .await;
+        assert!(!received(&read).contains(EMAIL));
+        let edit = fs
+            .gw
+            .call(
+                &s,
+                "fs__edit_file",
+                common::args(json!({"path": NOTES, "old": "@", "new": " / "})),
+                None,
+            )
+            .await;
+        let mangled = EMAIL.replace('@', " / ");
+        let seen = received(&edit);
+        assert!(
+            !seen.contains(&mangled),
+            "the edit's diff shows `{mangled}`: {seen}"
+        );
+    });
+}
+
+/// Positive control of the allowing configuration, deterministic: the handle does resolve
+/// into the file, and the read-back shows a handle, not the address.
+#[test]
+fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(allowing_config()).await;
+        let s = session(&fs.gw);
+        let read = fs
+            .gw
+            .call(
+                &s,
+                "fs__read_file",
+                common::args(json!({"path": CONTACTS})),
+                None,
+            )
+            .await;
+        let handle = common::completed(&read).structured.clone().unwrap()["content"]["email"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(handle.starts_with("hdl_"), "{handle}");
+        let content = format!("Contact: {handle}\n");
+        let write = fs
+            .gw
+            .call(
+                &s,
+                "fs__write_file",
+                common::args(json!({"path": "/work/docs/a.txt", "content": content})),
+                None,
+            )
+            .await;
+        common::completed(&write);
+        assert!(fs.fs.holds_in_clear("/work/docs/a.txt", EMAIL));
+        for o in [
+            fs.gw
+                .call(
+                    &s,
+                    "fs__read_file",
+                    common::args(json!({"path": "/work/docs/a.txt"})),
+                    None,
+                )
+                .await,
+            fs.gw
+                .call(
+                    &s,
+                    "fs__edit_file",
+                    common::args(
+                        json!({"path": "/work/docs/a.txt", "old": "Contact", "new": "Mail"}),
+                    ),
+                    None,
+                )
+                .await,
+        ] {
+            let seen = received(&o);
+            assert!(!seen.contains(EMAIL), "{seen}");
+            assert!(seen.contains("hdl_"), "{seen}");
+        }
+        // Default configuration: the same write is refused, nothing reaches the file.
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw);
+        let read = fs
+            .gw
+            .call(
+                &s,
+                "fs__read_file",
+                common::args(json!({"path": CONTACTS})),
+                None,
+            )
+            .await;
+        let mut handles = Vec::new();
+        handles_in(&received(&read), &mut handles);
+        let email = handles
+            .iter()
+            .find(|h| h.starts_with("hdl_em_"))
+            .unwrap()
+            .clone();
+        let write = fs
+            .gw
+            .call(
+                &s,
+                "fs__write_file",
+                common::args(json!({"path": "/work/docs/a.txt", "content": email})),
+                None,
+            )
+            .await;
+        common::assert_denied(
+            &write,
+            secureclaw_core::recovery::ReasonCode::HandleSinkForbidden,
+        );
+        assert!(!fs.fs.holds_in_clear("/work/docs/a.txt", EMAIL));
+    });
+}
