@@ -74,7 +74,7 @@ impl Minter<'_, '_> {
     fn rule(&self, path: &str) -> Option<&FieldRule> {
         self.d
             .classifier
-            .rule_for(&self.entry.upstream, &self.entry.name, path)
+            .rule_covering(&self.entry.upstream, &self.entry.name, path)
     }
 
     fn mint(&mut self, p: &Protected) -> String {
@@ -97,9 +97,10 @@ impl Minter<'_, '_> {
     fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
         let (label, kind_tag, sensitivity, allowed_sinks, anchor) = match &p.kind {
             ProtectedKind::Identifier(kind) => {
-                // An identifier inside a field an `identifiers` rule names takes that rule's
-                // sensitivity, sinks and anchoring; elsewhere the detector's defaults.
-                let rule = self.d.classifier.identifier_rule_for(
+                // An identifier inside a field an `identifiers` rule names (or below an object
+                // it names) takes that rule's sensitivity, sinks and anchoring; elsewhere the
+                // detector's defaults.
+                let rule = self.d.classifier.identifier_rule_covering(
                     &self.entry.upstream,
                     &self.entry.name,
                     &p.path,
@@ -116,6 +117,10 @@ impl Minter<'_, '_> {
                 )
             }
             ProtectedKind::Field { label } => {
+                // D labels every scalar below a labelled object with the object's label; the
+                // rule that labelled it — the nearest ancestor's — gives sensitivity, sinks
+                // and anchoring too (before, a leaf below an object rule fell back to the
+                // defaults: `medium`, no sinks, never anchored).
                 let rule = self.rule(&p.path);
                 (
                     label.clone(),
