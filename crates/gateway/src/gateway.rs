@@ -784,7 +784,7 @@ impl Gateway {
             handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
             now: self.now(),
         };
-        match d.declassify(session, entry, anchored, output) {
+        match d.declassify(session, entry, anchored, output, resolved) {
             Ok((output, handles)) => {
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
