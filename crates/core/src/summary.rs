@@ -672,10 +672,8 @@ fn identifier_name(name: &str) -> bool {
     let mut word = String::new();
     let mut prev_lower = false;
     for c in name.chars() {
-        if !c.is_alphanumeric() || (c.is_uppercase() && prev_lower) {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
+        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
         }
         prev_lower = c.is_lowercase() || c.is_ascii_digit();
         if c.is_alphanumeric() {
