@@ -66,6 +66,17 @@ pub fn pointer_match(pattern: &str, path: &str) -> bool {
     p.len() == t.len() && p.iter().zip(&t).all(|(a, b)| glob_match(a, b))
 }
 
+/// `path` and then each of its ancestors, nearest first, ending with the root `""`
+/// (`/a/b` → `/a/b`, `/a`, `""`). Segments are RFC 6901-escaped, so every `/` separates two.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    let mut next = Some(path);
+    std::iter::from_fn(move || {
+        let current = next?;
+        next = current.rfind('/').and_then(|i| current.get(..i));
+        Some(current)
+    })
+}
+
 /// The rule set plus defaults for detected identifiers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Classifier {
@@ -95,6 +106,30 @@ impl Classifier {
         self.rules
             .iter()
             .find(|r| r.identifiers && r.matches(upstream, tool, path))
+    }
+
+    /// The rule governing the value at `path`: the first whole-field rule matching `path`
+    /// itself, else the first matching its nearest ancestor (`/result/address` for
+    /// `/result/address/street`, `/orders` for `/orders/3`). A rule on an object or array
+    /// path therefore applies to every field below it — with its label, sensitivity, sinks
+    /// and anchoring — unless a rule names a nearer path; this is the same inheritance the
+    /// summary operator applies to labels ([`crate::summary::summarize`]).
+    #[must_use]
+    pub fn rule_covering(&self, upstream: &str, tool: &str, path: &str) -> Option<&FieldRule> {
+        ancestors(path).find_map(|p| self.rule_for(upstream, tool, p))
+    }
+
+    /// As [`Classifier::rule_covering`] for rules with [`FieldRule::identifiers`]: an
+    /// `identifiers` rule on an object path governs the identifiers found in every string
+    /// below it.
+    #[must_use]
+    pub fn identifier_rule_covering(
+        &self,
+        upstream: &str,
+        tool: &str,
+        path: &str,
+    ) -> Option<&FieldRule> {
+        ancestors(path).find_map(|p| self.identifier_rule_for(upstream, tool, p))
     }
 
     /// Sensitivity given to an identifier found by a detector outside any rule: secrets, card
@@ -153,6 +188,80 @@ mod tests {
         assert!(c.rule_for("x", "y", "/items/3/email/x").is_none());
         assert!(
             c.identifier_rule_for("office", "read_invoice", "/iban")
+                .is_none()
+        );
+    }
+
+    fn rule(path: &str, label: &str, anchor: bool, identifiers: bool) -> FieldRule {
+        FieldRule {
+            upstream: "*".into(),
+            tool: "get_*".into(),
+            path: path.into(),
+            label: label.into(),
+            sensitivity: Sensitivity::High,
+            allowed_sinks: vec!["retail__modify_user_address".into()],
+            anchor,
+            identifiers,
+        }
+    }
+
+    #[test]
+    fn ancestors_nearest_first() {
+        assert_eq!(
+            ancestors("/a/b~1c/0").collect::<Vec<_>>(),
+            ["/a/b~1c/0", "/a/b~1c", "/a", ""]
+        );
+        assert_eq!(ancestors("").collect::<Vec<_>>(), [""]);
+    }
+
+    /// Regression (issue 11 item 10): a rule on an object path gave the fields below it the
+    /// default sensitivity, no sinks and no anchoring.
+    #[test]
+    fn rule_on_object_path_covers_fields_below() {
+        let c = Classifier {
+            rules: vec![
+                rule("/address/zip", "zip", false, false),
+                rule("/address", "address", true, false),
+                rule("/notes", "notes", false, true),
+            ],
+        };
+        let street = c.rule_covering("retail", "get_order", "/address/street");
+        assert_eq!(street.map(|r| r.label.as_str()), Some("address"));
+        assert!(street.is_some_and(|r| r.anchor && r.sensitivity == Sensitivity::High));
+        assert_eq!(
+            c.rule_covering("retail", "get_order", "/address/lines/0")
+                .map(|r| r.label.as_str()),
+            Some("address")
+        );
+        // A nearer rule wins over the ancestor's.
+        assert_eq!(
+            c.rule_covering("retail", "get_order", "/address/zip")
+                .map(|r| r.label.as_str()),
+            Some("zip")
+        );
+        // Positive control for the negative: siblings, prefixes of names, other tools.
+        assert!(
+            c.rule_covering("retail", "get_order", "/addresses/x")
+                .is_none()
+        );
+        assert!(c.rule_covering("retail", "get_order", "/name").is_none());
+        assert!(
+            c.rule_covering("retail", "list_order", "/address/street")
+                .is_none()
+        );
+        // The exact lookup is unchanged.
+        assert!(
+            c.rule_for("retail", "get_order", "/address/street")
+                .is_none()
+        );
+        // Identifier rules cover the strings below too, and stay apart from field rules.
+        assert!(
+            c.identifier_rule_covering("r", "get_x", "/notes/0/text")
+                .is_some()
+        );
+        assert!(c.rule_covering("r", "get_x", "/notes/0/text").is_none());
+        assert!(
+            c.identifier_rule_covering("r", "get_x", "/address/street")
                 .is_none()
         );
     }

@@ -88,6 +88,72 @@ pub fn mint_handle_id(
     Ok(HandleId(format!("hdl_{tag}_{tail}")))
 }
 
+const REUSE_DOMAIN: &[u8] = b"secureclaw.handle-reuse.v1";
+
+/// Everything a handle record says about its value besides where it came from: a value read
+/// again in the same session reuses a handle only if all of it is equal (see
+/// [`handle_reuse_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleClass<'a> {
+    /// Handle id tag (`em`, `ib`, `fld`, …).
+    pub kind: &'a str,
+    /// Label.
+    pub label: &'a str,
+    /// Sensitivity.
+    pub sensitivity: Sensitivity,
+    /// Sink patterns, in the rule's order.
+    pub allowed_sinks: &'a [String],
+    /// Anchored (authoritative field of an anchored read).
+    pub anchored: bool,
+}
+
+/// The lookup key under which a handle is found again when the same value is read a second
+/// time in `session` with the same [`HandleClass`]: `reuse:<key id>:` + hex
+/// HMAC-SHA256(k_handle, domain ‖ session ‖ kind ‖ label ‖ sensitivity ‖ sinks ‖ anchored ‖
+/// value). Keyed, so the store never holds the plaintext or an unkeyed digest of it (a short
+/// value — a zip code, a phone number — would fall to a dictionary); bound to the session, so
+/// two sessions never share a handle; bound to the whole class, so a value never reaches an
+/// existing handle that is more trusted (anchored, wider sinks) than the read that returned it
+/// again — an occurrence in free text or in an unanchored read gets its own handle. The key id
+/// is part of the key: after rotation values get new handles.
+///
+/// # Errors
+/// [`KeyError::NoActiveKey`] if the ring has no handle key.
+pub fn handle_reuse_key(
+    keys: &KeyRing,
+    session: &str,
+    class: &HandleClass<'_>,
+    value: &[u8],
+) -> Result<String, KeyError> {
+    let key = keys.active(KeyPurpose::Handle)?;
+    let sinks = class.allowed_sinks.join("\n");
+    let mac = hmac_parts(
+        key,
+        &[
+            REUSE_DOMAIN,
+            session.as_bytes(),
+            class.kind.as_bytes(),
+            class.label.as_bytes(),
+            class.sensitivity.as_str().as_bytes(),
+            &(class.allowed_sinks.len() as u64).to_be_bytes(),
+            sinks.as_bytes(),
+            &[u8::from(class.anchored)],
+            value,
+        ],
+    );
+    Ok(format!("reuse:{}:{}", key.id, hex_lower(&mac)))
+}
+
+fn hex_lower(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 /// `text` with every handle id in it replaced by a space (so the detectors do not read a
 /// handle id as an identifier or a secret).
 #[must_use]
@@ -409,6 +475,68 @@ mod tests {
             find_handles(&json!({"x": format!("send to {a} now")})),
             vec![("/x".into(), a)]
         );
+    }
+
+    #[test]
+    fn reuse_key_binds_session_value_and_whole_class() {
+        let keys = ring();
+        let sinks = vec!["retail__get_order_details".to_owned()];
+        let class = HandleClass {
+            kind: "fld",
+            label: "order_id",
+            sensitivity: Sensitivity::Medium,
+            allowed_sinks: &sinks,
+            anchored: true,
+        };
+        let k = |session: &str, c: &HandleClass<'_>, v: &str| {
+            handle_reuse_key(&keys, session, c, v.as_bytes()).unwrap()
+        };
+        let base = k("s1", &class, "#W5490111");
+        // Positive control: deterministic.
+        assert_eq!(base, k("s1", &class, "#W5490111"));
+        assert!(base.starts_with("reuse:"));
+        assert!(
+            !base.contains("W5490111"),
+            "the key never holds the plaintext"
+        );
+        assert_ne!(base, k("s2", &class, "#W5490111"));
+        assert_ne!(base, k("s1", &class, "#W5490112"));
+        let unanchored = HandleClass {
+            anchored: false,
+            ..class.clone()
+        };
+        assert_ne!(base, k("s1", &unanchored, "#W5490111"));
+        let other_label = HandleClass {
+            label: "user_id",
+            ..class.clone()
+        };
+        assert_ne!(base, k("s1", &other_label, "#W5490111"));
+        let high = HandleClass {
+            sensitivity: Sensitivity::High,
+            ..class.clone()
+        };
+        assert_ne!(base, k("s1", &high, "#W5490111"));
+        let wider = vec!["retail__get_order_details".to_owned(), "x__y".to_owned()];
+        let wider = HandleClass {
+            allowed_sinks: &wider,
+            ..class.clone()
+        };
+        assert_ne!(base, k("s1", &wider, "#W5490111"));
+        let joined = vec!["retail__get_order_details\nx__y".to_owned()];
+        let joined = HandleClass {
+            allowed_sinks: &joined,
+            ..class.clone()
+        };
+        assert_ne!(
+            k("s1", &wider, "#W5490111"),
+            k("s1", &joined, "#W5490111"),
+            "sink lists are length-prefixed"
+        );
+        let email = HandleClass {
+            kind: "em",
+            ..class.clone()
+        };
+        assert_ne!(base, k("s1", &email, "#W5490111"));
     }
 
     #[test]

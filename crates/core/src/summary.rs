@@ -5,10 +5,16 @@
 //! and the tokens the caller mints; no LLM, no clock, no randomness. Same inputs and same minted
 //! tokens give byte-identical output. It:
 //!
-//! 1. keeps at most [`SummaryConfig::max_entries`] entries per object (in map iteration order)
-//!    and per array, adding a truncation marker (`"…": "[N more fields]"` in objects, a final
-//!    `"…[N more items]"` element in arrays); values nested deeper than [`MAX_DEPTH`] become
-//!    [`NESTED_TOO_DEEP`];
+//! 1. keeps at most [`SummaryConfig::max_entries`] entries per object and per array, adding a
+//!    truncation marker (`"…": "[N more fields: a, b]"` in objects, naming the fields cut, and
+//!    a final `"…[N more items]"` element in arrays); values nested deeper than [`MAX_DEPTH`]
+//!    become [`NESTED_TOO_DEEP`]. An array keeps its first entries. An object that is too
+//!    large keeps its **identifier fields** first — fields an operator rule labels or that are
+//!    named like a credential (their values become handles), fields named like an identifier
+//!    (`id`, `user_id`, `orderId`, `email`, `phone`, `iban`, `account`, …), and short strings
+//!    holding an identifier the detectors find — then other scalars, objects and short arrays,
+//!    and cuts long free text and long arrays first (see [`select_fields`]); kept fields stay
+//!    in map order, so a record's ids are never dropped silently for its description;
 //! 2. protects whole fields: a value whose JSON pointer an operator rule labels, every scalar
 //!    below such a value, and the value of a field *named* like a credential
 //!    ([`crate::detect::is_credential_name`]) is handed to the caller as a [`Protected`] and
@@ -200,7 +206,7 @@ pub fn summarize(
     let (prepared, split_markers) = prepare(value, &markers, cfg);
     let value = prepared.as_ref();
     let mut scan = Scan::default();
-    scan.value(value, cfg, 0);
+    scan.value(value, "", cfg, field_label, 0);
     let known = scan.known();
     let mut run = Run {
         cfg,
@@ -466,21 +472,35 @@ struct Scan<'v> {
 }
 
 impl<'v> Scan<'v> {
-    fn value(&mut self, v: &'v Value, cfg: &SummaryConfig, depth: usize) {
+    fn value(
+        &mut self,
+        v: &'v Value,
+        path: &str,
+        cfg: &SummaryConfig,
+        field_label: &dyn Fn(&str) -> Option<String>,
+        depth: usize,
+    ) {
         if depth > MAX_DEPTH {
             return;
         }
         match v {
             Value::String(s) => self.string(s),
             Value::Array(items) => {
-                for item in items.iter().take(cfg.max_entries) {
-                    self.value(item, cfg, depth + 1);
+                for (i, item) in items.iter().take(cfg.max_entries).enumerate() {
+                    self.value(item, &format!("{path}/{i}"), cfg, field_label, depth + 1);
                 }
             }
             Value::Object(map) => {
-                for (key, item) in map.iter().take(cfg.max_entries) {
+                // The same selection as the second pass; the keys of cut fields are shown in
+                // the truncation marker, so they are scanned too.
+                let (kept, cut) = select_fields(map, path, cfg.max_entries, field_label);
+                for (key, item) in kept {
                     self.string(key);
-                    self.value(item, cfg, depth + 1);
+                    let child = format!("{path}/{}", pointer_escape(key));
+                    self.value(item, &child, cfg, field_label, depth + 1);
+                }
+                for key in cut {
+                    self.string(key);
                 }
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}
@@ -594,7 +614,8 @@ impl Run<'_, '_> {
             }
             Value::Object(map) => {
                 let mut out = Map::new();
-                for (key, item) in map.iter().take(self.cfg.max_entries) {
+                let (kept, cut) = select_fields(map, path, self.cfg.max_entries, self.field_label);
+                for (key, item) in kept {
                     let child = format!("{path}/{}", pointer_escape(key));
                     let shown_key = self.string(key, &child);
                     let credential = Whole::Credential;
@@ -606,18 +627,34 @@ impl Run<'_, '_> {
                     let shown = self.value(item, &child, depth + 1, item_whole);
                     insert_unique(&mut out, shown_key, shown);
                 }
-                let more = map.len().saturating_sub(self.cfg.max_entries);
-                if more > 0 {
+                if !cut.is_empty() {
                     self.truncated = true;
-                    insert_unique(
-                        &mut out,
-                        TRUNCATED_KEY.to_owned(),
-                        Value::String(format!("[{more} more fields]")),
-                    );
+                    let marker = self.cut_marker(path, &cut);
+                    insert_unique(&mut out, TRUNCATED_KEY.to_owned(), Value::String(marker));
                 }
                 Value::Object(out)
             }
         }
+    }
+
+    /// `[N more fields: a, b, …]`: the number of fields cut and their names, each as D shows
+    /// a key (identifiers replaced by tokens, markers stripped, cut), as many as fit in
+    /// [`SummaryConfig::max_string_chars`].
+    fn cut_marker(&mut self, path: &str, cut: &[&String]) -> String {
+        let budget = self.cfg.max_string_chars;
+        let mut names: Vec<String> = Vec::new();
+        let mut used = 0usize;
+        for key in cut {
+            let child = format!("{path}/{}", pointer_escape(key));
+            let shown = self.string(key, &child);
+            used += shown.chars().count() + 2;
+            if used > budget {
+                names.push(ELLIPSIS.to_string());
+                break;
+            }
+            names.push(shown);
+        }
+        format!("[{} more fields: {}]", cut.len(), names.join(", "))
     }
 
     fn protect_whole(&mut self, whole: &Whole, path: &str, value: String) -> Value {
@@ -770,6 +807,114 @@ fn cut(pieces: Vec<Piece>, max: usize) -> (String, bool) {
     }
     out.push(ELLIPSIS);
     (out, true)
+}
+
+/// A string longer than this (characters) is free text for [`select_fields`]: cut first.
+const LONG_TEXT_CHARS: usize = 80;
+
+/// Words that make a field name an identifier field for [`select_fields`] (after splitting the
+/// name at `_`, `-`, other non-alphanumerics and lower→upper case changes, lower-cased).
+const IDENTIFIER_NAME_WORDS: &[&str] = &[
+    "id",
+    "ids",
+    "uuid",
+    "guid",
+    "email",
+    "emails",
+    "mail",
+    "phone",
+    "phones",
+    "mobile",
+    "iban",
+    "account",
+    "accounts",
+    "handle",
+    "ref",
+    "reference",
+    "sku",
+];
+
+/// Whether a field name names an identifier: one of its words is in [`IDENTIFIER_NAME_WORDS`]
+/// (`id`, `user_id`, `orderId`, `payment-method-ids`, `contact_email`), and not `paid`,
+/// `valid` or `identity`.
+fn identifier_name(name: &str) -> bool {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+        .iter()
+        .any(|w| IDENTIFIER_NAME_WORDS.contains(&w.as_str()))
+}
+
+/// Which fields of an object D shows when it has more than `max` (SecureClaw paper §3.3; issue
+/// 11 item 10): every field when it has at most `max`; otherwise `max` fields chosen by rank,
+/// then map order — (0) identifier fields: an operator rule labels the field (its value
+/// becomes a handle), its name is a credential name or an identifier name
+/// ([`IDENTIFIER_NAME_WORDS`]), or it is a string of at most [`LONG_TEXT_CHARS`] characters in
+/// which the detectors find an identifier; (1) other scalars, objects and arrays of at most
+/// `max` items; (2) long free text and arrays of more than `max` items. The kept fields are
+/// returned in map order, followed by the names of the fields cut (map order). Deterministic.
+/// More than `max` identifier fields are cut like any other, and named in the marker.
+fn select_fields<'m>(
+    map: &'m Map<String, Value>,
+    path: &str,
+    max: usize,
+    field_label: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<(&'m String, &'m Value)>, Vec<&'m String>) {
+    if map.len() <= max {
+        return (map.iter().collect(), Vec::new());
+    }
+    let rank = |key: &String, value: &Value| -> u8 {
+        let child = format!("{path}/{}", pointer_escape(key));
+        let short_identifier = matches!(value, Value::String(s)
+            if s.chars().count() <= LONG_TEXT_CHARS && !detect(s).is_empty());
+        if identifier_name(key)
+            || is_credential_name(key)
+            || short_identifier
+            || field_label(&child).is_some()
+        {
+            return 0;
+        }
+        match value {
+            Value::String(s) if s.chars().count() > LONG_TEXT_CHARS => 2,
+            Value::Array(items) if items.len() > max => 2,
+            _ => 1,
+        }
+    };
+    let mut order: Vec<(u8, usize)> = map
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| (rank(k, v), i))
+        .collect();
+    order.sort_unstable();
+    let mut keep: Vec<bool> = vec![false; map.len()];
+    for (_, i) in order.iter().take(max) {
+        if let Some(slot) = keep.get_mut(*i) {
+            *slot = true;
+        }
+    }
+    let mut kept = Vec::with_capacity(max);
+    let mut cut = Vec::with_capacity(map.len().saturating_sub(max));
+    for ((key, value), keep) in map.iter().zip(keep) {
+        if keep {
+            kept.push((key, value));
+        } else {
+            cut.push(key);
+        }
+    }
+    (kept, cut)
 }
 
 /// Insert without overwriting: a key that is already present (two keys equal after tokens and
@@ -1040,9 +1185,107 @@ mod tests {
         let (s, _) = run(&v, &SummaryConfig::default(), &no_rules);
         let obj = s.value.as_object().cloned().unwrap_or_default();
         assert_eq!(obj.len(), 9);
-        assert_eq!(obj[TRUNCATED_KEY], json!("[4 more fields]"));
+        assert_eq!(
+            obj[TRUNCATED_KEY],
+            json!("[4 more fields: k08, k09, k10, k11]")
+        );
         assert!(obj.contains_key("k00") && obj.contains_key("k07") && !obj.contains_key("k08"));
         assert!(s.truncated);
+    }
+
+    /// Issue 11 item 10: a 9-field record keeps its identifier fields; long free text and a
+    /// long array are cut first, and the marker names what was cut.
+    #[test]
+    fn cut_keeps_identifier_fields_of_a_record() {
+        let description = "A very long product description that goes on and on about the \
+                           fabric, the stitching, the colour and the care instructions.";
+        let record = json!({
+            "description": description,
+            "history": (0..12).collect::<Vec<u32>>(),
+            "name": "Mia Garcia",
+            "status": "pending",
+            "total": 120.5,
+            "order_id": "#W5490111",
+            "paymentMethodId": "credit_card_9513926",
+            "contact": "mia.garcia@example.com",
+            "zz_secret_rule": "labelled by a rule",
+        });
+        let rules = |p: &str| (p == "/zz_secret_rule").then(|| "note".to_owned());
+        let (s, seen) = run(&record, &SummaryConfig::default(), &rules);
+        let obj = s.value.as_object().cloned().unwrap_or_default();
+        assert!(s.truncated);
+        assert_eq!(obj.len(), 9, "{obj:?}");
+        for kept in [
+            "name",
+            "status",
+            "total",
+            "order_id",
+            "paymentMethodId",
+            "contact",
+            "zz_secret_rule",
+        ] {
+            assert!(obj.contains_key(kept), "`{kept}` cut: {obj:?}");
+        }
+        // Long text and long arrays go first; between them, map order decides.
+        assert!(obj.contains_key("description"));
+        assert!(!obj.contains_key("history"), "a long array goes first");
+        assert_eq!(obj[TRUNCATED_KEY], json!("[1 more fields: history]"));
+        // The identifier values were protected as usual.
+        assert!(seen.iter().any(|p| p.value == "mia.garcia@example.com"));
+        assert!(seen.iter().any(|p| p.value == "labelled by a rule"));
+        // Ten fields: the long array goes too; the ids stay.
+        let mut ten = record.clone();
+        ten["notes"] = json!("short note");
+        let (s, _) = run(&ten, &SummaryConfig::default(), &rules);
+        let obj = s.value.as_object().cloned().unwrap_or_default();
+        assert!(!obj.contains_key("description") && !obj.contains_key("history"));
+        assert!(obj.contains_key("order_id") && obj.contains_key("paymentMethodId"));
+        assert_eq!(
+            obj[TRUNCATED_KEY],
+            json!("[2 more fields: description, history]")
+        );
+        // Kept fields stay in map order, the marker last.
+        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        let original: Vec<&str> = ten
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let expected: Vec<&str> = original
+            .into_iter()
+            .filter(|k| obj.contains_key(*k))
+            .chain([TRUNCATED_KEY])
+            .collect();
+        assert_eq!(keys, expected);
+        // Positive control: eight fields are all kept, no marker.
+        let eight: Map<String, Value> = record
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k != "history")
+            .collect();
+        assert_eq!(eight.len(), 8);
+        let (s, _) = run(&Value::Object(eight), &SummaryConfig::default(), &rules);
+        assert!(!s.truncated);
+        assert!(s.value.get(TRUNCATED_KEY).is_none());
+    }
+
+    #[test]
+    fn identifier_names() {
+        for n in [
+            "id",
+            "user_id",
+            "orderId",
+            "payment-method-ids",
+            "contact_email",
+            "IBAN",
+            "phone",
+        ] {
+            assert!(identifier_name(n), "{n}");
+        }
+        for n in ["paid", "valid", "identity", "video", "description", "idle"] {
+            assert!(!identifier_name(n), "{n}");
+        }
     }
 
     #[test]

@@ -4,12 +4,22 @@
 //! a handle in their place. `structuredContent` and the text blocks are rewritten with the same
 //! handles (one value → one handle per read), so both carry the same information. Non-text
 //! blocks (images, audio, embedded resources) are withheld.
+//!
+//! A value keeps one handle per session and classification: read again — by the same tool or
+//! another — with the same label, handle kind, sensitivity, allowed sinks and anchoring, it gets
+//! the handle it already has (found by a keyed digest, never by its plaintext:
+//! [`handle_reuse_key`]). The record keeps the source of the first read. A read that classifies
+//! the value differently gets a new handle, so a weaker occurrence (free text, an unanchored
+//! read) never shares, and never changes, a more trusted handle. Within one read the first
+//! occurrence in document order decides the value's handle, as before.
 
 use crate::catalog::ToolEntry;
 use crate::upstream::ToolOutput;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::classify::{Classifier, FieldRule};
-use secureclaw_core::handle::{HandleId, HandleRecord, mint_handle_id};
+use secureclaw_core::handle::{
+    HandleClass, HandleId, HandleRecord, handle_reuse_key, mint_handle_id,
+};
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::summary::{
     Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
@@ -39,6 +49,11 @@ struct Minter<'a, 'b> {
     entry: &'b ToolEntry,
     anchored: bool,
     minted: HashMap<String, HandleId>,
+    /// Handle id → plaintext of the handles the executor resolved for this call: the gateway
+    /// replaced their values by the handle ids before D ran (an upstream that echoes its
+    /// arguments must not show plaintext), so a protected field holding exactly such an id
+    /// holds that value.
+    echoed: HashMap<&'b str, &'b str>,
     failed: bool,
 }
 
@@ -74,10 +89,25 @@ impl Minter<'_, '_> {
     fn rule(&self, path: &str) -> Option<&FieldRule> {
         self.d
             .classifier
-            .rule_for(&self.entry.upstream, &self.entry.name, path)
+            .rule_covering(&self.entry.upstream, &self.entry.name, path)
     }
 
     fn mint(&mut self, p: &Protected) -> String {
+        // A field that echoes a resolved argument is classified as the value it holds, never
+        // vaulted as the text of a handle id (regression: the profile's own `user_id`, read
+        // with the user-id handle, became a handle whose value was the other handle's id).
+        let unscrubbed;
+        let p = match self.echoed.get(p.value.as_str()) {
+            Some(plain) => {
+                unscrubbed = Protected {
+                    kind: p.kind.clone(),
+                    path: p.path.clone(),
+                    value: (*plain).to_owned(),
+                };
+                &unscrubbed
+            }
+            None => p,
+        };
         if let Some(id) = self.minted.get(&p.value) {
             return id.0.clone();
         }
@@ -97,9 +127,10 @@ impl Minter<'_, '_> {
     fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
         let (label, kind_tag, sensitivity, allowed_sinks, anchor) = match &p.kind {
             ProtectedKind::Identifier(kind) => {
-                // An identifier inside a field an `identifiers` rule names takes that rule's
-                // sensitivity, sinks and anchoring; elsewhere the detector's defaults.
-                let rule = self.d.classifier.identifier_rule_for(
+                // An identifier inside a field an `identifiers` rule names (or below an object
+                // it names) takes that rule's sensitivity, sinks and anchoring; elsewhere the
+                // detector's defaults.
+                let rule = self.d.classifier.identifier_rule_covering(
                     &self.entry.upstream,
                     &self.entry.name,
                     &p.path,
@@ -116,6 +147,10 @@ impl Minter<'_, '_> {
                 )
             }
             ProtectedKind::Field { label } => {
+                // D labels every scalar below a labelled object with the object's label; the
+                // rule that labelled it — the nearest ancestor's — gives sensitivity, sinks
+                // and anchoring too (before, a leaf below an object rule fell back to the
+                // defaults: `medium`, no sinks, never anchored).
                 let rule = self.rule(&p.path);
                 (
                     label.clone(),
@@ -126,6 +161,43 @@ impl Minter<'_, '_> {
                 )
             }
         };
+        let anchored = anchor && self.anchored;
+        // One handle per (session, value, classification): a value read again with the same
+        // label, kind, sensitivity, sinks and anchoring gets the handle it already has, so the
+        // runtime can recognise it (the caller's own line among three). Anything that differs
+        // — above all a weaker read (free text, an unanchored read) — gets a handle of its
+        // own: an existing handle's record never changes.
+        let class = HandleClass {
+            kind: &kind_tag,
+            label: &label,
+            sensitivity,
+            allowed_sinks: &allowed_sinks,
+            anchored,
+        };
+        let reuse_key = handle_reuse_key(self.d.keys, &self.session.id, &class, p.value.as_bytes())
+            .map_err(|_| ())?;
+        let valid_until = self.d.now.plus_millis(self.d.handle_ttl_ms / 2);
+        let reused = self
+            .d
+            .store
+            .reusable_handle(&self.session.id, &reuse_key, valid_until)
+            .map_err(|_| ())?
+            .filter(|r| {
+                r.usable(&self.session.caller, &self.session.id, self.d.now)
+                    .is_ok()
+            });
+        if let Some(record) = reused {
+            let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
+            ev.session = Some(crate::gateway::audit_session_id(&self.session.id));
+            ev.caller = Some(self.session.caller.clone());
+            ev.tool = Some(self.entry.exposed.clone());
+            ev.detail = json!({
+                "handle": record.id, "label": label, "sensitivity": sensitivity,
+                "path": audit_path(&p.path), "anchored": record.anchored, "reused": true,
+            });
+            self.d.store.append_audit(ev).map_err(|_| ())?;
+            return Ok(record.id);
+        }
         let object_id = format!("obj_{}", secureclaw_core::encoding::base32(&random::<16>()));
         let id = mint_handle_id(
             self.d.keys,
@@ -148,13 +220,16 @@ impl Minter<'_, '_> {
             label: label.clone(),
             sensitivity,
             source: format!("{}__{}", self.entry.upstream, self.entry.name),
-            anchored: anchor && self.anchored,
+            anchored,
             allowed_sinks,
             created_at: self.d.now,
             expires_at: self.d.now.plus_millis(self.d.handle_ttl_ms),
             revoked: false,
         };
-        self.d.store.put_handle(&record).map_err(|_| ())?;
+        self.d
+            .store
+            .put_handle_keyed(&record, Some(&reuse_key))
+            .map_err(|_| ())?;
         let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
         ev.session = Some(crate::gateway::audit_session_id(&self.session.id));
         ev.caller = Some(self.session.caller.clone());
@@ -169,8 +244,9 @@ impl Minter<'_, '_> {
 }
 
 impl Declassifier<'_> {
-    /// Declassify one tool result. Returns the rewritten output and the number of handles
-    /// issued, or `Err(())` if a store failure prevented vaulting a value (the caller must
+    /// Declassify one tool result. `resolved` pairs each value the executor resolved for this
+    /// call with its handle (the output has already been scrubbed of those values). Returns
+    /// the rewritten output and the number of handles issued, or `Err(())` if a store failure prevented vaulting a value (the caller must
     /// then return nothing: fail closed).
     pub(crate) fn declassify(
         &self,
@@ -178,6 +254,7 @@ impl Declassifier<'_> {
         entry: &ToolEntry,
         anchored: bool,
         output: ToolOutput,
+        resolved: &[(String, HandleId)],
     ) -> Result<(ToolOutput, usize), ()> {
         let mut m = Minter {
             d: self,
@@ -185,6 +262,10 @@ impl Declassifier<'_> {
             entry,
             anchored,
             minted: HashMap::new(),
+            echoed: resolved
+                .iter()
+                .map(|(plain, id)| (id.0.as_str(), plain.as_str()))
+                .collect(),
             failed: false,
         };
         let mut truncated = false;

@@ -671,9 +671,19 @@ impl Gateway {
         entry: &ToolEntry,
         arguments: &Map<String, Value>,
     ) {
-        let values = collect_targets(arguments, &entry.targets, false)
-            .into_iter()
-            .map(|t| t.value.trim().to_owned());
+        let mut values: Vec<String> = Vec::new();
+        for t in collect_targets(arguments, &entry.targets, false) {
+            let value = t.value.trim().to_owned();
+            // A handle written to: its plaintext is written too, so that neither the handle
+            // nor the literal value anchors a later read of what the session wrote.
+            if let [(_, id)] = find_handles(&Value::String(value.clone())).as_slice()
+                && id.0 == value
+            {
+                let record = self.inner.store.handle(id).ok().flatten();
+                values.extend(record.and_then(|r| self.handle_plaintext(&r)));
+            }
+            values.push(value);
+        }
         if let Ok(mut written) = self.inner.written.lock() {
             written
                 .entry(session.id.clone())
@@ -693,7 +703,21 @@ impl Gateway {
     /// decimal text), at any depth — is anchored, and there is at least one:
     /// `read_invoice {"invoice_id": "INV-42"}` for a task naming INV-42. An anchored word next
     /// to an unnamed selector (`{"project": "alpha", "number": 8}`) does not anchor the object.
-    fn read_anchored(&self, session: &SessionRecord, arguments: &Map<String, Value>) -> bool {
+    ///
+    /// A scalar is anchored literally (the task envelope or the operator's trusted targets
+    /// name it) or by a handle: the string is exactly one handle id (surrounding whitespace
+    /// aside) whose record, in `records`, is anchored — a handle from an authoritative field
+    /// of an anchored read. Anchoring thus propagates along authoritative links (the user id a
+    /// lookup by the user's own name returned, the orders of that user's profile, …) and
+    /// nowhere else: text around a handle, a handle from free text or from an unanchored read,
+    /// and any value or handle the session itself wrote to (its plaintext included) leave the
+    /// read unanchored.
+    fn read_anchored(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+        records: &[HandleRecord],
+    ) -> bool {
         fn leaves(v: &Value, out: &mut Vec<String>) {
             match v {
                 Value::String(s) => out.push(s.clone()),
@@ -707,9 +731,34 @@ impl Gateway {
         arguments.values().for_each(|v| leaves(v, &mut all));
         !all.is_empty()
             && all.iter().all(|s| {
-                is_anchored(s, &session.envelope, &self.inner.config.trusted_targets)
-                    && !self.wrote(session, s)
+                if self.wrote(session, s) {
+                    return false;
+                }
+                let refs = find_handles(&Value::String(s.clone()));
+                match refs.as_slice() {
+                    [] => is_anchored(s, &session.envelope, &self.inner.config.trusted_targets),
+                    [(_, id)] if id.0 == s.trim() => {
+                        records.iter().find(|r| &r.id == id).is_some_and(|r| {
+                            r.anchored
+                                && self
+                                    .handle_plaintext(r)
+                                    .is_some_and(|plain| !self.wrote(session, &plain))
+                        })
+                    }
+                    _ => false,
+                }
             })
+    }
+
+    /// The vault value behind a handle record (for the gateway's own checks; never returned
+    /// to the runtime). `None` if the store fails or the object is gone.
+    fn handle_plaintext(&self, record: &HandleRecord) -> Option<String> {
+        self.inner
+            .store
+            .object_value_at(&record.object_id, record.version)
+            .ok()
+            .flatten()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
     }
 
     fn finish(
@@ -739,7 +788,7 @@ impl Gateway {
             handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
             now: self.now(),
         };
-        match d.declassify(session, entry, anchored, output) {
+        match d.declassify(session, entry, anchored, output, resolved) {
             Ok((output, handles)) => {
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
@@ -839,7 +888,8 @@ impl Gateway {
                             None,
                         );
                     }
-                    let anchored = self.read_anchored(session, &arguments);
+                    let anchored =
+                        self.read_anchored(session, &arguments, &prepared.handle_records);
                     let resolved = std::sync::Mutex::new(Vec::new());
                     let mut resolve = self.resolver(session, &entry, None, &resolved);
                     match self

@@ -81,13 +81,30 @@ impl SqliteStore {
     /// # Errors
     /// [`StoreError::Conflict`] if the id exists; [`StoreError::Unavailable`].
     pub fn put_handle(&self, record: &HandleRecord) -> Result<(), StoreError> {
+        self.put_handle_keyed(record, None)
+    }
+
+    /// Store a new handle record under `reuse_key` (see
+    /// [`secureclaw_core::handle::handle_reuse_key`]), so that
+    /// [`SqliteStore::reusable_handle`] finds it when the same value is read again in its
+    /// session with the same classification. `None` stores it without a key, as
+    /// [`SqliteStore::put_handle`].
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if the id exists; [`StoreError::Unavailable`].
+    pub fn put_handle_keyed(
+        &self,
+        record: &HandleRecord,
+        reuse_key: Option<&str>,
+    ) -> Result<(), StoreError> {
         let sinks = serde_json::to_string(&record.allowed_sinks)
             .map_err(|e| corrupt("handle allowed sinks", e))?;
         let conn = self.conn()?;
         let inserted = conn
             .execute(
                 &format!(
-                    "INSERT INTO handles ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                    "INSERT INTO handles ({COLUMNS}, reuse_key)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
                      ON CONFLICT (id) DO NOTHING"
                 ),
                 params![
@@ -104,6 +121,7 @@ impl SqliteStore {
                     int(record.created_at.0),
                     int(record.expires_at.0),
                     record.revoked,
+                    reuse_key,
                 ],
             )
             .map_err(sql)?;
@@ -127,6 +145,35 @@ impl SqliteStore {
             .query_row(
                 &format!("SELECT {COLUMNS} FROM handles WHERE id = ?1"),
                 [&id.0],
+                RawHandle::from_row,
+            )
+            .optional()
+            .map_err(sql)?;
+        drop(conn);
+        raw.map(RawHandle::decode).transpose()
+    }
+
+    /// The newest live handle of `session` stored under `reuse_key` that is not revoked and
+    /// stays valid at least until `valid_until` (so a reused handle does not expire right
+    /// after the read that returned it), if any.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    pub fn reusable_handle(
+        &self,
+        session: &str,
+        reuse_key: &str,
+        valid_until: UnixMillis,
+    ) -> Result<Option<HandleRecord>, StoreError> {
+        let conn = self.conn()?;
+        let raw = conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM handles
+                     WHERE session = ?1 AND reuse_key = ?2 AND revoked = 0 AND expires_at >= ?3
+                     ORDER BY created_at DESC, id LIMIT 1"
+                ),
+                params![session, reuse_key, int(valid_until.0)],
                 RawHandle::from_row,
             )
             .optional()

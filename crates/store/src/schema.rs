@@ -158,8 +158,19 @@ BEGIN
 END;
 ";
 
+/// Version 3, "handle reuse" (branch wt-d, issue 11 item 10): a value read again in the same
+/// session, with the same classification, keeps its handle. `reuse_key` is the keyed digest of
+/// [`secureclaw_core::handle::handle_reuse_key`] (never the plaintext); `NULL` for handles
+/// minted without one. Merging with another branch that appends its own migration: keep both,
+/// in merge order, and renumber only the constant names — each migration is self-contained.
+const V3_HANDLE_REUSE: &str = r"
+ALTER TABLE handles ADD COLUMN reuse_key TEXT;
+CREATE INDEX handles_reuse ON handles (session, reuse_key, created_at)
+    WHERE reuse_key IS NOT NULL;
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE];
 
 /// `PRAGMA user_version`.
 pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -219,7 +230,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 2);
+        assert_eq!(user_version(&conn).unwrap(), 3);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -247,5 +258,27 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// A version-2 file keeps its handle rows (without a reuse key) after migration 3.
+    #[test]
+    fn v3_keeps_handle_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(V2).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute_batch(
+            "INSERT INTO handles VALUES ('h1', 'alice', 's1', 'o1', 1, 'iban', 'high', 'x__y', 1,
+             '[]', 1, 2, 0);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), 3);
+        let key: Option<String> = conn
+            .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(key, None);
     }
 }

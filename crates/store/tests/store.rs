@@ -614,6 +614,66 @@ fn handles_round_trip_revoke_and_list() {
     );
 }
 
+#[test]
+fn reusable_handle_by_session_key_and_validity() {
+    let store = SqliteStore::open_in_memory(keys()).unwrap();
+    let h1 = handle("hdl_ib_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "s1", 20);
+    let h2 = handle("hdl_ib_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "s1", 30);
+    let h3 = handle("hdl_ib_cccccccccccccccccccccccccccccccc", "s2", 40);
+    store.put_handle_keyed(&h1, Some("reuse:k:1")).unwrap();
+    store.put_handle_keyed(&h2, Some("reuse:k:1")).unwrap();
+    store.put_handle_keyed(&h3, Some("reuse:k:1")).unwrap();
+    store
+        .put_handle(&handle("hdl_ib_dddddddddddddddddddddddddddddddd", "s1", 50))
+        .unwrap();
+    // Positive control: the newest live handle of the session under the key.
+    assert_eq!(
+        store
+            .reusable_handle("s1", "reuse:k:1", UnixMillis(0))
+            .unwrap(),
+        Some(h2.clone())
+    );
+    assert_eq!(
+        store
+            .reusable_handle("s2", "reuse:k:1", UnixMillis(0))
+            .unwrap(),
+        Some(h3)
+    );
+    assert!(
+        store
+            .reusable_handle("s1", "reuse:k:2", UnixMillis(0))
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .reusable_handle("s3", "reuse:k:1", UnixMillis(0))
+            .unwrap()
+            .is_none()
+    );
+    // Valid long enough: h2 lives until 1030, h1 until 1020.
+    assert_eq!(
+        store
+            .reusable_handle("s1", "reuse:k:1", UnixMillis(1025))
+            .unwrap(),
+        Some(h2.clone())
+    );
+    assert!(
+        store
+            .reusable_handle("s1", "reuse:k:1", UnixMillis(1031))
+            .unwrap()
+            .is_none()
+    );
+    // A revoked handle is never reused; the older live one is.
+    store.revoke_handle(&h2.id).unwrap();
+    assert_eq!(
+        store
+            .reusable_handle("s1", "reuse:k:1", UnixMillis(0))
+            .unwrap(),
+        Some(h1)
+    );
+}
+
 // ---------------------------------------------------------------- actions and approvals
 
 fn confirmation(k: &KeyRing, id: &ActionId) -> Confirmation {
@@ -863,14 +923,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), 3);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        2,
+        3,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -878,7 +938,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 2
+            supported: 3
         }
     );
     let journal: String = raw(&path)
