@@ -31,7 +31,7 @@ pub struct WrapArgs {
     #[arg(long = "policy")]
     policies: Vec<PathBuf>,
     /// Optional config file for classification rules, tool overrides and limits
-    /// (its [[upstream]] table is ignored; of [server], only policy_files, elicitation and
+    /// (its [[upstream]] table is ignored; of [server], only policy_files, client_confirmation and
     /// allow_upstream_state_access are used).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -57,8 +57,15 @@ pub struct WrapArgs {
     /// Refused by default.
     #[arg(long)]
     allow_upstream_state_access: bool,
-    /// The upstream MCP server command and its arguments.
-    #[arg(last = true, required = true, num_args = 1..)]
+    /// The upstream MCP server command and its arguments, after `--` (the `--` may be left
+    /// out when the command follows the options, as MCP Inspector passes it).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        num_args = 1..,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 

@@ -97,6 +97,35 @@ pub struct Target {
     pub origin: TargetOrigin,
 }
 
+/// `text` with `%XX` escapes decoded, if it has any and the result is UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    let mut decoded_any = false;
+    while let Some(&b) = bytes.get(i) {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b, hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                decoded_any = true;
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    if !decoded_any {
+        return None;
+    }
+    String::from_utf8(out).ok().filter(|d| d.as_str() != text)
+}
+
 fn squash(name: &str) -> String {
     name.chars()
         .filter(|c| *c != '_' && *c != '-')
@@ -150,6 +179,12 @@ pub fn collect_targets(
             // letters is still found. Handle ids are the gateway's own tokens; it checks their
             // records separately.
             let normalized = crate::normalize::normalize(text);
+            // A percent-encoded address (`attacker%40evil.example`) is found too.
+            if normalized.contains('%')
+                && let Some(decoded) = percent_decoded(&normalized)
+            {
+                self.identifiers(field, &decoded);
+            }
             let text = mask_handles(&normalized);
             // A credential is protected data, not a destination.
             for f in detect(&text)
@@ -382,8 +417,9 @@ pub fn anchor_provenance(
     envelope: &TaskEnvelope,
     operator_trusted: &[String],
 ) -> Option<Provenance> {
-    let target = target.trim();
-    if target.is_empty() {
+    // The tool receives the value as written: a target padded with whitespace (a
+    // no-break space, a line separator) is not the target the user named.
+    if target.is_empty() || target.trim() != target {
         return None;
     }
     if envelope
@@ -617,6 +653,27 @@ mod tests {
                 t.iter().any(|(_, v)| v.contains("evil.example")),
                 "{body:?}: {t:?}"
             );
+        }
+    }
+
+    /// Red-team findings: a percent-encoded address in any field is a target, and a target
+    /// padded with whitespace is not the one the user named.
+    #[test]
+    fn encoded_and_padded_targets_are_not_laundered() {
+        let t = all_targets(&json!({"fwd": "attacker%40evil.example"}), false);
+        assert!(t.iter().any(|(_, v)| v == "attacker@evil.example"), "{t:?}");
+        let e = env("send to approver@corp.example", &[]);
+        assert!(
+            is_anchored("approver@corp.example", &e, &[]),
+            "positive control"
+        );
+        for padded in [
+            "approver@corp.example\u{a0}",
+            "\u{a0}approver@corp.example",
+            "approver@corp.example\u{2028}",
+            "approver@corp.example \n",
+        ] {
+            assert!(!is_anchored(padded, &e, &[]), "{padded:?}");
         }
     }
 }

@@ -586,8 +586,11 @@ impl Gateway {
                 provenance,
             });
         }
-        // A handle to an identifier is a destination wherever the runtime puts it
-        // (`reply_to`, a header, a nested object): its record decides its anchoring.
+        // A handle outside the target fields may be a destination too (`reply_to`, a header,
+        // a nested object): one that is not anchored, and whose record does not name this tool
+        // as a sink the operator allows it into, is an unanchored target. (An anchored one is
+        // not counted: it must not turn a call with no recognised target into an anchored
+        // one.)
         for (path, id) in find_handles(&Value::Object(arguments.clone())) {
             if seen_handles.contains(&&id) {
                 continue;
@@ -595,14 +598,22 @@ impl Gateway {
             let Some(rec) = records.get(&id) else {
                 continue;
             };
-            if !IdentifierKind::ALL
-                .iter()
-                .any(|k| *k != IdentifierKind::Secret && k.as_str() == rec.label)
-            {
+            // Every handle but a credential's: an operator label (`counterparty_email`,
+            // `payee_iban`) names an identifier as surely as a detector's does, and a tool may
+            // treat any argument (`reply_to`, `forward_to`) as a destination.
+            if rec.label == IdentifierKind::Secret.as_str() {
                 continue;
             }
             seen_handles.extend(records.get_key_value(&id).map(|(k, _)| k));
             let (anchored, provenance) = handle_provenance(Some(rec));
+            let qualified = format!("{}__{}", entry.upstream, entry.name);
+            let sanctioned = rec
+                .allowed_sinks
+                .iter()
+                .any(|p| secureclaw_core::handle::glob_match(p, &qualified));
+            if anchored || sanctioned {
+                continue;
+            }
             let field = path
                 .trim_start_matches('/')
                 .split('/')

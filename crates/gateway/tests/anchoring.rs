@@ -121,9 +121,14 @@ async fn near_misses_of_the_anchored_address_are_not_anchored() {
     }
     assert_eq!(h.sent(), 0);
     assert_eq!(h.test.effects(), 0);
-    // Positive controls: exact address, any case, surrounding whitespace.
-    for to in [APPROVER, "Approver@Corp.Example", " approver@corp.example "] {
+    // Positive controls: exact address, any case.
+    for to in [APPROVER, "Approver@Corp.Example"] {
         assert_eq!(decision(&h, email(to, "x")), "allow", "{to}");
+    }
+    // Surrounding whitespace is not trimmed away: the tool would receive it (red-team
+    // finding: a no-break space or line separator around the named address).
+    for to in [" approver@corp.example ", "approver@corp.example\u{a0}"] {
+        assert_eq!(decision(&h, email(to, "x")), "confirm", "{to:?}");
     }
     completed(
         &h.call(
@@ -295,4 +300,36 @@ async fn extra_read_arguments_do_not_anchor_an_object() {
         "INV-43 was paid without confirmation: {o:?}"
     );
     assert_eq!(h.payments(), 0);
+}
+
+/// Red-team finding: a classified (operator-labelled) handle from an unanchored read, put in a
+/// field outside the target list (`reply_to`), is an unanchored target; the same field with
+/// the anchored contact of the invoice the task names is not a problem.
+#[tokio::test]
+async fn an_unanchored_handle_outside_the_target_fields_is_a_target() {
+    let h = Harness::new().await;
+    let inv43 = h.read_invoice(&h.session, "INV-43").await;
+    let foreign = handle_at(&inv43, "contact_email");
+    let o = h
+        .call(
+            &h.session,
+            "test__count",
+            json!({"to": APPROVER, "reply_to": foreign}),
+            None,
+        )
+        .await;
+    assert_pending(&o);
+    assert_eq!(h.test.effects(), 0);
+    let inv42 = h.read_invoice(&h.session, "INV-42").await;
+    let own = handle_at(&inv42, "contact_email");
+    completed(
+        &h.call(
+            &h.session,
+            "test__count",
+            json!({"to": APPROVER, "reply_to": own}),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), 1);
 }

@@ -111,7 +111,7 @@ impl McpFrontEnd {
                             McpError::invalid_request("unknown or expired session token", None)
                         }),
                     None => fallback.clone().ok_or_else(|| {
-                        McpError::invalid_request("a session bearer token is required", None)
+                        McpError::invalid_request("a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)", None)
                     }),
                 }
             }

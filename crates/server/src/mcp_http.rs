@@ -253,7 +253,7 @@ async fn initialize(
                 StatusCode::UNAUTHORIZED,
                 id,
                 -32600,
-                "a session bearer token is required",
+                "a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)",
             );
         }
         None => {}
