@@ -96,6 +96,19 @@ fn init_logging() {
         .init();
 }
 
+/// `server.state_dir` of the config file at `path`, resolved against the file's directory;
+/// `None` when the file is absent, unreadable or does not set it.
+fn configured_state_dir(path: &std::path::Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: toml::Value = toml::from_str(&text).ok()?;
+    let dir = PathBuf::from(value.get("server")?.get("state_dir")?.as_str()?);
+    Some(if dir.is_relative() {
+        path.parent().unwrap_or(std::path::Path::new(".")).join(dir)
+    } else {
+        dir
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -111,7 +124,28 @@ fn main() -> ExitCode {
         }
     };
     let explicit_state_dir = cli.state_dir.clone();
-    let state_dir = cli.state_dir.unwrap_or_else(state::default_dir);
+    // Operator commands run next to `serve` find its state directory in ./secureclaw.toml
+    // (new-user finding: `approvals list` looked in the default directory and found nothing).
+    let operator_command = matches!(
+        cli.command,
+        Command::Approvals(_) | Command::Audit(_) | Command::Keys(_) | Command::Trace(_)
+    );
+    let state_dir = match cli.state_dir {
+        Some(dir) => dir,
+        None => match operator_command
+            .then(|| configured_state_dir(std::path::Path::new("secureclaw.toml")))
+            .flatten()
+        {
+            Some(dir) => {
+                eprintln!(
+                    "secureclaw: state directory {} (server.state_dir in ./secureclaw.toml)",
+                    dir.display()
+                );
+                dir
+            }
+            None => state::default_dir(),
+        },
+    };
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Wrap(args) => commands::wrap(&state_dir, args).await,
@@ -144,5 +178,22 @@ fn main() -> ExitCode {
             eprintln!("secureclaw: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// New-user finding: operator commands find `server.state_dir` in the config file.
+    #[test]
+    fn configured_state_dir_is_read_and_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("secureclaw.toml");
+        std::fs::write(&cfg, "[server]\nstate_dir = \"state\"\n").unwrap();
+        assert_eq!(configured_state_dir(&cfg), Some(dir.path().join("state")));
+        std::fs::write(&cfg, "[server]\nhttp_bind = \"127.0.0.1:1\"\n").unwrap();
+        assert_eq!(configured_state_dir(&cfg), None);
+        assert_eq!(configured_state_dir(&dir.path().join("absent.toml")), None);
     }
 }

@@ -228,6 +228,11 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
     {
         guard.sessions().remove(&session_id);
     }
+    // A session ended by its owner: 204 (rmcp answers 202, which MCP clients such as the
+    // Python SDK report as a failed termination).
+    if method == Method::DELETE && response.status().is_success() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     match release {
         Some(release) => response.map(|inner| {
             Body::new(Tracked {

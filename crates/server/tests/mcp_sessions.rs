@@ -347,7 +347,7 @@ async fn an_mcp_session_belongs_to_the_token_that_created_it() {
     assert_eq!(s.office.sent.load(Ordering::SeqCst), 3);
     // The owner may delete it; then it is gone for everyone.
     let r = request(s.addr, "DELETE", Some(&alice), Some(&sid), None).await;
-    assert!(r.status < 300, "{r:?}");
+    assert_eq!(r.status, 204, "{r:?}");
     let r = call(&s, Some(&alice), &sid, 8, "office__send").await;
     assert_eq!(r.status, 404, "{r:?}");
     assert_eq!(s.office.sent.load(Ordering::SeqCst), 3);
