@@ -175,10 +175,13 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (transport, _stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::inherit())
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| start_err(format!("cannot run `{command}`: {e}")))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(relay_stderr(spec.id.clone(), stderr));
+                }
                 let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
                 Ok((client, format!("stdio:{command}")))
             }
@@ -215,6 +218,49 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
 
 /// Whether a failed request certainly never reached the upstream's tool: the connection was
 /// refused, or the server answered with an authorization challenge.
+/// Longest piece of one upstream stderr line that is logged (bytes); the rest of a longer line
+/// is logged as further pieces.
+const STDERR_LINE_MAX: u64 = 8 * 1024;
+
+/// Copy an upstream's stderr into the gateway's log (target `upstream_stderr`, level `warn`;
+/// `RUST_LOG=upstream_stderr=off` silences it), each line through [`scrub_log_line`] first: an
+/// upstream may print what it read, tokens included (issue 12 item 7).
+async fn relay_stderr(upstream: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match (&mut reader)
+            .take(STDERR_LINE_MAX)
+            .read_until(b'\n', &mut buf)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = scrub_log_line(&String::from_utf8_lossy(&buf));
+                tracing::warn!(target: "upstream_stderr", upstream = %upstream, "{}", line.trim_end());
+            }
+        }
+    }
+}
+
+/// A log line with every identifier and secret the detectors find (after normalization, as
+/// the read path does) replaced by `[redacted <kind>]`, and control characters removed.
+#[must_use]
+pub fn scrub_log_line(line: &str) -> String {
+    let text = secureclaw_core::normalize::normalize(line);
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for f in secureclaw_core::detect::detect(&text) {
+        out.push_str(text.get(last..f.start).unwrap_or_default());
+        out.push_str(&format!("[redacted {}]", f.kind));
+        last = f.end;
+    }
+    out.push_str(text.get(last..).unwrap_or_default());
+    out
+}
+
 fn not_dispatched(err: &ServiceError) -> bool {
     let ServiceError::TransportSend(e) = err else {
         return false;
@@ -482,6 +528,31 @@ pub async fn startup_tools(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Regression (issue 12 item 7): upstream stderr is scrubbed like results before it is
+    /// logged — an operator token, an IBAN, an e-mail address, also split by a zero-width space.
+    #[test]
+    fn upstream_stderr_lines_are_scrubbed() {
+        let token = format!("sco_{}", "A".repeat(52));
+        let line = format!(
+            "read {token} and DE89370400440532013000 for bob@corp.example, ali\u{200b}ce@corp.example\n"
+        );
+        let out = scrub_log_line(&line);
+        for secret in [
+            token.as_str(),
+            "DE89370400440532013000",
+            "bob@corp.example",
+            "alice@corp.example",
+        ] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(out.contains("[redacted"), "{out}");
+        // Positive control: ordinary text passes unchanged.
+        assert_eq!(
+            scrub_log_line("Secure MCP Filesystem Server running on stdio"),
+            "Secure MCP Filesystem Server running on stdio"
+        );
+    }
 
     #[test]
     fn depth_counts_nesting_without_recursion() {
