@@ -9,7 +9,7 @@ use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::{KeyId, KeyPurpose};
 use secureclaw_gateway::{GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval};
 use secureclaw_server::{ApiState, McpFrontEnd, SessionSource};
-use secureclaw_store::ApprovalState;
+use secureclaw_core::store::ApprovalState;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -87,7 +87,7 @@ fn derive_id(command: &str) -> String {
 }
 
 /// Run one stdio upstream behind the gateway, served on stdio.
-pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
+pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> Result<ExitCode> {
     let (program, rest) = args
         .command
         .split_first()
@@ -118,7 +118,8 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
     policies.extend(args.policies);
     let trusted_client = !args.no_elicitation
         && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
-    let gw = stack::start(state_dir, &policies, config.gateway, vec![spec]).await?;
+    let store_url = store_url.or(config.store.url.as_deref());
+    let gw = stack::start(state_dir, store_url, &policies, config.gateway, vec![spec]).await?;
     let session = gw.open_session(
         &args.caller,
         TaskEnvelope {
@@ -126,7 +127,7 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
             trusted_targets: args.trusted_targets,
             granted_tools: args.granted_tools,
         },
-    )?;
+    ).await?;
     eprintln!(
         "secureclaw: serving on stdio; session {} ; approvals: secureclaw --state-dir {} approvals list",
         session.id,
@@ -160,7 +161,11 @@ pub struct ServeArgs {
 }
 
 /// Run the HTTP API and Streamable HTTP MCP endpoint (and optionally stdio MCP).
-pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode> {
+pub async fn serve(
+    state_dir: Option<&Path>,
+    store_url: Option<&str>,
+    args: ServeArgs,
+) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     // An explicit --state-dir (or $SECURECLAW_STATE_DIR) wins over the config file.
     let dir = state_dir
@@ -176,6 +181,7 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
     )?;
     let gw = stack::start(
         &dir,
+        store_url.or(config.store.url.as_deref()),
         &config.server.policy_files,
         config.gateway.clone(),
         config.upstream.clone(),
@@ -183,13 +189,13 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
     .await?;
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
-        Some(task) => Some(gw.open_session(&config.server.default_caller, task.clone())?),
+        Some(task) => Some(gw.open_session(&config.server.default_caller, task.clone()).await?),
         None => None,
     };
     if args.stdio {
         let s = match &default_session {
             Some(s) => s.clone(),
-            None => gw.open_session(&config.server.default_caller, TaskEnvelope::default())?,
+            None => gw.open_session(&config.server.default_caller, TaskEnvelope::default()).await?,
         };
         let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s))
             .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted());
@@ -287,15 +293,19 @@ fn now() -> secureclaw_core::time::UnixMillis {
 }
 
 /// Decide approvals directly in the state directory's store (works while a gateway runs).
-pub fn approvals(state_dir: &Path, cmd: ApprovalsCommand) -> Result<ExitCode> {
-    let (keys, store) = stack::open_state(state_dir)?;
+pub async fn approvals(
+    state_dir: &Path,
+    store_url: Option<&str>,
+    cmd: ApprovalsCommand,
+) -> Result<ExitCode> {
+    let (keys, store) = stack::open_state(state_dir, store_url).await?;
     match cmd {
         ApprovalsCommand::List { all } => {
             let list = store.list_approvals(if all {
                 None
             } else {
                 Some(ApprovalState::Pending)
-            })?;
+            }).await?;
             if list.is_empty() {
                 println!("no {}approvals", if all { "" } else { "pending " });
             }
@@ -304,7 +314,7 @@ pub fn approvals(state_dir: &Path, cmd: ApprovalsCommand) -> Result<ExitCode> {
                     "{}  {:<8}  {}  (session {}, caller {})",
                     a.action_id,
                     a.state.as_str(),
-                    secureclaw_gateway::reveal_for_approver(&store, &act.display),
+                    secureclaw_gateway::reveal_for_approver(store.as_ref(), &act.display).await,
                     act.session,
                     act.caller
                 );
@@ -319,25 +329,25 @@ pub fn approvals(state_dir: &Path, cmd: ApprovalsCommand) -> Result<ExitCode> {
             let ttl = GatewayConfig::default().limits.confirmation_ttl_ms;
             decide_approval(
                 &keys,
-                &store,
+                store.as_ref(),
                 now(),
                 ttl,
                 &ActionId(action_id.clone()),
                 true,
                 "cli",
-            )?;
+            ).await?;
             println!("approved {action_id}: the runtime may now re-issue the identical call once");
         }
         ApprovalsCommand::Deny { action_id } => {
             decide_approval(
                 &keys,
-                &store,
+                store.as_ref(),
                 now(),
                 0,
                 &ActionId(action_id.clone()),
                 false,
                 "cli",
-            )?;
+            ).await?;
             println!("denied {action_id}");
         }
     }
@@ -358,13 +368,21 @@ pub enum AuditCommand {
 }
 
 /// Verify or export the audit log.
-pub fn audit(state_dir: &Path, cmd: AuditCommand) -> Result<ExitCode> {
-    let (_, store) = stack::open_state(state_dir)?;
+pub async fn audit(
+    state_dir: &Path,
+    store_url: Option<&str>,
+    cmd: AuditCommand,
+) -> Result<ExitCode> {
+    let (_, store) = stack::open_state(state_dir, store_url).await?;
     match cmd {
-        AuditCommand::Verify => match store.verify_audit() {
+        AuditCommand::Verify => match store.verify_audit().await {
             Ok(n) => println!(
                 "audit log OK: {n} records, chain verified ({})",
-                state::db_path(state_dir).display()
+                if store_url.is_some() {
+                    "PostgreSQL store".to_owned()
+                } else {
+                    state::db_path(state_dir).display().to_string()
+                }
             ),
             Err(e) => {
                 eprintln!("audit log FAILED verification: {e}");
@@ -377,7 +395,7 @@ pub fn audit(state_dir: &Path, cmd: AuditCommand) -> Result<ExitCode> {
             let mut out = stdout.lock();
             let mut next = from;
             loop {
-                let batch = store.audit_records(next, 1000)?;
+                let batch = store.audit_records(next, 1000).await?;
                 let Some(last) = batch.last().map(|r| r.seq) else {
                     break;
                 };

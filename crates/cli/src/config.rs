@@ -15,6 +15,11 @@
 //! tokenless_loopback_session = false
 //! allow_upstream_state_access = false # true: start even if a stdio upstream reaches state_dir
 //!
+//! [store]                            # default: SQLite in state_dir
+//! # PostgreSQL shared by several gateways (also `--store URL`); keys stay in state_dir or
+//! # $SECURECLAW_KEYS[_FILE] and must be the same on every replica.
+//! # url = "postgres://secureclaw@db.internal:5432/secureclaw"
+//!
 //! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
 //! trusted_targets = ["approver@corp.example"]
@@ -152,12 +157,23 @@ impl Default for ServerSection {
     }
 }
 
+/// The `[store]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    /// `postgres://…`: the PostgreSQL database shared by several gateways. Unset: the
+    /// embedded SQLite database in the state directory.
+    pub url: Option<String>,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// `[server]`.
     pub server: ServerSection,
+    /// `[store]`.
+    pub store: StoreSection,
     /// `[task]`: envelope of the default session.
     pub task: Option<TaskEnvelope>,
     /// `[gateway]`.
@@ -230,6 +246,11 @@ impl Config {
         self.gateway
             .validate()
             .map_err(|e| anyhow::anyhow!("gateway.{e}"))?;
+        if let Some(url) = &self.store.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            bail!("store.url must start with `postgres://` or `postgresql://`");
+        }
         if self.server.default_caller.trim().is_empty() {
             bail!("server.default_caller must not be empty");
         }

@@ -15,7 +15,7 @@ use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_gateway::{
-    Gateway, GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval,
+    Gateway, GatewayConfig, UpstreamSpec, UpstreamTransport,
 };
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
@@ -140,17 +140,9 @@ impl Transcript {
     }
 }
 
-fn approve(gw: &Gateway, action: &str, yes: bool) -> Result<()> {
-    let ttl = GatewayConfig::default().limits.confirmation_ttl_ms;
-    decide_approval(
-        gw.keys(),
-        gw.store(),
-        (secureclaw_gateway::system_clock())(),
-        ttl,
-        &ActionId(action.to_owned()),
-        yes,
-        "demo-user",
-    )?;
+async fn approve(gw: &Gateway, action: &str, yes: bool) -> Result<()> {
+    gw.decide_approval(&ActionId(action.to_owned()), yes, "demo-user")
+        .await?;
     Ok(())
 }
 
@@ -185,7 +177,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         namespace: true,
     };
     println!("SecureClaw demo: the paper's running example (invoice INV-42)\n");
-    let gw = stack::start(&dir, &[], GatewayConfig::demo_office(), vec![spec]).await?;
+    let gw = stack::start(&dir, None, &[], GatewayConfig::demo_office(), vec![spec]).await?;
     let session = gw.open_session(
         "alice",
         TaskEnvelope {
@@ -193,7 +185,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
             trusted_targets: vec![],
             ..TaskEnvelope::default()
         },
-    )?;
+    ).await?;
     println!(
         "operator opened session {} for caller `alice` with the task:\n  \"{TASK}\"\n",
         session.id
@@ -308,7 +300,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         Some("confirmation_required"),
     );
     let held = r.action_id.clone().unwrap_or_default();
-    approve(&gw, &held, false)?;
+    approve(&gw, &held, false).await?;
     println!("     user declines {held} (secureclaw approvals deny {held})");
     let r = rt
         .call(
@@ -334,7 +326,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         Some("confirmation_required"),
     );
     let approved = r.action_id.clone().unwrap_or_default();
-    approve(&gw, &approved, true)?;
+    approve(&gw, &approved, true).await?;
     println!("     user approves {approved} (secureclaw approvals approve {approved})");
     let r = rt
         .call("office__send_email", copy.clone(), Some(&approved))
@@ -392,9 +384,9 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         contact_resolved,
     );
 
-    let verified = gw.store().verify_audit();
+    let verified = gw.verify_audit().await;
     t.assert("audit log hash chain verifies", verified.is_ok());
-    let audit_dump = serde_json::to_string(&gw.store().audit_records(1, 100_000)?)?;
+    let audit_dump = serde_json::to_string(&gw.audit_records(1, 100_000).await?)?;
     t.assert(
         "audit log holds no protected value",
         !audit_dump.contains(IBAN) && !audit_dump.contains("billing@acme"),

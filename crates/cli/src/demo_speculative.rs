@@ -38,7 +38,7 @@ use secureclaw_core::labeler::{
 use secureclaw_demo_tools::{ProviderLog, load_provider_log, load_state};
 use secureclaw_gateway::{
     GatewayConfig, SpeculationConfig, SubstituteKind, SubstituteRule, UpstreamSpec,
-    UpstreamTransport, session_trace,
+    UpstreamTransport,
 };
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
@@ -758,7 +758,7 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
             "\n== run B: issue-time privacy contracts (max_arg_label = personal, τ = 0.5, budget 5, SHADOW for loans__*) =="
         ),
     }
-    let gw = stack::start(&run_dir, &[], gateway_config(variant), specs).await?;
+    let gw = stack::start(&run_dir, None, &[], gateway_config(variant), specs).await?;
     let session = gw.open_session(
         "alice",
         TaskEnvelope {
@@ -766,7 +766,7 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
             trusted_targets: vec![],
             ..TaskEnvelope::default()
         },
-    )?;
+    ).await?;
     println!("session {} (state: {})", session.id, run_dir.display());
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let front = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(session.clone()));
@@ -781,19 +781,16 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
 
     let mut failures = 0;
     let mut deferred: Vec<(&'static str, String, Value)> = Vec::new();
-    let trace_len = |gw: &secureclaw_gateway::Gateway| -> Result<usize> {
-        Ok(session_trace(gw.store(), &session.id)?.0.len())
-    };
     for (i, step) in script().into_iter().enumerate() {
         let before_logs = read_logs(&run_dir)?;
-        let before_trace = trace_len(&gw)?;
+        let before_trace = gw.session_trace(&session.id).await?.0.len();
         let meta = json!({
             "dev.secureclaw/mode": step.mode,
             "dev.secureclaw/branch": step.branch,
             "dev.secureclaw/confidence": step.confidence,
         });
         let reply = client.call(step.tool, &step.args, Some(meta)).await?;
-        let (events, _) = session_trace(gw.store(), &session.id)?;
+        let (events, _) = gw.session_trace(&session.id).await?;
         let decisions: Vec<String> = events
             .iter()
             .skip(before_trace)
@@ -900,7 +897,7 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
     }
     let _ = client.service.cancel().await;
 
-    let exposure = gw.exposure(&session.id)?;
+    let exposure = gw.exposure(&session.id).await?;
     println!("\nexposure report ({}):", variant.name());
     print!("{}", crate::trace::render(&exposure, 10));
     let logs = read_logs(&run_dir)?;

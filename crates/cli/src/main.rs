@@ -29,6 +29,12 @@ struct Cli {
     /// State directory (keys.json, secureclaw.db, operator.token).
     #[arg(long, global = true, env = "SECURECLAW_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// Store URL (`postgres://user@host:5432/db`): keep sessions, vault, ledger, approvals
+    /// and audit log in PostgreSQL, shared by several gateways, instead of the state
+    /// directory's SQLite database (keys stay in the state directory or $SECURECLAW_KEYS[_FILE]).
+    /// Overrides `[store] url`.
+    #[arg(long = "store", global = true, env = "SECURECLAW_STORE", value_name = "URL")]
+    store_url: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -109,6 +115,13 @@ fn configured_state_dir(path: &std::path::Path) -> Option<PathBuf> {
     })
 }
 
+/// `[store] url` of a config file, for operator commands run next to `serve`.
+fn configured_store_url(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: toml::Value = toml::from_str(&text).ok()?;
+    Some(value.get("store")?.get("url")?.as_str()?.to_owned())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -146,15 +159,24 @@ fn main() -> ExitCode {
             None => state::default_dir(),
         },
     };
+    let explicit_store = cli.store_url.clone();
+    let store_url = cli.store_url.or_else(|| {
+        operator_command
+            .then(|| configured_store_url(std::path::Path::new("secureclaw.toml")))
+            .flatten()
+    });
+    let store_url = store_url.as_deref();
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Wrap(args) => commands::wrap(&state_dir, args).await,
-            Command::Serve(args) => commands::serve(explicit_state_dir.as_deref(), args).await,
+            Command::Wrap(args) => commands::wrap(&state_dir, explicit_store.as_deref(), args).await,
+            Command::Serve(args) => {
+                commands::serve(explicit_state_dir.as_deref(), explicit_store.as_deref(), args).await
+            }
             Command::Demo(args) => demo::run(args, explicit_state_dir).await,
-            Command::Approvals(c) => commands::approvals(&state_dir, c),
-            Command::Audit(c) => commands::audit(&state_dir, c),
+            Command::Approvals(c) => commands::approvals(&state_dir, store_url, c).await,
+            Command::Audit(c) => commands::audit(&state_dir, store_url, c).await,
             Command::Policy(c) => commands::policy(c),
-            Command::Trace(c) => trace::trace(&state_dir, c),
+            Command::Trace(c) => trace::trace(&state_dir, store_url, c).await,
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::Eval(c) => eval::run(c),

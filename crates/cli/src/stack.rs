@@ -1,12 +1,13 @@
 //! Assembling a gateway from state, policy files, configuration and upstream specs.
 
 use crate::state;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use secureclaw_gateway::{
     Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
-use secureclaw_store::SqliteStore;
+use secureclaw_core::store::Store;
+use secureclaw_store::{PgStore, SqliteStore};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,25 +22,41 @@ pub fn load_policy(files: &[PathBuf]) -> Result<CedarPolicy> {
     CedarPolicy::load(&extra).map_err(|e| anyhow::anyhow!("policy set rejected: {e}"))
 }
 
-/// Open keys and store in `dir`.
-pub fn open_state(dir: &Path) -> Result<(Arc<secureclaw_core::keys::KeyRing>, Arc<SqliteStore>)> {
+/// Open keys (from `dir`, or the key file or environment as always) and the store: the
+/// PostgreSQL database at `store_url` (`postgres://…` or `postgresql://…`) when one is given,
+/// else the embedded SQLite database in `dir`. Never falls back from one to the other.
+pub async fn open_state(
+    dir: &Path,
+    store_url: Option<&str>,
+) -> Result<(Arc<secureclaw_core::keys::KeyRing>, Arc<dyn Store>)> {
     state::ensure_dir(dir)?;
     let keys = Arc::new(state::load_keys(dir, None)?);
+    if let Some(url) = store_url {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            bail!("store url must start with `postgres://` or `postgresql://`");
+        }
+        // The URL may carry a password: never print it.
+        let store = PgStore::connect(url, keys.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open the PostgreSQL store: {e}"))?;
+        return Ok((keys, Arc::new(store)));
+    }
     let db = state::db_path(dir);
     let store = SqliteStore::open(&db, keys.clone())
         .with_context(|| format!("cannot open database `{}`", db.display()))?;
     Ok((keys, Arc::new(store)))
 }
 
-/// Connect every upstream and start the gateway.
+/// Connect every upstream and start the gateway over the store of [`open_state`].
 pub async fn start(
     dir: &Path,
+    store_url: Option<&str>,
     policy_files: &[PathBuf],
     config: GatewayConfig,
     specs: Vec<UpstreamSpec>,
 ) -> Result<Gateway> {
     let policy = load_policy(policy_files)?;
-    let (keys, store) = open_state(dir)?;
+    let (keys, store) = open_state(dir, store_url).await?;
     let mut upstreams: Vec<(UpstreamSpec, Arc<dyn Upstream>)> = Vec::new();
     let startup = std::time::Duration::from_millis(config.limits.upstream_startup_timeout_ms);
     for spec in specs {

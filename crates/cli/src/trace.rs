@@ -32,9 +32,13 @@ pub enum TraceCommand {
 /// # Errors
 /// The state directory holds no SecureClaw database (nothing is created), the store cannot be
 /// opened or read, or the session is unknown.
-pub fn trace(state_dir: &Path, cmd: TraceCommand) -> Result<ExitCode> {
+pub async fn trace(
+    state_dir: &Path,
+    store_url: Option<&str>,
+    cmd: TraceCommand,
+) -> Result<ExitCode> {
     let db = crate::state::db_path(state_dir);
-    if !db.is_file() {
+    if store_url.is_none() && !db.is_file() {
         bail!(
             "no SecureClaw state in `{}` (no {}); pass the gateway's --state-dir",
             state_dir.display(),
@@ -50,16 +54,16 @@ pub fn trace(state_dir: &Path, cmd: TraceCommand) -> Result<ExitCode> {
             state_dir.display()
         );
     }
-    let (_, store) = stack::open_state(state_dir)?;
+    let (_, store) = stack::open_state(state_dir, store_url).await?;
     match cmd {
         TraceCommand::Exposure { session, json, all } => {
-            if store.session(&session)?.is_none() {
+            if store.session(&session).await?.is_none() {
                 bail!(
                     "unknown session `{session}` in `{}` (session ids are in `secureclaw audit export`)",
                     state_dir.display()
                 );
             }
-            let report = secureclaw_gateway::session_exposure(&store, &session)?;
+            let report = secureclaw_gateway::session_exposure(store.as_ref(), &session).await?;
             if json {
                 println!(
                     "{}",

@@ -36,7 +36,9 @@ use crate::time::UnixMillis;
 pub struct LedgerError(pub String);
 
 /// The single-use ledger (implemented by the store; DESIGN.md §3 "Single use and crash safety").
-pub trait SingleUseLedger {
+/// Asynchronous and object safe; see [`crate::store::LedgerStore`] for the outcomes.
+#[async_trait::async_trait]
+pub trait SingleUseLedger: Send + Sync {
     /// Atomically mark `action_id` as `reserved` if it has never been marked.
     ///
     /// Returns `Ok(true)` if this call made the mark, `Ok(false)` if the id was already marked
@@ -44,7 +46,7 @@ pub trait SingleUseLedger {
     ///
     /// # Errors
     /// [`LedgerError`] if the store cannot be reached; the predicate then fails closed.
-    fn reserve(
+    async fn reserve(
         &self,
         action_id: &ActionId,
         binding: &BindingDigest,
@@ -126,9 +128,9 @@ fn key_reason(err: &KeyError) -> ReasonCode {
 /// # Errors
 /// A [`Rejection`] naming the first failing check. Store errors become
 /// `store_unavailable` (fail closed); nothing is executed on any rejection.
-pub fn accept(
+pub async fn accept(
     keys: &KeyRing,
-    ledger: &dyn SingleUseLedger,
+    ledger: &(dyn SingleUseLedger + '_),
     attempt: &CommitAttempt<'_>,
 ) -> Result<CommitProof, Rejection> {
     // 1. present and well-formed, 2. version, 3. artifact key, 4. MAC.
@@ -193,7 +195,10 @@ pub fn accept(
         }
     }
     // 11. single use.
-    match ledger.reserve(attempt.action_id, &artifact.binding, attempt.now) {
+    match ledger
+        .reserve(attempt.action_id, &artifact.binding, attempt.now)
+        .await
+    {
         Ok(true) => Ok(CommitProof {
             action_id: artifact.action_id,
             binding: artifact.binding,

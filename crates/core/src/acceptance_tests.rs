@@ -1,23 +1,42 @@
 //! One attack per check, each denied for its own reason, plus positive controls.
 
 use super::*;
+use std::future::Future;
 use crate::artifact::ARTIFACT_VERSION;
 use crate::canonical::{HandleBinding, Inputs, Intent, RequestContext};
 use crate::confirmation::ConfirmationClaims;
 use crate::encoding::{b64url, b64url_decode};
 use crate::keys::KeyId;
 use serde_json::json;
-use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::Mutex;
 
 #[derive(Default)]
 struct MemLedger {
-    used: RefCell<HashSet<String>>,
+    used: Mutex<HashSet<String>>,
     down: bool,
 }
 
+/// The predicate, driven to completion: the in-memory ledger never waits, so the first poll
+/// finishes.
+fn accept(
+    keys: &KeyRing,
+    ledger: &dyn SingleUseLedger,
+    attempt: &CommitAttempt<'_>,
+) -> Result<CommitProof, Rejection> {
+    let mut fut = std::pin::pin!(super::accept(keys, ledger, attempt));
+    match fut
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(r) => r,
+        std::task::Poll::Pending => panic!("the in-memory ledger never waits"),
+    }
+}
+
+#[async_trait::async_trait]
 impl SingleUseLedger for MemLedger {
-    fn reserve(
+    async fn reserve(
         &self,
         action_id: &ActionId,
         _: &BindingDigest,
@@ -26,7 +45,7 @@ impl SingleUseLedger for MemLedger {
         if self.down {
             return Err(LedgerError("down".into()));
         }
-        Ok(self.used.borrow_mut().insert(action_id.0.clone()))
+        Ok(self.used.lock().unwrap().insert(action_id.0.clone()))
     }
 }
 

@@ -18,6 +18,8 @@
 //! - [`recovery`]: reason codes and deny-aware recovery templates;
 //! - [`audit`]: audit records and their hash chain;
 //! - [`vault`]: AEAD sealing of protected values at rest;
+//! - [`store`]: the storage traits (sessions, vault and handles, actions and approvals, the
+//!   single-use ledger, the audit sink) and the records they hold;
 //! - [`contract`], [`labeler`], [`monitor`] and [`exposure`]: issue-time privacy contracts for
 //!   speculative calls (Ghost Tool Calls, arXiv 2606.02483): labels, κ, `decide`, the event
 //!   lifecycle and branch table, the labeler and rewrites, the composed issue-time monitor,
@@ -46,6 +48,7 @@ pub mod normalize;
 pub mod policy;
 pub mod rawjson;
 pub mod recovery;
+pub mod store;
 pub mod summary;
 pub mod time;
 pub mod vault;

@@ -27,21 +27,33 @@ use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::time::UnixMillis;
 use serde_json::Value;
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-#[derive(Default)]
-struct MemLedger(RefCell<HashSet<String>>);
+/// Drive a future that never waits (the predicate over the in-memory ledger) to completion.
+fn ready<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("the in-memory ledger never waits"),
+    }
+}
 
+#[derive(Default)]
+struct MemLedger(std::sync::Mutex<HashSet<String>>);
+
+#[async_trait::async_trait]
 impl SingleUseLedger for MemLedger {
-    fn reserve(
+    async fn reserve(
         &self,
         id: &ActionId,
         _: &BindingDigest,
         _: UnixMillis,
     ) -> Result<bool, LedgerError> {
-        Ok(self.0.borrow_mut().insert(id.0.clone()))
+        Ok(self.0.lock().unwrap().insert(id.0.clone()))
     }
 }
 
@@ -92,7 +104,7 @@ fn commit(
         now: NOW.plus_millis(1),
         max_skew_ms: 5_000,
     };
-    match accept(&KEYS, &MemLedger::default(), &attempt) {
+    match ready(accept(&KEYS, &MemLedger::default(), &attempt)) {
         Ok(proof) => {
             // The proof carries the verified request: what the executor sends.
             assert!(req_same(proof.request(), req));

@@ -1139,7 +1139,7 @@ fn obj(v: Value) -> serde_json::Map<String, Value> {
     }
 }
 
-fn session_record(s: &Session) -> Result<&secureclaw_store::SessionRecord, EvalError> {
+fn session_record(s: &Session) -> Result<&secureclaw_core::store::SessionRecord, EvalError> {
     s.record()
 }
 
@@ -1645,7 +1645,7 @@ async fn trusted_side(c: &Ctx<'_>, r: &mut Results) {
             let s = stack(c.t, POLICY)?;
             let changed = s.gateway_with(s.keys.clone(), &extra_policy()).await?;
             let v = Args::json(c.mail(APPROVER));
-            let p = allowed(preview_via(&changed, &c.alice, SEND, &v)?)?;
+            let p = allowed(preview_via(&changed, &c.alice, SEND, &v).await?)?;
             c.observe(c.t.commit(&c.alice, SEND, &v, &p.action_id, Some(&p.artifact)))
                 .await
         },
@@ -1725,7 +1725,7 @@ async fn trusted_side(c: &Ctx<'_>, r: &mut Results) {
             let k = rings(&s.keys)?;
             let gw = s.gateway_with(k.rotated, &[]).await?;
             let v = Args::json(c.mail(APPROVER));
-            let p = allowed(preview_via(&gw, &c.alice, SEND, &v)?)?;
+            let p = allowed(preview_via(&gw, &c.alice, SEND, &v).await?)?;
             c.observe(c.t.commit(&c.alice, SEND, &v, &p.action_id, Some(&p.artifact)))
                 .await
         },
@@ -1746,7 +1746,7 @@ async fn trusted_side(c: &Ctx<'_>, r: &mut Results) {
                 .clone();
             let gw = s.gateway_with(k.rotated, &[]).await?;
             let v = Args::json(c.mail(APPROVER));
-            let p = allowed(preview_via(&gw, &c.alice, SEND, &v)?)?;
+            let p = allowed(preview_via(&gw, &c.alice, SEND, &v).await?)?;
             let swapped = edit_claims(&p.artifact, |cl| put(cl, "kid", json!(old_art.0)))?;
             c.observe(commit_via(
                 &gw,
@@ -1768,7 +1768,7 @@ async fn trusted_side(c: &Ctx<'_>, r: &mut Results) {
             let s = stack(c.t, KEYS)?;
             let gw = s.foreign_gateway().await?;
             let v = Args::json(c.mail(APPROVER));
-            let p = allowed(preview_via(&gw, &c.alice, SEND, &v)?)?;
+            let p = allowed(preview_via(&gw, &c.alice, SEND, &v).await?)?;
             c.observe(c.t.commit(&c.alice, SEND, &v, &p.action_id, Some(&p.artifact)))
                 .await
         },

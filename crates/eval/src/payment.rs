@@ -88,7 +88,7 @@ impl InsecureExecutor<'_> {
         let name = tool
             .strip_prefix("office__")
             .ok_or_else(|| EvalError::Setup(format!("not an office tool: {tool}")))?;
-        let store = self.stack.gateway.store();
+        let store = self.stack.store();
         let mut value = args;
         substitute_handles::<EvalError>(&mut value, &mut |id| {
             let rec = store

@@ -145,7 +145,6 @@ async fn observe_reply(
 /// The approval display stored for `action_id` (in process).
 fn display_of(s: &Stack, action_id: &str) -> Result<String, Stop> {
     let action = s
-        .gateway
         .store()
         .action(&secureclaw_core::artifact::ActionId(action_id.to_owned()))
         .map_err(|e| setup(format!("action record: {e}")))?
@@ -156,7 +155,6 @@ fn display_of(s: &Stack, action_id: &str) -> Result<String, Stop> {
 /// The `targets` of the decision audit record of `action_id` (in process).
 fn decision_targets(s: &Stack, action_id: &str) -> Result<Value, Stop> {
     let records = s
-        .gateway
         .store()
         .audit_records(0, usize::MAX)
         .map_err(|e| setup(format!("audit log: {e}")))?;

@@ -252,6 +252,8 @@ pub struct Stack {
     counter: Arc<Counter>,
     /// The main gateway (default policy set, [`Stack::keys`]).
     pub gateway: Gateway,
+    /// A second connection to the main gateway's database, for the harness's own inspection.
+    store: Arc<SqliteStore>,
 }
 
 impl std::fmt::Debug for Stack {
@@ -316,6 +318,9 @@ impl Stack {
             clock: &clock,
         };
         let gateway = parts.gateway(keys.clone(), &[]).await?;
+        let store = Arc::new(
+            SqliteStore::open(&db, keys.clone()).map_err(|e| StackError::Store(e.to_string()))?,
+        );
         Ok(Self {
             dir,
             db,
@@ -326,7 +331,16 @@ impl Stack {
             office_upstream,
             counter,
             gateway,
+            store,
         })
+    }
+
+    /// The main gateway's database, read directly (the gateway itself offers no such access):
+    /// for the harness's checks of stored records and for the deliberately insecure baseline
+    /// executor of the payment case study, which dereferences handles itself.
+    #[must_use]
+    pub fn store(&self) -> &SqliteStore {
+        &self.store
     }
 
     /// Another gateway over a new connection to the same database, with the same clock,

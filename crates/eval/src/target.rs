@@ -11,7 +11,7 @@ use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_gateway::{CallOutcome, Gateway, PreviewOutcome};
-use secureclaw_store::SessionRecord;
+use secureclaw_core::store::SessionRecord;
 use serde_json::{Map, Value, json};
 
 /// Errors that stop a case from producing an observation.
@@ -309,7 +309,7 @@ pub async fn commit_via(
 ///
 /// # Errors
 /// As [`commit_via`].
-pub fn preview_via(
+pub async fn preview_via(
     gateway: &Gateway,
     session: &Session,
     tool: &str,
@@ -319,7 +319,7 @@ pub fn preview_via(
         return Ok(Err(Verdict::Deny(reason)));
     }
     Ok(gateway
-        .preview(session.record()?, tool, &args.map()?)
+        .preview(session.record()?, tool, &args.map()?).await
         .map(preview_of)
         .map_err(|r| Verdict::Deny(r.reason)))
 }
@@ -375,7 +375,7 @@ impl Target {
             Self::InProcess(s) => {
                 let r = s
                     .gateway
-                    .open_session(caller, envelope.clone())
+                    .open_session(caller, envelope.clone()).await
                     .map_err(|e| EvalError::Operator(e.to_string()))?;
                 Ok(Session {
                     token: r.id.clone(),
@@ -418,7 +418,7 @@ impl Target {
         args: &Args,
     ) -> Result<Result<Preview, Verdict>, EvalError> {
         match self {
-            Self::InProcess(s) => preview_via(&s.gateway, session, tool, args),
+            Self::InProcess(s) => preview_via(&s.gateway, session, tool, args).await,
             Self::Http { client, .. } => {
                 let body = format!("{{\"tool\":{},\"arguments\":{}}}", quote(tool), args.text());
                 let (status, v) = client
@@ -533,7 +533,7 @@ impl Target {
         match self {
             Self::InProcess(s) => s
                 .gateway
-                .decide_approval(&ActionId(action_id.to_owned()), approve, "bypass-suite")
+                .decide_approval(&ActionId(action_id.to_owned()), approve, "bypass-suite").await
                 .map(|_| ())
                 .map_err(|e| EvalError::Operator(e.to_string())),
             Self::Http {
@@ -566,7 +566,7 @@ impl Target {
         match self {
             Self::InProcess(s) => s
                 .gateway
-                .revoke_handle(session.record()?, &HandleId(handle.to_owned()))
+                .revoke_handle(session.record()?, &HandleId(handle.to_owned())).await
                 .map_err(|e| EvalError::Operator(e.to_string())),
             Self::Http { client, .. } => {
                 let (status, v) = client

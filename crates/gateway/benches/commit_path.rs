@@ -115,7 +115,7 @@ fn pieces(c: &mut Criterion) {
                     max_skew_ms: 5_000,
                 };
                 must(
-                    accept(&parts.keys, &ledger, &attempt).map_err(|r| r.reason),
+                    common::ready(accept(&parts.keys, &ledger, &attempt)).map_err(|r| r.reason),
                     "accept",
                 )
             },
@@ -128,7 +128,7 @@ fn store_writes(c: &mut Criterion) {
     let mut group = c.benchmark_group("store/append_audit");
     for kind in [StoreKind::SqliteWal, StoreKind::SqliteMemory] {
         let fixture = Fixture::new(kind);
-        let store = fixture.gateway.store().clone();
+        let store = fixture.store.clone();
         group.bench_function(kind.label(), |b| {
             b.iter(|| {
                 let mut ev = AuditEvent::new(AuditKind::Preview, now());

@@ -110,8 +110,8 @@ fn preview_commit_rows(kind: StoreKind, warmup: usize, n: usize) {
     for _ in 0..n {
         let t0 = Instant::now();
         let p = must(
-            fx.gateway
-                .preview(&fx.session, common::TOOL, &fx.arguments)
+            fx.runtime
+                .block_on(fx.gateway.preview(&fx.session, common::TOOL, &fx.arguments))
                 .map_err(|r| format!("{r:?}")),
             "preview",
         );
@@ -238,7 +238,7 @@ fn pieces(warmup: usize, n: usize) {
         };
         let t = Instant::now();
         let proof = must(
-            accept(&parts.keys, &ledger, &attempt).map_err(|r| r.reason),
+            common::ready(accept(&parts.keys, &ledger, &attempt)).map_err(|r| r.reason),
             "accept",
         );
         let d = t.elapsed();
@@ -253,7 +253,7 @@ fn pieces(warmup: usize, n: usize) {
 fn store_rows(warmup: usize, n: usize) {
     for kind in [StoreKind::SqliteWal, StoreKind::SqliteMemory] {
         let fx = Fixture::new(kind);
-        let store = fx.gateway.store().clone();
+        let store = fx.store.clone();
         time(
             &format!("store: one audit append, {}", kind.label()),
             warmup,

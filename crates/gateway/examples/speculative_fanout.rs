@@ -162,7 +162,7 @@ fn fail(what: &str) -> ! {
 }
 
 async fn fan_out(gw: &Gateway, speculative: bool) -> Duration {
-    let session = match gw.open_session("bench", Default::default()) {
+    let session = match gw.open_session("bench", Default::default()).await {
         Ok(s) => s,
         Err(e) => fail(&format!("session: {e}")),
     };

@@ -18,14 +18,14 @@ use crate::upstream::ToolOutput;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::classify::{Classifier, FieldRule};
 use secureclaw_core::handle::{
-    HandleClass, HandleId, HandleRecord, handle_reuse_key, mint_handle_id,
+    HandleClass, HandleId, HandleRecord, Sensitivity, handle_reuse_key, mint_handle_id,
 };
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::summary::{
     Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
 };
 use secureclaw_core::time::UnixMillis;
-use secureclaw_store::{SessionRecord, SqliteStore};
+use secureclaw_core::store::{SessionRecord, Store};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -34,7 +34,7 @@ pub(crate) const WITHHELD: &str = "[non-text content withheld by SecureClaw]";
 
 pub(crate) struct Declassifier<'a> {
     pub keys: &'a KeyRing,
-    pub store: &'a SqliteStore,
+    pub store: &'a dyn Store,
     pub classifier: &'a Classifier,
     pub summary: &'a SummaryConfig,
     pub handle_ttl_ms: u64,
@@ -49,6 +49,10 @@ struct Minter<'a, 'b> {
     entry: &'b ToolEntry,
     anchored: bool,
     minted: HashMap<String, HandleId>,
+    /// Values met by the planning pass, with the placeholder returned for each (a token of the
+    /// length the real handle will have), in the order they are issued.
+    planned: HashMap<String, String>,
+    todo: Vec<Protected>,
     /// Handle id → plaintext of the handles the executor resolved for this call: the gateway
     /// replaced their values by the handle ids before D ran (an upstream that echoes its
     /// arguments must not show plaintext), so a protected field holding exactly such an id
@@ -92,40 +96,76 @@ impl Minter<'_, '_> {
             .rule_covering(&self.entry.upstream, &self.entry.name, path)
     }
 
-    fn mint(&mut self, p: &Protected) -> String {
-        // A field that echoes a resolved argument is classified as the value it holds, never
-        // vaulted as the text of a handle id (regression: the profile's own `user_id`, read
-        // with the user-id handle, became a handle whose value was the other handle's id).
-        let unscrubbed;
-        let p = match self.echoed.get(p.value.as_str()) {
-            Some(plain) => {
-                unscrubbed = Protected {
-                    kind: p.kind.clone(),
-                    path: p.path.clone(),
-                    value: (*plain).to_owned(),
-                };
-                &unscrubbed
-            }
-            None => p,
-        };
-        if let Some(id) = self.minted.get(&p.value) {
-            return id.0.clone();
+    /// The protected value as it is classified: a field echoing a resolved argument is
+    /// classified as the value it holds, never vaulted as the text of a handle id
+    /// (regression: the profile's own `user_id`, read with the user-id handle, became a
+    /// handle whose value was the other handle's id).
+    fn unscrubbed(&self, p: &Protected) -> Protected {
+        match self.echoed.get(p.value.as_str()) {
+            Some(plain) => Protected {
+                kind: p.kind.clone(),
+                path: p.path.clone(),
+                value: (*plain).to_owned(),
+            },
+            None => p.clone(),
         }
-        match self.issue(p) {
-            Ok(id) => {
-                let text = id.0.clone();
-                self.minted.insert(p.value.clone(), id);
-                text
+    }
+
+    /// First pass (D is synchronous, the store is not): note each value to vault, in
+    /// document order, and answer with a placeholder of the handle's shape and length.
+    fn plan(&mut self, p: &Protected) -> String {
+        let p = self.unscrubbed(p);
+        if let Some(token) = self.planned.get(&p.value) {
+            return token.clone();
+        }
+        let token = self
+            .classify(&p)
+            .and_then(|(_, kind_tag, ..)| {
+                mint_handle_id(self.d.keys, &kind_tag, &[0; 16], "", "").map_err(|_| ())
+            })
+            .map_or_else(|()| "[withheld]".to_owned(), |id| id.0);
+        self.planned.insert(p.value.clone(), token.clone());
+        self.todo.push(p);
+        token
+    }
+
+    /// Between the passes: issue (or reuse) a handle for every planned value, in order.
+    async fn issue_planned(&mut self) {
+        for p in std::mem::take(&mut self.todo) {
+            if self.minted.contains_key(&p.value) {
+                continue;
             }
-            Err(()) => {
+            match self.issue(&p).await {
+                Ok(id) => {
+                    self.minted.insert(p.value.clone(), id);
+                }
+                Err(()) => {
+                    self.failed = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Second pass: the handle issued for the value. A value the first pass did not meet
+    /// fails closed.
+    fn mint(&mut self, p: &Protected) -> String {
+        let p = self.unscrubbed(p);
+        match self.minted.get(&p.value) {
+            Some(id) => id.0.clone(),
+            None => {
                 self.failed = true;
                 "[withheld]".to_owned()
             }
         }
     }
 
-    fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
-        let (label, kind_tag, sensitivity, allowed_sinks, anchor) = match &p.kind {
+    /// Label, handle kind tag, sensitivity, allowed sinks and whether the rule anchors.
+    fn classify(
+        &self,
+        p: &Protected,
+    ) -> Result<(String, String, Sensitivity, Vec<String>, bool), ()> {
+        Ok(match &p.kind {
             ProtectedKind::Identifier(kind) => {
                 // An identifier inside a field an `identifiers` rule names (or below an object
                 // it names) takes that rule's sensitivity, sinks and anchoring; elsewhere the
@@ -160,7 +200,11 @@ impl Minter<'_, '_> {
                     rule.is_some_and(|r| r.anchor),
                 )
             }
-        };
+        })
+    }
+
+    async fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
+        let (label, kind_tag, sensitivity, allowed_sinks, anchor) = self.classify(p)?;
         let anchored = anchor && self.anchored;
         // One handle per (session, value, classification): a value read again with the same
         // label, kind, sensitivity, sinks and anchoring gets the handle it already has, so the
@@ -180,7 +224,7 @@ impl Minter<'_, '_> {
         let reused = self
             .d
             .store
-            .reusable_handle(&self.session.id, &reuse_key, valid_until)
+            .reusable_handle(&self.session.id, &reuse_key, valid_until).await
             .map_err(|_| ())?
             .filter(|r| {
                 r.usable(&self.session.caller, &self.session.id, self.d.now)
@@ -195,7 +239,7 @@ impl Minter<'_, '_> {
                 "handle": record.id, "label": label, "sensitivity": sensitivity,
                 "path": audit_path(&p.path), "anchored": record.anchored, "reused": true,
             });
-            self.d.store.append_audit(ev).map_err(|_| ())?;
+            self.d.store.append_audit(ev).await.map_err(|_| ())?;
             return Ok(record.id);
         }
         let object_id = format!("obj_{}", secureclaw_core::encoding::base32(&random::<16>()));
@@ -209,7 +253,7 @@ impl Minter<'_, '_> {
         .map_err(|_| ())?;
         self.d
             .store
-            .put_object(&object_id, 1, p.value.as_bytes(), random::<12>())
+            .put_object(&object_id, 1, p.value.as_bytes(), random::<12>()).await
             .map_err(|_| ())?;
         let record = HandleRecord {
             id: id.clone(),
@@ -228,7 +272,7 @@ impl Minter<'_, '_> {
         };
         self.d
             .store
-            .put_handle_keyed(&record, Some(&reuse_key))
+            .put_handle_keyed(&record, Some(&reuse_key)).await
             .map_err(|_| ())?;
         let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
         ev.session = Some(crate::gateway::audit_session_id(&self.session.id));
@@ -238,7 +282,7 @@ impl Minter<'_, '_> {
             "handle": id, "label": label, "sensitivity": sensitivity, "path": audit_path(&p.path),
             "anchored": record.anchored,
         });
-        self.d.store.append_audit(ev).map_err(|_| ())?;
+        self.d.store.append_audit(ev).await.map_err(|_| ())?;
         Ok(id)
     }
 }
@@ -248,7 +292,7 @@ impl Declassifier<'_> {
     /// call with its handle (the output has already been scrubbed of those values). Returns
     /// the rewritten output and the number of handles issued, or `Err(())` if a store failure prevented vaulting a value (the caller must
     /// then return nothing: fail closed).
-    pub(crate) fn declassify(
+    pub(crate) async fn declassify(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
@@ -262,23 +306,52 @@ impl Declassifier<'_> {
             entry,
             anchored,
             minted: HashMap::new(),
+            planned: HashMap::new(),
+            todo: Vec::new(),
             echoed: resolved
                 .iter()
                 .map(|(plain, id)| (id.0.as_str(), plain.as_str()))
                 .collect(),
             failed: false,
         };
-        let mut truncated = false;
+        // D is deterministic: the first pass finds the values to vault (answering with
+        // placeholders of the handles' length), the store issues their handles, and the second
+        // pass produces the output with them.
+        let _ = self.render(entry, &output, &mut |p| m.plan(p));
+        m.issue_planned().await;
+        if m.failed {
+            return Err(());
+        }
+        let (structured, content) = self.render(entry, &output, &mut |p| m.mint(p));
+        if m.failed {
+            return Err(());
+        }
+        Ok((
+            ToolOutput {
+                content,
+                structured,
+                is_error: output.is_error,
+            },
+            m.minted.len(),
+        ))
+    }
+
+    /// Apply D to the structured content and every text block, minting with `mint`.
+    fn render(
+        &self,
+        entry: &ToolEntry,
+        output: &ToolOutput,
+        mint: &mut dyn FnMut(&Protected) -> String,
+    ) -> (Option<Value>, Vec<Value>) {
         let labels = |path: &str| -> Option<String> {
             self.classifier
                 .rule_for(&entry.upstream, &entry.name, path)
                 .map(|r| r.label.clone())
         };
-        let structured = output.structured.as_ref().map(|v| {
-            let s = summarize(v, self.summary, &labels, &mut |p| m.mint(p));
-            truncated |= s.truncated;
-            s.value
-        });
+        let structured = output
+            .structured
+            .as_ref()
+            .map(|v| summarize(v, self.summary, &labels, mint).value);
         let mut content = Vec::with_capacity(output.content.len());
         for block in &output.content {
             let text = match (
@@ -299,29 +372,13 @@ impl Declassifier<'_> {
                     serde_json::to_string(summarized).unwrap_or_default()
                 }
                 (Some(v), _, _) => {
-                    let s = summarize(&v, self.summary, &labels, &mut |p| m.mint(p));
-                    truncated |= s.truncated;
+                    let s = summarize(&v, self.summary, &labels, mint);
                     serde_json::to_string(&s.value).unwrap_or_default()
                 }
-                (None, _, _) => {
-                    let (t, cut) = summarize_text(text, self.summary, &mut |p| m.mint(p));
-                    truncated |= cut;
-                    t
-                }
+                (None, _, _) => summarize_text(text, self.summary, mint).0,
             };
             content.push(json!({"type": "text", "text": new_text}));
         }
-        if m.failed {
-            return Err(());
-        }
-        let _ = truncated;
-        Ok((
-            ToolOutput {
-                content,
-                structured,
-                is_error: output.is_error,
-            },
-            m.minted.len(),
-        ))
+        (structured, content)
     }
 }

@@ -27,7 +27,9 @@ use secureclaw_core::policy::{
 };
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
-use secureclaw_store::{ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, SqliteStore};
+use secureclaw_core::store::{
+    ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, Store, StoreError, VaultStore,
+};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -168,7 +170,7 @@ pub struct Gateway {
 
 struct Inner {
     keys: Arc<KeyRing>,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn Store>,
     policy: Arc<dyn PolicyEngine>,
     config: GatewayConfig,
     classifier: Classifier,
@@ -223,7 +225,7 @@ impl Gateway {
     /// confusable or an upstream id is invalid; store errors.
     pub async fn start(
         keys: Arc<KeyRing>,
-        store: Arc<SqliteStore>,
+        store: Arc<dyn Store>,
         policy: Arc<dyn PolicyEngine>,
         config: GatewayConfig,
         upstreams: Vec<(crate::config::UpstreamSpec, Arc<dyn Upstream>)>,
@@ -278,13 +280,13 @@ impl Gateway {
         let dangling = gw
             .inner
             .store
-            .dangling_reservations()
+            .dangling_reservations().await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         for entry in dangling {
             tracing::warn!(action = %entry.action_id, "reserved action was never marked executed (crash?); it will not run again");
             let mut ev = AuditEvent::new(AuditKind::CrashRecovery, gw.now());
             ev.action_id = Some(entry.action_id.0.clone());
-            gw.audit(ev)
+            gw.audit(ev).await
                 .map_err(|()| GatewayError::Store("audit append failed".into()))?;
         }
         Ok(gw)
@@ -294,10 +296,10 @@ impl Gateway {
         (self.inner.clock)()
     }
 
-    fn audit(&self, event: AuditEvent) -> Result<(), ()> {
+    async fn audit(&self, event: AuditEvent) -> Result<(), ()> {
         self.inner
             .store
-            .append_audit(event)
+            .append_audit(event).await
             .map(|_| ())
             .map_err(|e| {
                 tracing::error!(error = %e, "audit append failed");
@@ -318,12 +320,6 @@ impl Gateway {
         self.inner.policy.digest()
     }
 
-    /// The store (operator tooling).
-    #[must_use]
-    pub fn store(&self) -> &Arc<SqliteStore> {
-        &self.inner.store
-    }
-
     /// The key ring.
     #[must_use]
     pub fn keys(&self) -> &Arc<KeyRing> {
@@ -336,7 +332,7 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Store`].
-    pub fn open_session(
+    pub async fn open_session(
         &self,
         caller: &str,
         envelope: TaskEnvelope,
@@ -351,12 +347,12 @@ impl Gateway {
         };
         self.inner
             .store
-            .put_session(&record)
+            .put_session(&record).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let mut ev = self.event(AuditKind::Session, &record, "");
         ev.tool = None;
         ev.detail = json!({"task_digest": record.envelope.digest(), "trusted_targets": record.envelope.trusted_targets.len()});
-        self.audit(ev)
+        self.audit(ev).await
             .map_err(|()| GatewayError::Store("audit append failed".into()))?;
         Ok(record)
     }
@@ -365,11 +361,11 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Store`].
-    pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, GatewayError> {
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>, GatewayError> {
         let s = self
             .inner
             .store
-            .session(id)
+            .session(id).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         Ok(s.filter(|s| self.now() <= s.expires_at))
     }
@@ -407,7 +403,7 @@ impl Gateway {
 
     // ----------------------------------------------------------------- calls
 
-    fn deny(
+    async fn deny(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -419,7 +415,7 @@ impl Gateway {
         ev.reason = Some(reason);
         ev.action_id = action.map(|a| a.0.clone());
         // A failed audit append cannot make a denial less safe; it is logged.
-        let _ = self.audit(ev);
+        let _ = self.audit(ev).await;
         tracing::info!(tool, reason = %reason, "denied");
         CallOutcome::Denied(Recovery::new(
             reason,
@@ -430,7 +426,7 @@ impl Gateway {
     }
 
     /// Validate arguments and build the canonical request and policy facts.
-    fn prepare(
+    async fn prepare(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -465,7 +461,7 @@ impl Gateway {
             let rec = self
                 .inner
                 .store
-                .handle(&id)
+                .handle(&id).await
                 .map_err(|_| ReasonCode::StoreUnavailable)?;
             let rec = rec.ok_or(ReasonCode::HandleUnavailable)?;
             rec.usable(&session.caller, &session.id, now)
@@ -630,45 +626,75 @@ impl Gateway {
         out
     }
 
-    fn resolver<'a>(
-        &'a self,
-        session: &'a SessionRecord,
-        entry: &'a ToolEntry,
-        action: Option<&'a ActionId>,
-        resolved: &'a std::sync::Mutex<Vec<(String, HandleId)>>,
-    ) -> impl FnMut(&HandleId) -> Resolution + 'a {
-        move |id: &HandleId| {
-            let now = self.now();
-            let rec = self
-                .inner
-                .store
-                .handle(id)
-                .map_err(|_| ResolveError::Store)?;
-            let sink = Sink {
-                upstream: &entry.upstream,
-                tool: &entry.name,
-                kind: entry.sink,
-            };
-            check_resolution(rec.as_ref(), &session.caller, &session.id, &sink, now)
-                .map_err(ResolveError::Denied)?;
-            let rec = rec.ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
-            let value = self
-                .inner
-                .store
-                .object_value_at(&rec.object_id, rec.version)
-                .map_err(|_| ResolveError::Store)?
-                .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
-            let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
-            ev.action_id = action.map(|a| a.0.clone());
-            ev.detail =
-                json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name)});
-            self.audit(ev).map_err(|()| ResolveError::Store)?;
-            let plain = String::from_utf8_lossy(&value).into_owned();
-            if let Ok(mut list) = resolved.lock() {
-                list.push((plain.clone(), id.clone()));
+    /// Resolve, in order, every handle that the executor's substitution will meet in
+    /// `arguments` for this sink, stopping at the first failure (as the substitution does):
+    /// the record is checked with [`check_resolution`], the value read from the vault and the
+    /// resolution audited — before anything is sent. Returns a resolver for the executor that
+    /// hands out these results in the same order (fail closed on any mismatch), and the
+    /// (plaintext, handle) pairs resolved.
+    async fn resolve_handles(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        action: Option<&ActionId>,
+        arguments: &Map<String, Value>,
+    ) -> (Resolver, Vec<(String, HandleId)>) {
+        let mut ids: Vec<HandleId> = Vec::new();
+        let mut probe = Value::Object(arguments.clone());
+        let _ = secureclaw_core::handle::substitute_handles::<()>(&mut probe, &mut |id| {
+            ids.push(id.clone());
+            Ok(id.0.clone())
+        });
+        let mut results = std::collections::VecDeque::with_capacity(ids.len());
+        let mut resolved = Vec::new();
+        for id in ids {
+            let result = self.resolve_one(session, entry, action, &id).await;
+            let failed = result.is_err();
+            if let Ok(plain) = &result {
+                resolved.push((plain.clone(), id.clone()));
             }
-            Ok(plain)
+            results.push_back((id, result));
+            if failed {
+                break;
+            }
         }
+        (Resolver(results), resolved)
+    }
+
+    async fn resolve_one(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        action: Option<&ActionId>,
+        id: &HandleId,
+    ) -> Resolution {
+        let now = self.now();
+        let rec = self
+            .inner
+            .store
+            .handle(id)
+            .await
+            .map_err(|_| ResolveError::Store)?;
+        let sink = Sink {
+            upstream: &entry.upstream,
+            tool: &entry.name,
+            kind: entry.sink,
+        };
+        check_resolution(rec.as_ref(), &session.caller, &session.id, &sink, now)
+            .map_err(ResolveError::Denied)?;
+        let rec = rec.ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+        let value = self
+            .inner
+            .store
+            .object_value_at(&rec.object_id, rec.version)
+            .await
+            .map_err(|_| ResolveError::Store)?
+            .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+        let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
+        ev.action_id = action.map(|a| a.0.clone());
+        ev.detail = json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name)});
+        self.audit(ev).await.map_err(|()| ResolveError::Store)?;
+        Ok(String::from_utf8_lossy(&value).into_owned())
     }
 
     /// Remember the objects a store effect of this session is about to write (the strings in
@@ -676,7 +702,7 @@ impl Gateway {
     /// anchored, so the session cannot anchor a value by writing it and reading it back
     /// (DESIGN.md §3: objects the session itself wrote never confer anchoring). Recorded before
     /// dispatch, since a write whose outcome is unknown may have happened.
-    fn note_written(
+    async fn note_written(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
@@ -690,8 +716,9 @@ impl Gateway {
             if let [(_, id)] = find_handles(&Value::String(value.clone())).as_slice()
                 && id.0 == value
             {
-                let record = self.inner.store.handle(id).ok().flatten();
-                values.extend(record.and_then(|r| self.handle_plaintext(&r)));
+                if let Some(r) = self.inner.store.handle(id).await.ok().flatten() {
+                    values.extend(self.handle_plaintext(&r).await);
+                }
             }
             values.push(value);
         }
@@ -723,7 +750,7 @@ impl Gateway {
     /// nowhere else: text around a handle, a handle from free text or from an unanchored read,
     /// and any value or handle the session itself wrote to (its plaintext included) leave the
     /// read unanchored.
-    fn read_anchored(
+    async fn read_anchored(
         &self,
         session: &SessionRecord,
         arguments: &Map<String, Value>,
@@ -740,39 +767,44 @@ impl Gateway {
         }
         let mut all = Vec::new();
         arguments.values().for_each(|v| leaves(v, &mut all));
-        !all.is_empty()
-            && all.iter().all(|s| {
-                if self.wrote(session, s) {
-                    return false;
-                }
-                let refs = find_handles(&Value::String(s.clone()));
-                match refs.as_slice() {
-                    [] => is_anchored(s, &session.envelope, &self.inner.config.trusted_targets),
-                    [(_, id)] if id.0 == s.trim() => {
-                        records.iter().find(|r| &r.id == id).is_some_and(|r| {
-                            r.anchored
-                                && self
-                                    .handle_plaintext(r)
-                                    .is_some_and(|plain| !self.wrote(session, &plain))
-                        })
-                    }
+        if all.is_empty() {
+            return false;
+        }
+        for s in &all {
+            if self.wrote(session, s) {
+                return false;
+            }
+            let refs = find_handles(&Value::String(s.clone()));
+            let anchored = match refs.as_slice() {
+                [] => is_anchored(s, &session.envelope, &self.inner.config.trusted_targets),
+                [(_, id)] if id.0 == s.trim() => match records.iter().find(|r| &r.id == id) {
+                    Some(r) if r.anchored => self
+                        .handle_plaintext(r)
+                        .await
+                        .is_some_and(|plain| !self.wrote(session, &plain)),
                     _ => false,
-                }
-            })
+                },
+                _ => false,
+            };
+            if !anchored {
+                return false;
+            }
+        }
+        true
     }
 
     /// The vault value behind a handle record (for the gateway's own checks; never returned
     /// to the runtime). `None` if the store fails or the object is gone.
-    fn handle_plaintext(&self, record: &HandleRecord) -> Option<String> {
+    async fn handle_plaintext(&self, record: &HandleRecord) -> Option<String> {
         self.inner
             .store
-            .object_value_at(&record.object_id, record.version)
+            .object_value_at(&record.object_id, record.version).await
             .ok()
             .flatten()
             .map(|v| String::from_utf8_lossy(&v).into_owned())
     }
 
-    fn finish(
+    async fn finish(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
@@ -793,25 +825,25 @@ impl Gateway {
         };
         let d = Declassifier {
             keys: &self.inner.keys,
-            store: &self.inner.store,
+            store: self.inner.store.as_ref(),
             classifier: &self.inner.classifier,
             summary: &self.inner.config.summary,
             handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
             now: self.now(),
         };
-        match d.declassify(session, entry, anchored, output, resolved) {
+        match d.declassify(session, entry, anchored, output, resolved).await {
             Ok((output, handles)) => {
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
                 ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
-                if self.audit(ev).is_err() {
+                if self.audit(ev).await.is_err() {
                     return self.deny(
                         session,
                         &entry.exposed,
                         Some(entry),
                         failed,
                         action.as_ref(),
-                    );
+                    ).await;
                 }
                 CallOutcome::Completed {
                     output,
@@ -824,11 +856,11 @@ impl Gateway {
                 Some(entry),
                 failed,
                 action.as_ref(),
-            ),
+            ).await,
         }
     }
 
-    fn exec_failure(
+    async fn exec_failure(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
@@ -850,7 +882,7 @@ impl Gateway {
         // Only the error class: an upstream message may quote arguments after handles were
         // resolved, i.e. protected values.
         tracing::warn!(tool = %entry.exposed, error = err.class(), "execution failed");
-        self.deny(session, &entry.exposed, Some(entry), reason, action)
+        self.deny(session, &entry.exposed, Some(entry), reason, action).await
     }
 
     /// An ordinary MCP `tools/call`: read tools are forwarded and declassified; effectful tools
@@ -870,10 +902,10 @@ impl Gateway {
                 .commit_approved(session, tool, arguments, action_id)
                 .await;
         }
-        let (prepared, policy_request) = match self.prepare(session, tool, &arguments) {
+        let (prepared, policy_request) = match self.prepare(session, tool, &arguments).await {
             Ok(p) => p,
             Err(reason) => {
-                return self.deny(session, tool, self.inner.catalog.get(tool), reason, None);
+                return self.deny(session, tool, self.inner.catalog.get(tool), reason, None).await;
             }
         };
         let entry = prepared.entry.clone();
@@ -897,12 +929,13 @@ impl Gateway {
                             Some(&entry),
                             ReasonCode::HandleSinkForbidden,
                             None,
-                        );
+                        ).await;
                     }
                     let anchored =
-                        self.read_anchored(session, &arguments, &prepared.handle_records);
-                    let resolved = std::sync::Mutex::new(Vec::new());
-                    let mut resolve = self.resolver(session, &entry, None, &resolved);
+                        self.read_anchored(session, &arguments, &prepared.handle_records).await;
+                    let (mut resolver, pairs) =
+                        self.resolve_handles(session, &entry, None, &arguments).await;
+                    let mut resolve = |id: &HandleId| resolver.next(id);
                     match self
                         .inner
                         .executor
@@ -916,24 +949,22 @@ impl Gateway {
                         .await
                     {
                         Ok(output) => {
-                            drop(resolve);
-                            let pairs = resolved.into_inner().unwrap_or_default();
-                            self.finish(session, &entry, anchored, output, None, &pairs)
+                            self.finish(session, &entry, anchored, output, None, &pairs).await
                         }
-                        Err(e) => self.exec_failure(session, &entry, &e, None),
+                        Err(e) => self.exec_failure(session, &entry, &e, None).await,
                     }
                 }
                 PolicyDecision::Confirm { .. } => {
-                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None)
+                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None).await
                 }
                 PolicyDecision::Deny { reason, .. } => {
-                    self.deny(session, tool, Some(&entry), reason, None)
+                    self.deny(session, tool, Some(&entry), reason, None).await
                 }
             };
         }
-        let preview = match self.preview_prepared(session, &prepared, &policy_request) {
+        let preview = match self.preview_prepared(session, &prepared, &policy_request).await {
             Ok(p) => p,
-            Err(reason) => return self.deny(session, tool, Some(&entry), reason, None),
+            Err(reason) => return self.deny(session, tool, Some(&entry), reason, None).await,
         };
         match preview.decision {
             "allow" => {
@@ -954,7 +985,7 @@ impl Gateway {
                     Some(&entry),
                     ReasonCode::Internal,
                     Some(&preview.action_id),
-                ),
+                ).await,
             },
         }
     }
@@ -969,29 +1000,37 @@ impl Gateway {
         clippy::result_large_err,
         reason = "a denial is the common answer here; boxing it would only move the allocation"
     )]
-    pub fn preview(
+    pub async fn preview(
         &self,
         session: &SessionRecord,
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<PreviewOutcome, Recovery> {
         let entry = self.inner.catalog.get(tool);
-        let fail = |reason| {
-            if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None) {
-                r
-            } else {
-                Recovery::new(reason, class(entry), tool, None)
+        let result = match self.prepare(session, tool, arguments).await {
+            Ok((prepared, _)) if prepared.entry.effect == EffectClass::Read => {
+                Err(ReasonCode::PolicyDeny)
             }
+            Ok((prepared, policy_request)) => {
+                self.preview_prepared(session, &prepared, &policy_request)
+                    .await
+            }
+            Err(reason) => Err(reason),
         };
-        let (prepared, policy_request) = self.prepare(session, tool, arguments).map_err(fail)?;
-        if prepared.entry.effect == EffectClass::Read {
-            return Err(fail(ReasonCode::PolicyDeny));
+        match result {
+            Ok(preview) => Ok(preview),
+            Err(reason) => {
+                if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None).await
+                {
+                    Err(r)
+                } else {
+                    Err(Recovery::new(reason, class(entry), tool, None))
+                }
+            }
         }
-        self.preview_prepared(session, &prepared, &policy_request)
-            .map_err(fail)
     }
 
-    fn preview_prepared(
+    async fn preview_prepared(
         &self,
         session: &SessionRecord,
         prepared: &Prepared,
@@ -1058,19 +1097,19 @@ impl Gateway {
         };
         self.inner
             .store
-            .put_action(&record)
+            .put_action(&record).await
             .map_err(|_| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
         ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
             "effect": entry.effect, "destructive": entry.destructive});
-        self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
+        self.audit(ev).await.map_err(|()| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
         ev.reason = deny_reason;
         ev.detail = json!({"decision": label, "policies": policies,
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
-        self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
+        self.audit(ev).await.map_err(|()| ReasonCode::StoreUnavailable)?;
         let recovery = match (&decision, needs_confirmation) {
             (PolicyDecision::Deny { reason, .. }, _) => Some(Recovery::new(
                 *reason,
@@ -1081,7 +1120,7 @@ impl Gateway {
             (_, true) => {
                 self.inner
                     .store
-                    .create_approval(&action_id, now)
+                    .create_approval(&action_id, now).await
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
                 Some(Recovery::new(
                     ReasonCode::ConfirmationRequired,
@@ -1111,7 +1150,7 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
-        match self.prepare(session, tool, &arguments) {
+        match self.prepare(session, tool, &arguments).await {
             Ok((prepared, _)) => {
                 self.commit_prepared(session, prepared, action_id, artifact)
                     .await
@@ -1122,7 +1161,7 @@ impl Gateway {
                 self.inner.catalog.get(tool),
                 reason,
                 Some(action_id),
-            ),
+            ).await,
         }
     }
 
@@ -1141,10 +1180,10 @@ impl Gateway {
                 Some(&entry),
                 ReasonCode::PolicyDeny,
                 Some(action_id),
-            );
+            ).await;
         }
         // The confirmation comes from the trusted approval store, never from the runtime.
-        let confirmation: Option<Confirmation> = match self.inner.store.approval(action_id) {
+        let confirmation: Option<Confirmation> = match self.inner.store.approval(action_id).await {
             Ok(Some(a)) if a.state == ApprovalState::Approved => a.confirmation,
             Ok(_) => None,
             Err(_) => {
@@ -1154,7 +1193,7 @@ impl Gateway {
                     Some(&entry),
                     ReasonCode::StoreUnavailable,
                     Some(action_id),
-                );
+                ).await;
             }
         };
         let current_policy = self.inner.policy.digest();
@@ -1167,7 +1206,7 @@ impl Gateway {
             now: self.now(),
             max_skew_ms: self.inner.config.limits.max_skew_ms,
         };
-        let proof = match accept(&self.inner.keys, self.inner.store.as_ref(), &attempt) {
+        let proof = match accept(&self.inner.keys, self.inner.store.as_ref(), &attempt).await {
             Ok(p) => p,
             Err(rejection) => {
                 return self.deny(
@@ -1176,18 +1215,23 @@ impl Gateway {
                     Some(&entry),
                     rejection.reason,
                     Some(action_id),
-                );
+                ).await;
             }
         };
         let binding = proof.binding().clone();
         if entry.sink == SinkKind::Store {
-            self.note_written(session, &entry, &prepared.request.inputs.arguments);
+            self.note_written(session, &entry, &prepared.request.inputs.arguments).await;
         }
-        let resolved = std::sync::Mutex::new(Vec::new());
-        let mut resolve = self.resolver(session, &entry, Some(action_id), &resolved);
+        let (mut resolver, pairs) = self
+            .resolve_handles(
+                session,
+                &entry,
+                Some(action_id),
+                &proof.request().inputs.arguments,
+            )
+            .await;
+        let mut resolve = |id: &HandleId| resolver.next(id);
         let result = self.inner.executor.commit(proof, &mut resolve).await;
-        drop(resolve);
-        let pairs = resolved.into_inner().unwrap_or_default();
         match result {
             Ok(output) => {
                 let digest = result_digest(&output);
@@ -1197,19 +1241,19 @@ impl Gateway {
                 let mut ev = self.event(AuditKind::Commit, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
-                if self.audit(ev).is_err() {
+                if self.audit(ev).await.is_err() {
                     return self.deny(
                         session,
                         &entry.exposed,
                         Some(&entry),
                         ReasonCode::ResultWithheld,
                         Some(action_id),
-                    );
+                    ).await;
                 }
                 if self
                     .inner
                     .store
-                    .mark_executed(action_id, &digest, self.now())
+                    .mark_executed(action_id, &digest, self.now()).await
                     .is_err()
                 {
                     tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
@@ -1221,7 +1265,7 @@ impl Gateway {
                     output,
                     Some(action_id.clone()),
                     &pairs,
-                )
+                ).await
             }
             Err(err) if err.outcome_unknown() => {
                 // Dispatched, no outcome: recorded (audit first, then the ledger, as for a
@@ -1230,23 +1274,23 @@ impl Gateway {
                 let mut ev = self.event(AuditKind::OutcomeUnknown, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "error": err.class()});
-                let _ = self.audit(ev);
+                let _ = self.audit(ev).await;
                 if self
                     .inner
                     .store
-                    .mark_outcome_unknown(action_id, err.class(), self.now())
+                    .mark_outcome_unknown(action_id, err.class(), self.now()).await
                     .is_err()
                 {
                     tracing::error!(action = %action_id, "could not mark outcome_unknown; entry stays reserved and will be reported");
                 }
-                self.exec_failure(session, &entry, &err, Some(action_id))
+                self.exec_failure(session, &entry, &err, Some(action_id)).await
             }
             Err(err) => {
                 let _ = self
                     .inner
                     .store
-                    .mark_failed(action_id, err.class(), self.now());
-                self.exec_failure(session, &entry, &err, Some(action_id))
+                    .mark_failed(action_id, err.class(), self.now()).await;
+                self.exec_failure(session, &entry, &err, Some(action_id)).await
             }
         }
     }
@@ -1263,8 +1307,8 @@ impl Gateway {
     ) -> CallOutcome {
         let entry = self.inner.catalog.get(tool);
         let (action, approval) = match (
-            self.inner.store.action(action_id),
-            self.inner.store.approval(action_id),
+            self.inner.store.action(action_id).await,
+            self.inner.store.approval(action_id).await,
         ) {
             (Ok(Some(a)), Ok(Some(p))) => (a, p),
             (Ok(_), Ok(_)) => {
@@ -1274,7 +1318,7 @@ impl Gateway {
                     entry,
                     ReasonCode::ConfirmationInvalid,
                     Some(action_id),
-                );
+                ).await;
             }
             _ => {
                 return self.deny(
@@ -1283,18 +1327,18 @@ impl Gateway {
                     entry,
                     ReasonCode::StoreUnavailable,
                     Some(action_id),
-                );
+                ).await;
             }
         };
         // The re-issued call must be exactly the approved one — checked before anything else,
         // so that an approval id cannot be attached to a different call (not even to obtain a
         // "pending" answer naming the approval).
         let Ok(original) = serde_json::from_str::<CanonicalRequest>(&action.request_json) else {
-            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id));
+            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)).await;
         };
-        let (prepared, _) = match self.prepare(session, tool, &arguments) {
+        let (prepared, _) = match self.prepare(session, tool, &arguments).await {
             Ok(p) => p,
-            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)),
+            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)).await,
         };
         let mut reissued = prepared.request.clone();
         reissued
@@ -1310,7 +1354,7 @@ impl Gateway {
                     entry,
                     ReasonCode::BindingMismatch,
                     Some(action_id),
-                );
+                ).await;
             }
             Err(secureclaw_core::binding::BindingError::Key(e)) => {
                 let reason = if matches!(e, secureclaw_core::keys::KeyError::Retired(_)) {
@@ -1318,7 +1362,7 @@ impl Gateway {
                 } else {
                     ReasonCode::KeyUnknown
                 };
-                return self.deny(session, tool, entry, reason, Some(action_id));
+                return self.deny(session, tool, entry, reason, Some(action_id)).await;
             }
         }
         match approval.state {
@@ -1337,7 +1381,7 @@ impl Gateway {
                     entry,
                     ReasonCode::ConfirmationDenied,
                     Some(action_id),
-                );
+                ).await;
             }
             ApprovalState::Approved => {}
         }
@@ -1359,7 +1403,7 @@ impl Gateway {
                 self.commit_prepared(session, prepared, action_id, Some(&token))
                     .await
             }
-            Err(_) => self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)),
+            Err(_) => self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)).await,
         }
     }
 
@@ -1369,13 +1413,13 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Store`].
-    pub fn approvals(
+    pub async fn approvals(
         &self,
         state: Option<ApprovalState>,
     ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, GatewayError> {
         self.inner
             .store
-            .list_approvals(state)
+            .list_approvals(state).await
             .map_err(|e| GatewayError::Store(e.to_string()))
     }
 
@@ -1383,7 +1427,7 @@ impl Gateway {
     ///
     /// # Errors
     /// As [`decide_approval`].
-    pub fn decide_approval(
+    pub async fn decide_approval(
         &self,
         action_id: &ActionId,
         approve: bool,
@@ -1391,13 +1435,14 @@ impl Gateway {
     ) -> Result<ApprovalRecord, GatewayError> {
         decide_approval(
             &self.inner.keys,
-            &self.inner.store,
+            self.inner.store.as_ref(),
             self.now(),
             self.inner.config.limits.confirmation_ttl_ms,
             action_id,
             approve,
             confirmer,
         )
+        .await
     }
 
     /// The question a trusted MCP client shows its human for a pending action: the stored,
@@ -1407,25 +1452,28 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Store`].
-    pub fn client_confirmation_prompt(
+    pub async fn client_confirmation_prompt(
         &self,
         action_id: &ActionId,
     ) -> Result<Option<String>, GatewayError> {
         let action = self
             .inner
             .store
-            .action(action_id)
+            .action(action_id).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
-        Ok(action.map(|a| {
-            let call = describe_handles(&self.inner.store, &a.display);
-            format!("SecureClaw: allow this call?\n{call}\n(action {action_id})")
-        }))
+        let Some(a) = action else {
+            return Ok(None);
+        };
+        let call = describe_handles(self.inner.store.as_ref(), &a.display).await;
+        Ok(Some(format!(
+            "SecureClaw: allow this call?\n{call}\n(action {action_id})"
+        )))
     }
 
     /// A trusted client accepted a confirmation prompt without a well-formed answer: audited,
     /// nothing decided (the approval stays pending), and the runtime told so with reason
     /// `confirmation_malformed`.
-    pub fn confirmation_malformed(
+    pub async fn confirmation_malformed(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -1437,7 +1485,7 @@ impl Gateway {
             self.inner.catalog.get(tool),
             ReasonCode::ConfirmationMalformed,
             Some(action_id),
-        )
+        ).await
     }
 
     // ----------------------------------------------------------------- handles
@@ -1446,7 +1494,7 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::NotFound`] for unknown, foreign or expired handles (one answer).
-    pub fn describe_handle(
+    pub async fn describe_handle(
         &self,
         session: &SessionRecord,
         id: &HandleId,
@@ -1454,7 +1502,7 @@ impl Gateway {
         let rec = self
             .inner
             .store
-            .handle(id)
+            .handle(id).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         match rec {
             Some(r) if r.caller == session.caller && r.session == session.id => Ok(r.describe()),
@@ -1466,21 +1514,78 @@ impl Gateway {
     ///
     /// # Errors
     /// As [`Gateway::describe_handle`].
-    pub fn revoke_handle(
+    pub async fn revoke_handle(
         &self,
         session: &SessionRecord,
         id: &HandleId,
     ) -> Result<(), GatewayError> {
-        self.describe_handle(session, id)?;
+        self.describe_handle(session, id).await?;
         self.inner
             .store
-            .revoke_handle(id)
+            .revoke_handle(id).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let mut ev = self.event(AuditKind::HandleRevoke, session, "");
         ev.tool = None;
         ev.detail = json!({"handle": id});
-        self.audit(ev)
+        self.audit(ev).await
             .map_err(|()| GatewayError::Store("audit append failed".into()))
+    }
+
+    // ----------------------------------------------------------------- operator views
+
+    /// Replace the handles in `text` by their values, for a trusted approver (operator API,
+    /// CLI) only — never for the runtime; see [`reveal_for_approver`].
+    pub async fn reveal_for_approver(&self, text: &str) -> String {
+        reveal_for_approver(self.inner.store.as_ref(), text).await
+    }
+
+    /// Replace the handles in `text` by their descriptions (label, sensitivity, source), for
+    /// a channel the runtime may read; see [`describe_handles`].
+    pub async fn describe_handles(&self, text: &str) -> String {
+        describe_handles(self.inner.store.as_ref(), text).await
+    }
+
+    /// Up to `limit` audit records with `seq >= from_seq`, in order (audit export).
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub async fn audit_records(
+        &self,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<secureclaw_core::audit::AuditRecord>, GatewayError> {
+        self.inner
+            .store
+            .audit_records(from_seq, limit)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))
+    }
+
+    /// Verify the whole audit chain; the number of records verified.
+    ///
+    /// # Errors
+    /// The store's error: [`StoreError::Audit`] naming the first record that does not verify,
+    /// [`StoreError::Unavailable`], …
+    pub async fn verify_audit(&self) -> Result<u64, StoreError> {
+        self.inner.store.verify_audit().await
+    }
+
+    /// The speculative trace events and branch table of `session_id`, from the audit log; see
+    /// [`session_trace`].
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] if the audit log cannot be read.
+    pub async fn session_trace(
+        &self,
+        session_id: &str,
+    ) -> Result<
+        (
+            Vec<secureclaw_core::exposure::TraceEvent>,
+            secureclaw_core::contract::BranchTable,
+        ),
+        GatewayError,
+    > {
+        session_trace(self.inner.store.as_ref(), session_id).await
     }
 }
 
@@ -1578,9 +1683,9 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[Target
 /// # Errors
 /// [`GatewayError::NotFound`] for unknown action ids, [`GatewayError::Conflict`] if the
 /// approval is not pending, [`GatewayError::Keys`] without a confirmation key, store errors.
-pub fn decide_approval(
+pub async fn decide_approval(
     keys: &KeyRing,
-    store: &SqliteStore,
+    store: &dyn Store,
     now: UnixMillis,
     confirmation_ttl_ms: u64,
     action_id: &ActionId,
@@ -1588,7 +1693,7 @@ pub fn decide_approval(
     confirmer: &str,
 ) -> Result<ApprovalRecord, GatewayError> {
     let action = store
-        .action(action_id)
+        .action(action_id).await
         .map_err(|e| GatewayError::Store(e.to_string()))?
         .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
     let confirmation = if approve {
@@ -1604,7 +1709,7 @@ pub fn decide_approval(
         None
     };
     let record = store
-        .decide_approval(action_id, approve, confirmer, now, confirmation)
+        .decide_approval(action_id, approve, confirmer, now, confirmation).await
         .map_err(|e| GatewayError::Conflict(e.to_string()))?;
     let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
     ev.session = Some(audit_session_id(&action.session));
@@ -1614,7 +1719,7 @@ pub fn decide_approval(
     ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
     ev.detail = json!({"approved": approve, "confirmer": confirmer});
     store
-        .append_audit(ev)
+        .append_audit(ev).await
         .map_err(|e| GatewayError::Store(e.to_string()))?;
     Ok(record)
 }
@@ -1628,23 +1733,22 @@ pub fn audit_session_id(session_id: &str) -> String {
     format!("ses#{}", digest.get(..16).unwrap_or_default())
 }
 
-/// Replace the handles in `text` by their values, for display to a trusted approver (CLI,
-/// operator API) only — never to the runtime. Unresolvable handles stay as they are.
-#[must_use]
-pub fn reveal_for_approver(store: &SqliteStore, text: &str) -> String {
+/// Every handle id in `text`, in order of appearance (repeats included).
+fn handle_ids(text: &str) -> Vec<HandleId> {
+    let mut ids = Vec::new();
     let mut value = Value::String(text.to_owned());
     let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
-        let rec = store.handle(id).ok().flatten();
-        let plain = rec.and_then(|r| {
-            store
-                .object_value_at(&r.object_id, r.version)
-                .ok()
-                .flatten()
-        });
-        Ok(match plain {
-            Some(v) => format!("«{}»", String::from_utf8_lossy(&v)),
-            None => id.0.clone(),
-        })
+        ids.push(id.clone());
+        Ok(id.0.clone())
+    });
+    ids
+}
+
+/// `text` with each handle replaced by `replacements[id]`; handles without one stay as they are.
+fn replace_handles(text: &str, replacements: &BTreeMap<HandleId, String>) -> String {
+    let mut value = Value::String(text.to_owned());
+    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
+        Ok(replacements.get(id).cloned().unwrap_or_else(|| id.0.clone()))
     });
     match value {
         Value::String(s) => s,
@@ -1652,15 +1756,40 @@ pub fn reveal_for_approver(store: &SqliteStore, text: &str) -> String {
     }
 }
 
+/// Replace the handles in `text` by their values, for display to a trusted approver (CLI,
+/// operator API) only — never to the runtime. Unresolvable handles stay as they are.
+pub async fn reveal_for_approver(store: &dyn VaultStore, text: &str) -> String {
+    let mut replacements = BTreeMap::new();
+    for id in handle_ids(text) {
+        if replacements.contains_key(&id) {
+            continue;
+        }
+        let plain = match store.handle(&id).await.ok().flatten() {
+            Some(r) => store
+                .object_value_at(&r.object_id, r.version)
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        if let Some(v) = plain {
+            replacements.insert(id, format!("«{}»", String::from_utf8_lossy(&v)));
+        }
+    }
+    replace_handles(text, &replacements)
+}
+
 /// Replace the handles in `text` by a description — label, sensitivity and source — for a
 /// channel the runtime may read (an MCP client's confirmation prompt). Unknown handles stay
 /// as they are.
-#[must_use]
-pub fn describe_handles(store: &SqliteStore, text: &str) -> String {
-    let mut value = Value::String(text.to_owned());
-    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
-        Ok(match store.handle(id).ok().flatten() {
-            Some(r) => format!(
+pub async fn describe_handles(store: &dyn VaultStore, text: &str) -> String {
+    let mut replacements = BTreeMap::new();
+    for id in handle_ids(text) {
+        if replacements.contains_key(&id) {
+            continue;
+        }
+        if let Some(r) = store.handle(&id).await.ok().flatten() {
+            let description = format!(
                 "[protected {} ({}) from {}]",
                 r.label,
                 serde_json::to_value(r.sensitivity)
@@ -1668,14 +1797,11 @@ pub fn describe_handles(store: &SqliteStore, text: &str) -> String {
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
                 r.source
-            ),
-            None => id.0.clone(),
-        })
-    });
-    match value {
-        Value::String(s) => s,
-        _ => text.to_owned(),
+            );
+            replacements.insert(id, description);
+        }
     }
+    replace_handles(text, &replacements)
 }
 
 /// Replace every occurrence of a resolved value in the output's strings (and object keys) by
@@ -1711,5 +1837,19 @@ fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
     }
     if let Some(st) = output.structured.as_mut() {
         walk(st, &fix);
+    }
+}
+
+/// The handle resolutions prepared by [`Gateway::resolve_handles`], handed to the executor's
+/// substitution in order. A handle it does not expect next (the substitution met the handles
+/// in another order) fails closed as a store failure.
+struct Resolver(std::collections::VecDeque<(HandleId, Resolution)>);
+
+impl Resolver {
+    fn next(&mut self, id: &HandleId) -> Resolution {
+        match self.0.pop_front() {
+            Some((expected, result)) if &expected == id => result,
+            _ => Err(ResolveError::Store),
+        }
     }
 }

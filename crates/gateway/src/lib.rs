@@ -8,8 +8,9 @@
 //! [`Gateway::preview`] / [`Gateway::commit`] for runtimes that hold artifacts themselves, and
 //! the operator methods for sessions, approvals, handles and audit.
 //!
-//! The store is synchronous SQLite (WAL); its calls take well under a millisecond and are made
-//! inline. Every store failure fails closed with `store_unavailable`.
+//! The gateway holds its durable state only through the storage traits of
+//! [`secureclaw_core::store`] (`Arc<dyn Store>`: SQLite or PostgreSQL from `secureclaw-store`).
+//! Every store failure fails closed with `store_unavailable`.
 
 pub mod catalog;
 pub mod config;

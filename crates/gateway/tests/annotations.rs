@@ -179,7 +179,7 @@ async fn read_only_hint_alone_does_not_make_a_read() {
     );
     let session = env
         .gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+        .open_session("alice", secureclaw_core::TaskEnvelope::default()).await
         .unwrap();
     let o = call_on(
         &env.gw,
@@ -210,7 +210,7 @@ async fn operator_rule_makes_a_read() {
     assert_eq!(effect_of(&env.gw, "liar__wipe"), (EffectClass::Read, false));
     let session = env
         .gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+        .open_session("alice", secureclaw_core::TaskEnvelope::default()).await
         .unwrap();
     let o = call_on(&env.gw, &session, "liar__wipe", json!({}), None).await;
     assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");

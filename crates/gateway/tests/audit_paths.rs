@@ -39,7 +39,7 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     config.limits.handle_ttl_ms = 3_600_000;
     let h = Harness::with_config(config).await;
     // The task grants the payment this test makes (a financial effect).
-    let granted = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let granted = h.open_granted_session("alice", &["office__pay_invoice"]).await;
     let s = &granted;
     let mut seen = BTreeSet::new();
     let mut note = |o: &secureclaw_gateway::CallOutcome| {
@@ -81,7 +81,7 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     note(&o);
     let approved = assert_pending(&o);
     note(&h.call(s, SEND, finance.clone(), Some(&approved)).await);
-    h.gw.decide_approval(&approved, true, "user").unwrap();
+    h.gw.decide_approval(&approved, true, "user").await.unwrap();
     let mut other = finance.clone();
     other["to"] = json!(ATTACKER);
     note(&h.call(s, SEND, other, Some(&approved)).await);
@@ -89,7 +89,7 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     note(&h.call(s, SEND, finance.clone(), Some(&approved)).await);
     let o = h.call(s, SEND, email(ATTACKER, "INV-42"), None).await;
     let declined = assert_pending(&o);
-    h.gw.decide_approval(&declined, false, "user").unwrap();
+    h.gw.decide_approval(&declined, false, "user").await.unwrap();
     note(
         &h.call(s, SEND, email(ATTACKER, "INV-42"), Some(&declined))
             .await,
@@ -108,8 +108,8 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
 
     // Executor rejections through the two-phase API.
     let args = email(APPROVER, "two-phase");
-    let p = h.preview(s, SEND, args.clone()).unwrap();
-    let q = h.preview(s, SEND, email(APPROVER, "other")).unwrap();
+    let p = h.preview(s, SEND, args.clone()).await.unwrap();
+    let q = h.preview(s, SEND, email(APPROVER, "other")).await.unwrap();
     note(&h.commit(s, SEND, args.clone(), &p.action_id, None).await);
     note(
         &h.commit(s, SEND, args.clone(), &p.action_id, Some("sca1.x.y"))
@@ -166,7 +166,7 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
             .await,
     );
     h.clock.set(now);
-    let c = h.preview(s, SEND, finance.clone()).unwrap();
+    let c = h.preview(s, SEND, finance.clone()).await.unwrap();
     note(
         &h.commit(s, SEND, finance.clone(), &c.action_id, Some(&c.artifact))
             .await,
@@ -176,7 +176,7 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
             s,
             SEND,
             json!({"to": APPROVER, "subject": "x", "body": iban}),
-        )
+        ).await
         .unwrap();
     note(
         &h.commit(
@@ -218,12 +218,12 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
         )
         .await,
     );
-    let other_session = h.open_session("mallory");
+    let other_session = h.open_session("mallory").await;
     note(
         &h.call(&other_session, SEND, with_contact.clone(), None)
             .await,
     );
-    h.gw.revoke_handle(s, &HandleId(contact.clone())).unwrap();
+    h.gw.revoke_handle(s, &HandleId(contact.clone())).await.unwrap();
     note(&h.call(s, SEND, with_contact, None).await);
 
     // Bad input and broken upstreams.

@@ -35,7 +35,7 @@ const SEND: &str = "office__send_email";
 const PAY: &str = "office__pay_invoice";
 const COUNT: &str = "test__count";
 
-fn session_with(h: &Harness, request: &str, trusted: &[&str]) -> SessionRecord {
+async fn session_with(h: &Harness, request: &str, trusted: &[&str]) -> SessionRecord {
     h.gw.open_session(
         "alice",
         TaskEnvelope {
@@ -43,7 +43,7 @@ fn session_with(h: &Harness, request: &str, trusted: &[&str]) -> SessionRecord {
             trusted_targets: trusted.iter().map(|s| (*s).to_owned()).collect(),
             ..TaskEnvelope::default()
         },
-    )
+    ).await
     .unwrap()
 }
 
@@ -66,13 +66,13 @@ fn received_count(h: &Harness) -> Vec<Map<String, Value>> {
 /// `Pending(A)` back instead of a binding mismatch. The MCP front end then elicits the human
 /// with the *current* (benign-looking) arguments while the answer approves action A (the
 /// attacker's call). Here the elicitation step of `mcp.rs` is simulated: on `Pending(rec)` it
-/// calls `decide_approval(rec.action_id, true)` — the human said yes to what was shown.
+/// calls `decide_approval(rec.action_id, true).await` — the human said yes to what was shown.
 #[tokio::test]
 async fn pending_approval_cannot_be_relabelled_by_a_different_call() {
     let h = Harness::new().await;
     // 1. The runtime previews the attacker's call (HTTP /v1/preview — no elicitation there).
     let p = h
-        .preview(&h.session, SEND, email(ATTACKER, "exfil"))
+        .preview(&h.session, SEND, email(ATTACKER, "exfil")).await
         .unwrap();
     assert_eq!(p.decision, "confirm");
     let a = p.action_id.clone();
@@ -85,7 +85,7 @@ async fn pending_approval_cannot_be_relabelled_by_a_different_call() {
         matches!(&o, CallOutcome::Pending(r) if r.action_id.as_deref() == Some(a.0.as_str()));
     if relabelled {
         // What mcp.rs does next: elicit with `benign` shown, human approves, A is approved.
-        h.gw.decide_approval(&a, true, "mcp-elicitation").unwrap();
+        h.gw.decide_approval(&a, true, "mcp-elicitation").await.unwrap();
         let o = h
             .call(&h.session, SEND, email(ATTACKER, "exfil"), Some(&a))
             .await;
@@ -112,9 +112,9 @@ async fn approver_sees_every_target_in_full() {
     let to = format!("{APPROVER}{}, {ATTACKER}", " ".repeat(200));
     let o = h.call(&h.session, COUNT, json!({"to": to}), None).await;
     let a = assert_pending(&o);
-    let listing = h.gw.approvals(Some(ApprovalState::Pending)).unwrap();
+    let listing = h.gw.approvals(Some(ApprovalState::Pending)).await.unwrap();
     let (_, act) = listing.iter().find(|(p, _)| p.action_id == a).unwrap();
-    let shown = secureclaw_gateway::reveal_for_approver(h.gw.store(), &act.display);
+    let shown = h.gw.reveal_for_approver(&act.display).await;
     assert!(
         shown.contains(ATTACKER),
         "the approver is asked to approve a call whose recipient list they cannot see: {shown}"
@@ -126,7 +126,7 @@ async fn approver_sees_every_target_in_full() {
 #[tokio::test]
 async fn domain_anchor_does_not_cover_lists_or_double_at() {
     let h = Harness::new().await;
-    let s = session_with(&h, "Tell the team about the offsite.", &["@corp.example"]);
+    let s = session_with(&h, "Tell the team about the offsite.", &["@corp.example"]).await;
     // Positive control.
     completed(
         &h.call(&s, COUNT, json!({"to": "bob@corp.example"}), None)
@@ -159,7 +159,7 @@ async fn lone_slash_in_the_task_does_not_anchor_the_filesystem() {
         "Compare the input / output numbers in /srv/data/report.txt",
         "Save the summary next to the notes in ./",
     ] {
-        let s = session_with(&h, task, &[]);
+        let s = session_with(&h, task, &[]).await;
         let o = h
             .call(
                 &s,
@@ -328,7 +328,7 @@ async fn numeric_selector_of_an_unnamed_object_is_not_anchored() {
                 trusted_targets: vec![],
                 ..TaskEnvelope::default()
             },
-        )
+        ).await
         .unwrap();
     // Record 8 was never named by the user.
     let o =
@@ -372,7 +372,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
                 trusted_targets: vec![],
                 ..TaskEnvelope::default()
             },
-        )
+        ).await
         .unwrap();
     let o =
         r.gw.call(
@@ -391,7 +391,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
         r.gw.call(&s, "rec__fail_echo", args(json!({"text": contact})), None)
             .await;
     let a = assert_pending(&o);
-    r.gw.decide_approval(&a, true, "operator").unwrap();
+    r.gw.decide_approval(&a, true, "operator").await.unwrap();
     let o =
         r.gw.call(
             &s,
@@ -541,7 +541,7 @@ async fn unicode_near_misses_are_not_anchored() {
 #[tokio::test]
 async fn path_tricks_against_a_directory_anchor() {
     let h = Harness::new().await;
-    let s = session_with(&h, "Write the report under /srv/reports/ please", &[]);
+    let s = session_with(&h, "Write the report under /srv/reports/ please", &[]).await;
     completed(
         &h.call(&s, COUNT, json!({"path": "/srv/reports/q4.txt"}), None)
             .await,
@@ -573,10 +573,10 @@ async fn path_tricks_against_a_directory_anchor() {
 #[tokio::test]
 async fn approvals_do_not_travel() {
     let h = Harness::new().await;
-    let s2 = h.open_session("alice");
+    let s2 = h.open_session("alice").await;
     let args_a = email("finance@corp.example", "copy");
     let a = assert_pending(&h.call(&h.session, SEND, args_a.clone(), None).await);
-    h.gw.decide_approval(&a, true, "operator").unwrap();
+    h.gw.decide_approval(&a, true, "operator").await.unwrap();
     // Another session of the same caller.
     let o = h.call(&s2, SEND, args_a.clone(), Some(&a)).await;
     assert_denied(&o, ReasonCode::BindingMismatch);
@@ -608,9 +608,9 @@ async fn approvals_do_not_travel() {
 #[tokio::test]
 async fn two_phase_artifact_is_bound_to_session_and_arguments() {
     let h = Harness::new().await;
-    let s2 = h.open_session("alice");
-    let s3 = h.open_session("mallory");
-    let p = h.preview(&h.session, SEND, email(APPROVER, "x")).unwrap();
+    let s2 = h.open_session("alice").await;
+    let s3 = h.open_session("mallory").await;
+    let p = h.preview(&h.session, SEND, email(APPROVER, "x")).await.unwrap();
     assert_eq!(p.decision, "allow");
     for s in [&s2, &s3] {
         let o = h
@@ -655,11 +655,11 @@ async fn a_denied_action_cannot_be_approved() {
             &h.session,
             SEND,
             json!({"to": APPROVER, "subject": "s", "body": iban}),
-        )
+        ).await
         .unwrap();
     assert_eq!(p.decision, "deny");
     assert!(
-        h.gw.decide_approval(&p.action_id, true, "operator")
+        h.gw.decide_approval(&p.action_id, true, "operator").await
             .is_err()
     );
     let o = h
@@ -757,10 +757,10 @@ async fn numeric_edge_cases_do_not_break_binding() {
     // Value-equal spellings share a binding (JCS); the upstream receives the spelling that was
     // committed — informational, value-equal only.
     let a = h
-        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1}))
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1})).await
         .unwrap();
     let b = h
-        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1.0}))
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1.0})).await
         .unwrap();
     assert_ne!(a.action_id, b.action_id);
     assert_eq!(h.test.effects(), 0);
@@ -871,7 +871,7 @@ async fn crafted_arguments_do_not_stop_serving() {
     ] {
         for tool in [COUNT, SEND, "test__echo", "office__read_invoice"] {
             let _ = h.gw.call(&h.session, tool, args(a.clone()), None).await;
-            let _ = h.gw.preview(&h.session, tool, &args(a.clone()));
+            let _ = h.gw.preview(&h.session, tool, &args(a.clone())).await;
         }
     }
     assert_serving(&h).await;
@@ -887,7 +887,7 @@ async fn runtime_visible_surfaces_hold_no_plaintext() {
     let contact = handle_at(&inv, "contact_email");
     for id in [&iban, &contact] {
         let d =
-            h.gw.describe_handle(&h.session, &secureclaw_core::handle::HandleId(id.clone()))
+            h.gw.describe_handle(&h.session, &secureclaw_core::handle::HandleId(id.clone())).await
                 .unwrap();
         assert_no_plaintext("describe_handle", &d.to_string());
     }

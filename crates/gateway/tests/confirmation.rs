@@ -33,7 +33,7 @@ async fn unanchored_recipient_is_held_without_effect() {
     assert!(action.0.starts_with("act_"));
     assert_eq!(h.sent(), 0);
     // The approval is visible to the trusted side, pending, with the call's description.
-    let pending = h.gw.approvals(Some(ApprovalState::Pending)).unwrap();
+    let pending = h.gw.approvals(Some(ApprovalState::Pending)).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].1.action_id, action);
     assert!(pending[0].1.display.contains(FINANCE));
@@ -45,7 +45,7 @@ async fn unanchored_recipient_is_held_without_effect() {
 #[tokio::test]
 async fn two_phase_commit_without_approval_is_confirmation_missing() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, copy_to_finance()).unwrap();
+    let p = h.preview(&h.session, SEND, copy_to_finance()).await.unwrap();
     assert_eq!(p.decision, "confirm");
     assert_eq!(
         p.recovery.as_ref().map(|r| r.reason),
@@ -63,7 +63,7 @@ async fn two_phase_commit_without_approval_is_confirmation_missing() {
     assert_denied(&o, ReasonCode::ConfirmationMissing);
     assert_eq!(h.sent(), 0);
     // A denied approval is no confirmation either.
-    h.gw.decide_approval(&p.action_id, false, "user").unwrap();
+    h.gw.decide_approval(&p.action_id, false, "user").await.unwrap();
     let o = h
         .commit(
             &h.session,
@@ -76,8 +76,8 @@ async fn two_phase_commit_without_approval_is_confirmation_missing() {
     assert_denied(&o, ReasonCode::ConfirmationMissing);
     assert_eq!(h.sent(), 0);
     // Positive control: approved, the same two-phase commit runs once.
-    let q = h.preview(&h.session, SEND, copy_to_finance()).unwrap();
-    h.gw.decide_approval(&q.action_id, true, "user").unwrap();
+    let q = h.preview(&h.session, SEND, copy_to_finance()).await.unwrap();
+    h.gw.decide_approval(&q.action_id, true, "user").await.unwrap();
     completed(
         &h.commit(
             &h.session,
@@ -127,7 +127,7 @@ async fn the_runtime_cannot_confirm_itself() {
     assert_denied(&o, ReasonCode::BindingMismatch);
     assert_eq!(h.sent(), 0);
     assert_eq!(
-        h.gw.approvals(Some(ApprovalState::Approved)).unwrap().len(),
+        h.gw.approvals(Some(ApprovalState::Approved)).await.unwrap().len(),
         0
     );
     // An action id that was never previewed.
@@ -147,7 +147,7 @@ async fn the_runtime_cannot_confirm_itself() {
 async fn approval_of_one_action_does_not_cover_another() {
     let h = Harness::new().await;
     let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
-    h.gw.decide_approval(&a, true, "user").unwrap();
+    h.gw.decide_approval(&a, true, "user").await.unwrap();
     let mut other_recipient = copy_to_finance();
     other_recipient["to"] = json!(ATTACKER);
     let mut other_subject = copy_to_finance();
@@ -169,7 +169,7 @@ async fn approval_of_one_action_does_not_cover_another() {
         .await;
     assert_denied(&o, ReasonCode::BindingMismatch);
     // The identical call from another session of the same caller, and from another caller.
-    for s in [h.open_session("alice"), h.open_session("mallory")] {
+    for s in [h.open_session("alice").await, h.open_session("mallory").await] {
         let o = h.call(&s, SEND, copy_to_finance(), Some(&a)).await;
         assert_denied(&o, ReasonCode::BindingMismatch);
     }
@@ -188,10 +188,10 @@ async fn approval_of_one_action_does_not_cover_another() {
 async fn approved_then_reissued_completes_once() {
     let h = Harness::new().await;
     let action = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
-    h.gw.decide_approval(&action, true, "user").unwrap();
+    h.gw.decide_approval(&action, true, "user").await.unwrap();
     // The approval cannot be decided twice.
     assert!(matches!(
-        h.gw.decide_approval(&action, false, "user"),
+        h.gw.decide_approval(&action, false, "user").await,
         Err(GatewayError::Conflict(_))
     ));
     // Without the approval reference the call is a new action, held again.
@@ -219,7 +219,7 @@ async fn declined_is_confirmation_denied() {
         &h.call(&h.session, SEND, email(ATTACKER, "INV-42"), None)
             .await,
     );
-    h.gw.decide_approval(&action, false, "user").unwrap();
+    h.gw.decide_approval(&action, false, "user").await.unwrap();
     for _ in 0..2 {
         let o = h
             .call(&h.session, SEND, email(ATTACKER, "INV-42"), Some(&action))
@@ -227,7 +227,7 @@ async fn declined_is_confirmation_denied() {
         assert_denied(&o, ReasonCode::ConfirmationDenied);
     }
     assert!(matches!(
-        h.gw.decide_approval(&action, true, "user"),
+        h.gw.decide_approval(&action, true, "user").await,
         Err(GatewayError::Conflict(_))
     ));
     assert_eq!(h.sent(), 0);
@@ -240,7 +240,7 @@ async fn slow_human_is_fine_stale_confirmation_is_not() {
     // The user answers long after the artifact's freshness window: still runs.
     let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
     h.clock.advance(limits.artifact_ttl_ms * 10);
-    h.gw.decide_approval(&a, true, "user").unwrap();
+    h.gw.decide_approval(&a, true, "user").await.unwrap();
     h.clock.advance(limits.artifact_ttl_ms * 2);
     completed(&h.call(&h.session, SEND, copy_to_finance(), Some(&a)).await);
     assert_eq!(h.sent(), 1);
@@ -249,7 +249,7 @@ async fn slow_human_is_fine_stale_confirmation_is_not() {
         &h.call(&h.session, SEND, email(FINANCE, "second copy"), None)
             .await,
     );
-    h.gw.decide_approval(&b, true, "user").unwrap();
+    h.gw.decide_approval(&b, true, "user").await.unwrap();
     h.clock.advance(limits.confirmation_ttl_ms + 1);
     let o = h
         .call(&h.session, SEND, email(FINANCE, "second copy"), Some(&b))
@@ -271,7 +271,7 @@ async fn approval_under_a_changed_policy_is_refused() {
         )
         .await;
     let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
-    h.gw.decide_approval(&a, true, "user").unwrap();
+    h.gw.decide_approval(&a, true, "user").await.unwrap();
     let o = call_on(&changed, &h.session, SEND, copy_to_finance(), Some(&a)).await;
     assert_denied(&o, ReasonCode::PolicyChanged);
     assert_eq!(h.sent(), 0);

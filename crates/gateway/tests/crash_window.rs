@@ -30,7 +30,7 @@ async fn an_effect_whose_commit_record_is_lost_stays_reserved_and_is_reported() 
     )
     .unwrap();
     let call = json!({"to": APPROVER, "n": 1});
-    let p = h.preview(&h.session, "test__count", call.clone()).unwrap();
+    let p = h.preview(&h.session, "test__count", call.clone()).await.unwrap();
     let o = h
         .commit(
             &h.session,
@@ -51,7 +51,7 @@ async fn an_effect_whose_commit_record_is_lost_stays_reserved_and_is_reported() 
     conn.execute_batch("DROP TRIGGER die_at_commit").unwrap();
     let restarted = h.restarted().await;
     let records =
-        serde_json::to_value(restarted.store().audit_records(0, usize::MAX).unwrap()).unwrap();
+        serde_json::to_value(restarted.audit_records(0, usize::MAX).await.unwrap()).unwrap();
     assert!(
         records.as_array().unwrap().iter().any(|r| {
             r["event"]["kind"] == "crash_recovery"
@@ -70,5 +70,5 @@ async fn an_effect_whose_commit_record_is_lost_stays_reserved_and_is_reported() 
     .await;
     assert_denied(&o, ReasonCode::Replay);
     assert_eq!(h.test.effects(), 1);
-    restarted.store().verify_audit().unwrap();
+    restarted.verify_audit().await.unwrap();
 }

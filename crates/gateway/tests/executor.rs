@@ -43,7 +43,7 @@ fn join(claims: &[u8], mac: &[u8]) -> String {
 #[tokio::test]
 async fn positive_control_preview_allow_commit_completes_once() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     assert_eq!(p.decision, "allow");
     assert!(p.recovery.is_none());
     assert_eq!(h.sent(), 0, "preview must not execute anything");
@@ -72,7 +72,7 @@ async fn positive_control_preview_allow_commit_completes_once() {
 #[tokio::test]
 async fn missing_and_malformed_artifacts() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     for artifact in [None, Some(""), Some("null"), Some("   ")] {
         let o = h
             .commit(&h.session, SEND, to_approver(), &p.action_id, artifact)
@@ -118,7 +118,7 @@ async fn missing_and_malformed_artifacts() {
 #[tokio::test]
 async fn mac_bit_flip_and_tampered_claims() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let (claims, mac) = split(&p.artifact);
     // Flip every bit position of the first MAC byte and one bit of the last byte.
     for bit in 0..8 {
@@ -181,8 +181,8 @@ async fn artifacts_of_two_actions_mixed() {
     let h = Harness::new().await;
     let a_args = email(APPROVER, "first");
     let b_args = email(APPROVER, "second");
-    let a = h.preview(&h.session, SEND, a_args.clone()).unwrap();
-    let b = h.preview(&h.session, SEND, b_args.clone()).unwrap();
+    let a = h.preview(&h.session, SEND, a_args.clone()).await.unwrap();
+    let b = h.preview(&h.session, SEND, b_args.clone()).await.unwrap();
     assert_ne!(a.action_id, b.action_id);
     // A's call and artifact, B's action id.
     let o = h
@@ -246,7 +246,7 @@ async fn artifacts_of_two_actions_mixed() {
 async fn arguments_changed_after_preview() {
     let h = Harness::new().await;
     let original = to_approver();
-    let p = h.preview(&h.session, SEND, original.clone()).unwrap();
+    let p = h.preview(&h.session, SEND, original.clone()).await.unwrap();
     assert_eq!(p.decision, "allow");
     let mut recipient = original.clone();
     recipient["to"] = json!(ATTACKER);
@@ -298,9 +298,9 @@ async fn arguments_changed_after_preview() {
 #[tokio::test]
 async fn commit_from_another_session_or_caller() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
-    let same_caller = h.open_session("alice");
-    let other_caller = h.open_session("mallory");
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
+    let same_caller = h.open_session("alice").await;
+    let other_caller = h.open_session("mallory").await;
     for s in [&same_caller, &other_caller] {
         let o = h
             .commit(s, SEND, to_approver(), &p.action_id, Some(&p.artifact))
@@ -338,10 +338,10 @@ async fn commit_from_another_session_or_caller() {
 async fn expired_artifact() {
     let h = Harness::new().await;
     let ttl = h.config.limits.artifact_ttl_ms;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     // At the last instant of the window it is still fresh (checked with a second preview).
     let q = h
-        .preview(&h.session, SEND, email(APPROVER, "edge"))
+        .preview(&h.session, SEND, email(APPROVER, "edge")).await
         .unwrap();
     h.clock.advance(ttl + 1);
     let o = h
@@ -366,7 +366,7 @@ async fn expired_artifact() {
     assert_denied(&o, ReasonCode::ArtifactExpired);
     assert_eq!(h.sent(), 0);
     // Positive control: a fresh preview commits; and one committed exactly at not_after.
-    let fresh = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let fresh = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     completed(
         &h.commit(
             &h.session,
@@ -378,7 +378,7 @@ async fn expired_artifact() {
         .await,
     );
     let edge = h
-        .preview(&h.session, SEND, email(APPROVER, "edge"))
+        .preview(&h.session, SEND, email(APPROVER, "edge")).await
         .unwrap();
     h.clock.advance(ttl);
     completed(
@@ -398,7 +398,7 @@ async fn expired_artifact() {
 async fn future_dated_artifact() {
     let h = Harness::new().await;
     let skew = h.config.limits.max_skew_ms;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let issued = h.clock.now();
     h.clock.set(issued - skew - 1);
     let o = h
@@ -430,7 +430,7 @@ async fn future_dated_artifact() {
 #[tokio::test]
 async fn replay_is_refused() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     completed(
         &h.commit(
             &h.session,
@@ -471,7 +471,7 @@ async fn policy_changed_between_preview_and_commit() {
         .await;
     assert_ne!(h.gw.policy_digest(), changed.policy_digest());
     // Preview on the old policy, commit under the new one.
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let o = commit_on(
         &changed,
         &h.session,
@@ -483,7 +483,7 @@ async fn policy_changed_between_preview_and_commit() {
     .await;
     assert_denied(&o, ReasonCode::PolicyChanged);
     // And the other way round.
-    let q = preview_on(&changed, &h.session, SEND, email(APPROVER, "new policy")).unwrap();
+    let q = preview_on(&changed, &h.session, SEND, email(APPROVER, "new policy")).await.unwrap();
     assert_eq!(q.decision, "allow");
     let o = h
         .commit(
@@ -524,7 +524,7 @@ async fn policy_changed_between_preview_and_commit() {
 #[tokio::test]
 async fn restart_keeps_the_ledger() {
     let h = Harness::new().await;
-    let done = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let done = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     completed(
         &h.commit(
             &h.session,
@@ -536,7 +536,7 @@ async fn restart_keeps_the_ledger() {
         .await,
     );
     let pending = h
-        .preview(&h.session, SEND, email(APPROVER, "after restart"))
+        .preview(&h.session, SEND, email(APPROVER, "after restart")).await
         .unwrap();
     let restarted = h.restarted().await;
     let o = commit_on(
@@ -562,13 +562,13 @@ async fn restart_keeps_the_ledger() {
     .await;
     completed(&o);
     assert_eq!(h.sent(), 2);
-    restarted.store().verify_audit().unwrap();
+    restarted.verify_audit().await.unwrap();
 }
 
 #[tokio::test]
 async fn two_racing_commits_execute_once() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let (a, b) = tokio::join!(
         h.commit(
             &h.session,
@@ -597,7 +597,7 @@ async fn two_racing_commits_execute_once() {
 async fn many_racing_commits_on_threads_and_gateways_execute_once() {
     let h = Harness::new().await;
     let second = h.restarted().await;
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..8 {
         let gw = if i % 2 == 0 {
@@ -630,7 +630,7 @@ async fn denied_preview_artifact_authorizes_nothing() {
     let invoice = h.read_invoice(&h.session, "INV-42").await;
     let iban = handle_at(&invoice, "iban");
     let leak = json!({"to": APPROVER, "subject": "INV-42", "body": format!("pay to {iban}")});
-    let p = h.preview(&h.session, SEND, leak.clone()).unwrap();
+    let p = h.preview(&h.session, SEND, leak.clone()).await.unwrap();
     assert_eq!(p.decision, "deny");
     assert_eq!(
         p.recovery.as_ref().map(|r| r.reason),
@@ -651,10 +651,10 @@ async fn read_tools_cannot_be_previewed_or_committed() {
             &h.session,
             "office__read_invoice",
             json!({"invoice_id": "INV-42"}),
-        )
+        ).await
         .unwrap_err();
     assert_eq!(r.reason, ReasonCode::PolicyDeny);
-    let p = h.preview(&h.session, SEND, to_approver()).unwrap();
+    let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     let o = h
         .commit(
             &h.session,
@@ -666,7 +666,7 @@ async fn read_tools_cannot_be_previewed_or_committed() {
         .await;
     assert_denied(&o, ReasonCode::PolicyDeny);
     let r = h
-        .preview(&h.session, "office__nope", to_approver())
+        .preview(&h.session, "office__nope", to_approver()).await
         .unwrap_err();
     assert_eq!(r.reason, ReasonCode::UnknownTool);
     // The legitimate commit is unaffected.
@@ -686,7 +686,7 @@ async fn read_tools_cannot_be_previewed_or_committed() {
 #[tokio::test]
 async fn a_commit_interrupted_mid_effect_never_runs_again() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, "test__gated", json!({})).unwrap();
+    let p = h.preview(&h.session, "test__gated", json!({})).await.unwrap();
     assert_eq!(p.decision, "allow");
     let gw = h.gw.clone();
     let session = h.session.clone();
@@ -712,7 +712,7 @@ async fn a_commit_interrupted_mid_effect_never_runs_again() {
     // A restart reports it and never executes it again.
     let restarted = h.restarted().await;
     let records =
-        serde_json::to_value(restarted.store().audit_records(0, usize::MAX).unwrap()).unwrap();
+        serde_json::to_value(restarted.audit_records(0, usize::MAX).await.unwrap()).unwrap();
     assert!(
         records
             .as_array()
@@ -735,5 +735,5 @@ async fn a_commit_interrupted_mid_effect_never_runs_again() {
         assert_denied(&o, ReasonCode::Replay);
     }
     assert_eq!(h.test.effects(), 1);
-    restarted.store().verify_audit().unwrap();
+    restarted.verify_audit().await.unwrap();
 }

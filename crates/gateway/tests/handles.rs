@@ -54,7 +54,7 @@ async fn reading_inv_42_yields_handles_not_values() {
     assert!(!text.contains(IBAN) && !text.contains(CONTACT) && !text.contains(ATTACKER));
     // The runtime may describe its handle (label, sensitivity, sinks), never read it.
     let d =
-        h.gw.describe_handle(&h.session, &HandleId(iban.clone()))
+        h.gw.describe_handle(&h.session, &HandleId(iban.clone())).await
             .unwrap();
     assert_eq!(d["label"], "payee_iban");
     assert_eq!(d["sensitivity"], "high");
@@ -89,7 +89,7 @@ async fn a_guessed_handle_is_unavailable() {
     ] {
         let o = h.call(&h.session, SEND, body_with(&guess), None).await;
         assert_denied(&o, ReasonCode::HandleUnavailable);
-        let r = h.preview(&h.session, SEND, body_with(&guess)).unwrap_err();
+        let r = h.preview(&h.session, SEND, body_with(&guess)).await.unwrap_err();
         assert_eq!(r.reason, ReasonCode::HandleUnavailable);
         // Also as a read argument and as the recipient.
         let o = h
@@ -107,7 +107,7 @@ async fn a_guessed_handle_is_unavailable() {
     assert_eq!(h.sent(), 0);
     // Describing a guessed handle gives the same generic answer as a foreign one.
     assert!(matches!(
-        h.gw.describe_handle(&h.session, &HandleId(format!("hdl_em_{}", "a".repeat(32)))),
+        h.gw.describe_handle(&h.session, &HandleId(format!("hdl_em_{}", "a".repeat(32)))).await,
         Err(GatewayError::NotFound(_))
     ));
 }
@@ -117,8 +117,8 @@ async fn a_handle_of_another_session_is_unavailable() {
     let h = Harness::new().await;
     let mine = h.read_invoice(&h.session, "INV-42").await;
     let my_contact = handle_at(&mine, "contact_email");
-    let other_session = h.open_session("alice");
-    let other_caller = h.open_session("mallory");
+    let other_session = h.open_session("alice").await;
+    let other_caller = h.open_session("mallory").await;
     let theirs = h.read_invoice(&other_caller, "INV-42").await;
     let their_contact = handle_at(&theirs, "contact_email");
     for (s, handle) in [
@@ -129,11 +129,11 @@ async fn a_handle_of_another_session_is_unavailable() {
         let o = h.call(s, SEND, body_with(handle), None).await;
         assert_denied(&o, ReasonCode::HandleUnavailable);
         assert!(matches!(
-            h.gw.describe_handle(s, &HandleId(handle.clone())),
+            h.gw.describe_handle(s, &HandleId(handle.clone())).await,
             Err(GatewayError::NotFound(_))
         ));
         assert!(matches!(
-            h.gw.revoke_handle(s, &HandleId(handle.clone())),
+            h.gw.revoke_handle(s, &HandleId(handle.clone())).await,
             Err(GatewayError::NotFound(_))
         ));
     }
@@ -160,9 +160,9 @@ async fn a_revoked_handle_is_unavailable() {
     let inv = h.read_invoice(&h.session, "INV-42").await;
     let contact = handle_at(&inv, "contact_email");
     // Previewed before revocation, committed after: the executor re-checks at resolution.
-    let p = h.preview(&h.session, SEND, body_with(&contact)).unwrap();
+    let p = h.preview(&h.session, SEND, body_with(&contact)).await.unwrap();
     assert_eq!(p.decision, "allow");
-    h.gw.revoke_handle(&h.session, &HandleId(contact.clone()))
+    h.gw.revoke_handle(&h.session, &HandleId(contact.clone())).await
         .unwrap();
     let o = h
         .commit(
@@ -195,7 +195,7 @@ async fn an_expired_handle_is_unavailable() {
     let iban = handle_at(&inv, "iban");
     h.clock.advance(600_000);
     // Live through its last instant.
-    let p = h.preview(&h.session, SEND, body_with(&contact)).unwrap();
+    let p = h.preview(&h.session, SEND, body_with(&contact)).await.unwrap();
     assert_eq!(p.decision, "allow");
     h.clock.advance(1);
     let o = h
@@ -267,7 +267,7 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
     assert_eq!(h.payments(), 0);
     // The user's task grants paying: the anchored payment runs.
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     let o = h.call(&session, PAY, pay(&iban), None).await;
@@ -281,7 +281,7 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     );
     assert_eq!(state.payments[0].amount_cents, 129_900);
     // The same handle in a two-phase flow: resolved at commit, never in the canonical request.
-    let p = h.preview(&session, PAY, pay(&iban)).unwrap();
+    let p = h.preview(&session, PAY, pay(&iban)).await.unwrap();
     assert_eq!(p.decision, "allow");
     completed(
         &h.commit(&session, PAY, pay(&iban), &p.action_id, Some(&p.artifact))
@@ -296,7 +296,7 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
 #[tokio::test]
 async fn a_resolved_value_echoed_in_a_tool_error_is_declassified_again() {
     let h = Harness::new().await;
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]);
+    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     // pay_invoice is an allowed sink for the IBAN; the strict demo server rejects the
@@ -424,7 +424,7 @@ async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
     );
     let em = email_handle_in(notes).unwrap();
     let d =
-        h.gw.describe_handle(&h.session, &HandleId(em.clone()))
+        h.gw.describe_handle(&h.session, &HandleId(em.clone())).await
             .unwrap();
     assert_eq!(d["label"], "email");
     assert_eq!(d["sensitivity"], "high");

@@ -110,7 +110,7 @@ fn tamper() -> impl Strategy<Value = Tamper> {
 fn gateway_commit_of_changed_call_is_binding_mismatch() {
     let rt = runtime();
     let h = rt.block_on(Harness::new());
-    let other_session = h.open_session("alice");
+    let other_session = rt.block_on(h.open_session("alice"));
     let strategy = (prop_support::arguments(), tamper());
     let mut runner = runner(64);
     let result = runner.run(&strategy, |(args, tamper)| {
@@ -119,7 +119,7 @@ fn gateway_commit_of_changed_call_is_binding_mismatch() {
         };
         rt.block_on(async {
             let p =
-                h.gw.preview(&h.session, "test__count", &args)
+                h.gw.preview(&h.session, "test__count", &args).await
                     .map_err(|r| TestCaseError::fail(format!("preview failed: {r:?}")))?;
             prop_assert_eq!(p.decision, "allow", "{:?}", p.recovery);
             let before = (h.test.effects(), h.test.received.lock().unwrap().len());
@@ -293,8 +293,8 @@ fn gateway_read_never_shows_planted_values() {
             TestClock::new(common::T0).clock(),
         ))
         .unwrap();
-    let session = gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+    let session = rt
+        .block_on(gw.open_session("alice", secureclaw_core::TaskEnvelope::default()))
         .unwrap();
     let strategy = (record(), prop::collection::vec(planted_text(), 0..4));
     let mut runner = runner(128);
@@ -379,8 +379,8 @@ fn regression_audit_path_holds_no_key_plaintext() {
             TestClock::new(common::T0).clock(),
         ))
         .unwrap();
-    let session = gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+    let session = rt
+        .block_on(gw.open_session("alice", secureclaw_core::TaskEnvelope::default()))
         .unwrap();
     let key = "AKIAAAAA00A0B5KGXNK7";
     let value = json!({"a": {"id": {key: "sk_live_P24lrWp9M5k13FCQx7TPVJt7"}}});

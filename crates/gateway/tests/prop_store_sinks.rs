@@ -307,14 +307,14 @@ async fn start(config: GatewayConfig) -> Fs {
     Fs { _dir: dir, gw, fs }
 }
 
-fn session(gw: &Gateway) -> SessionRecord {
+async fn session(gw: &Gateway) -> SessionRecord {
     gw.open_session(
         "alice",
         TaskEnvelope {
             request: TASK.into(),
             ..TaskEnvelope::default()
         },
-    )
+    ).await
     .unwrap()
 }
 
@@ -495,7 +495,7 @@ struct Stats {
 /// Run one sequence; fail on the first outcome that shows a protected value.
 async fn run(fs: &Fs, ops: &[Op], stats: &Stats) -> Result<(), TestCaseError> {
     fs.fs.reset();
-    let s = session(&fs.gw);
+    let s = session(&fs.gw).await;
     let mut handles: Vec<String> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let (tool, args) = call_of(op, &handles);
@@ -590,7 +590,7 @@ fn blind_edit_does_not_reveal_a_mangled_value() {
     let rt = runtime();
     rt.block_on(async {
         let fs = start(GatewayConfig::default()).await;
-        let s = session(&fs.gw);
+        let s = session(&fs.gw).await;
         let read = fs
             .gw
             .call(
@@ -626,7 +626,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
     let rt = runtime();
     rt.block_on(async {
         let fs = start(allowing_config()).await;
-        let s = session(&fs.gw);
+        let s = session(&fs.gw).await;
         let read = fs
             .gw
             .call(
@@ -679,7 +679,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
         }
         // Default configuration: the same write is refused, nothing reaches the file.
         let fs = start(GatewayConfig::default()).await;
-        let s = session(&fs.gw);
+        let s = session(&fs.gw).await;
         let read = fs
             .gw
             .call(

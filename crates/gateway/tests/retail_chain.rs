@@ -424,7 +424,7 @@ impl Deployment {
     /// The customer's session. The task grants the destructive and financial tools it asks
     /// for by name ("pay that order", "cancel it"): without the grant they would ask even
     /// with every target anchored.
-    fn session(&self) -> SessionRecord {
+    async fn session(&self) -> SessionRecord {
         self.gw
             .open_session(
                 "support-agent",
@@ -438,7 +438,7 @@ impl Deployment {
                     ],
                     ..TaskEnvelope::default()
                 },
-            )
+            ).await
             .unwrap()
     }
 
@@ -543,7 +543,7 @@ fn with(mut base: Map<String, Value>, extra: Value) -> Value {
 #[tokio::test]
 async fn the_callers_own_chain_runs_without_a_prompt() {
     let d = deploy().await;
-    let s = d.session();
+    let s = d.session().await;
 
     // 1. Lookup by name and zip code, all three named in the task: an anchored read.
     let found = d
@@ -646,7 +646,7 @@ async fn the_callers_own_chain_runs_without_a_prompt() {
 #[tokio::test]
 async fn writes_outside_the_chain_still_ask() {
     let d = deploy().await;
-    let s = d.session();
+    let s = d.session().await;
     let user = d
         .read(
             &s,
@@ -790,7 +790,7 @@ async fn an_ungranted_destructive_write_asks_even_when_anchored() {
                 request: TASK.into(),
                 ..TaskEnvelope::default()
             },
-        )
+        ).await
         .unwrap();
     let user = d
         .read(
@@ -819,8 +819,8 @@ async fn an_ungranted_destructive_write_asks_even_when_anchored() {
 #[tokio::test]
 async fn handles_are_per_session_and_a_written_object_does_not_anchor() {
     let d = deploy().await;
-    let s1 = d.session();
-    let s2 = d.session();
+    let s1 = d.session().await;
+    let s2 = d.session().await;
     let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
     let u1 = d
         .read(&s1, "find_user_id_by_name_zip", lookup.clone())

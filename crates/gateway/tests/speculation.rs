@@ -109,7 +109,7 @@ async fn disabled_by_default_committed_unchanged_precommit_deferred() {
     // a deferred call on another branch, abandoned, is never sent
     let o = echo(&h, s, json!({"text": "never"}), &spec("b2", 0.99)).await;
     deferred_branch(&o);
-    assert_eq!(h.gw.abandon_branch(s, "b2").unwrap(), 1);
+    assert_eq!(h.gw.abandon_branch(s, "b2").await.unwrap(), 1);
     assert!(
         h.gw.promote_branch(s, "b2").await.is_err(),
         "abandoned is final"
@@ -216,7 +216,7 @@ async fn budget_defers_after_b_sensitive_dispatches() {
     // public events are not budgeted
     completed(&echo(&h, s, json!({"text": "weather"}), &spec("b", 0.9)).await);
     // the budget is per task: another session starts at zero
-    let other = h.open_session("bob");
+    let other = h.open_session("bob").await;
     completed(&echo(&h, &other, json!({"text": "lawyer"}), &spec("b", 0.9)).await);
 }
 
@@ -284,7 +284,7 @@ async fn local_reads_are_not_rewritten_and_effect_overrides_apply() {
         "local reads have no external observer"
     );
     // ... and no provider, network or co-tenant exposure either
-    let report = h.gw.exposure(&h.session.id).unwrap();
+    let report = h.gw.exposure(&h.session.id).await.unwrap();
     for x in &report {
         if matches!(
             x.observer,
@@ -329,9 +329,9 @@ async fn exposure_counts_ghosts_only() {
         .await,
     );
     h.gw.promote_branch(s, "e1").await.unwrap();
-    h.gw.abandon_branch(s, "e2").unwrap();
-    h.gw.abandon_branch(s, "e3").unwrap();
-    let report = h.gw.exposure(&s.id).unwrap();
+    h.gw.abandon_branch(s, "e2").await.unwrap();
+    h.gw.abandon_branch(s, "e3").await.unwrap();
+    let report = h.gw.exposure(&s.id).await.unwrap();
     let prov = report
         .iter()
         .find(|x| x.observer == Observer::Provider)
@@ -356,7 +356,7 @@ async fn exposure_counts_ghosts_only() {
         "the deferral is logged as a decision, without its arguments"
     );
     // the same report comes from the store alone (what `secureclaw trace exposure` reads)
-    let again = secureclaw_gateway::session_exposure(&h.store, &s.id).unwrap();
+    let again = secureclaw_gateway::session_exposure(h.store.as_ref(), &s.id).await.unwrap();
     assert_eq!(again, report);
 }
 
@@ -445,9 +445,9 @@ async fn raw_precommit_arguments_reach_no_sink() {
         )
         .await,
     );
-    h.gw.abandon_branch(s, "g1").unwrap();
-    h.gw.abandon_branch(s, "g3").unwrap();
-    h.gw.abandon_branch(s, "g4").unwrap();
+    h.gw.abandon_branch(s, "g1").await.unwrap();
+    h.gw.abandon_branch(s, "g3").await.unwrap();
+    h.gw.abandon_branch(s, "g4").await.unwrap();
     assert_eq!(
         h.test.reads() + h.test.effects(),
         1,
@@ -461,7 +461,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
             sinks.push_str(&String::from_utf8_lossy(&b));
         }
     }
-    sinks.push_str(&serde_json::to_string(&h.gw.exposure(&s.id).unwrap()).unwrap());
+    sinks.push_str(&serde_json::to_string(&h.gw.exposure(&s.id).await.unwrap()).unwrap());
     assert!(
         sinks.contains("contract decision") || sinks.contains("speculation"),
         "sinks were captured"
@@ -488,23 +488,23 @@ async fn raw_precommit_arguments_reach_no_sink() {
 #[tokio::test]
 async fn expired_sessions_speculative_state_is_dropped() {
     let h = Harness::new().await;
-    let old = h.open_session("alice");
+    let old = h.open_session("alice").await;
     let o = echo(&h, &old, json!({"text": "ghost"}), &spec("b1", 0.99)).await;
     assert_eq!(deferred_branch(&o), "b1");
-    let live = h.open_session("bob");
+    let live = h.open_session("bob").await;
     let o = echo(&h, &live, json!({"text": "also held"}), &spec("b2", 0.99)).await;
     assert_eq!(deferred_branch(&o), "b2");
     assert_eq!(h.gw.speculative_sessions(), 2);
     // Still within the session lifetime: nothing is dropped.
     h.clock.advance(h.config.limits.session_ttl_ms / 2);
-    let again = h.open_session("carol");
+    let again = h.open_session("carol").await;
     let o = echo(&h, &again, json!({"text": "x"}), &spec("b3", 0.99)).await;
     assert_eq!(deferred_branch(&o), "b3");
     assert_eq!(h.gw.speculative_sessions(), 3);
     // Past the first two sessions' expiry (and the prune interval): both are dropped, the
     // third (opened later) stays.
     h.clock.advance(h.config.limits.session_ttl_ms / 2 + 61_000);
-    let fresh = h.open_session("dave");
+    let fresh = h.open_session("dave").await;
     let o = echo(&h, &fresh, json!({"text": "y"}), &spec("b4", 0.99)).await;
     assert_eq!(deferred_branch(&o), "b4");
     assert_eq!(
@@ -532,7 +532,7 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
         h.gw.call_with(s, "test__count", args(call.clone()), &CallMeta::default())
             .await;
     let action = assert_pending(&o);
-    h.gw.decide_approval(&action, true, "user").unwrap();
+    h.gw.decide_approval(&action, true, "user").await.unwrap();
     let reissue = CallMeta {
         approval: Some(action.clone()),
         ..CallMeta::default()

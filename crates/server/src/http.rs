@@ -35,7 +35,7 @@ use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
 use secureclaw_gateway::{CallMeta, Gateway};
-use secureclaw_store::{ApprovalState, SessionRecord};
+use secureclaw_core::store::{ApprovalState, SessionRecord};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -133,7 +133,7 @@ fn operator(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
 ///
 /// # Errors
 /// 401 without a live session.
-pub fn session_from(gateway: &Gateway, headers: &HeaderMap) -> Result<SessionRecord, ApiError> {
+pub async fn session_from(gateway: &Gateway, headers: &HeaderMap) -> Result<SessionRecord, ApiError> {
     let id = bearer(headers).ok_or_else(|| {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -141,7 +141,7 @@ pub fn session_from(gateway: &Gateway, headers: &HeaderMap) -> Result<SessionRec
             "session token required",
         )
     })?;
-    gateway.session(id)?.ok_or_else(|| {
+    gateway.session(id).await?.ok_or_else(|| {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -259,7 +259,7 @@ async fn open_session(
             "`caller` must not be empty",
         ));
     }
-    let session = s.gateway.open_session(&body.caller, body.task)?;
+    let session = s.gateway.open_session(&body.caller, body.task).await?;
     Ok(Json(
         json!({"session_id": session.id, "caller": session.caller, "expires_at": session.expires_at}),
     ))
@@ -289,16 +289,12 @@ async fn list_approvals(
             ));
         }
     };
-    let list: Vec<Value> = s
-        .gateway
-        .approvals(state)?
-        .into_iter()
-        .map(|(a, act)| {
-            let call = secureclaw_gateway::reveal_for_approver(s.gateway.store(), &act.display);
-            json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": call,
-                   "session": act.session, "caller": act.caller, "created_at": a.created_at})
-        })
-        .collect();
+    let mut list: Vec<Value> = Vec::new();
+    for (a, act) in s.gateway.approvals(state).await? {
+        let call = s.gateway.reveal_for_approver(&act.display).await;
+        list.push(json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": call,
+               "session": act.session, "caller": act.caller, "created_at": a.created_at}));
+    }
     Ok(Json(json!({"approvals": list})))
 }
 
@@ -311,7 +307,7 @@ async fn decide(
     operator(s, headers)?;
     let record = s
         .gateway
-        .decide_approval(&ActionId(id), approve, "operator-api")?;
+        .decide_approval(&ActionId(id), approve, "operator-api").await?;
     Ok(Json(
         json!({"action_id": record.action_id, "state": record.state.as_str()}),
     ))
@@ -347,8 +343,8 @@ async fn audit(
     operator(&s, &headers)?;
     let records = s
         .gateway
-        .store()
         .audit_records(q.from.unwrap_or(1), q.limit.unwrap_or(1000).min(10_000))
+        .await
         .map_err(|_| {
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -364,7 +360,7 @@ async fn audit_verify(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     operator(&s, &headers)?;
-    match s.gateway.store().verify_audit() {
+    match s.gateway.verify_audit().await {
         Ok(n) => Ok(Json(json!({"verified": n}))),
         Err(e) => Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -375,7 +371,7 @@ async fn audit_verify(
 }
 
 async fn tools(State(s): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     let list: Vec<Value> = s
         .gateway
         .list_tools(&session.caller)
@@ -405,7 +401,7 @@ async fn call(
     headers: HeaderMap,
     body: Result<Json<CallBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     let mut meta = CallMeta::from_meta(&body.meta)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_meta", e))?;
@@ -436,7 +432,7 @@ async fn promote_branch(
     headers: HeaderMap,
     Path(branch): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     branch_arg(&branch)?;
     let released = s.gateway.promote_branch(&session, &branch).await?;
     let calls: Vec<Value> = released
@@ -453,9 +449,9 @@ async fn abandon_branch(
     headers: HeaderMap,
     Path(branch): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     branch_arg(&branch)?;
-    let n = s.gateway.abandon_branch(&session, &branch)?;
+    let n = s.gateway.abandon_branch(&session, &branch).await?;
     Ok(Json(
         json!({"branch": branch, "state": "abandoned", "discarded": n}),
     ))
@@ -467,7 +463,7 @@ async fn exposure(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     operator(&s, &headers)?;
-    let report = s.gateway.exposure(&id)?;
+    let report = s.gateway.exposure(&id).await?;
     Ok(Json(json!({"session": id, "observers": report})))
 }
 
@@ -484,10 +480,10 @@ async fn preview(
     headers: HeaderMap,
     body: Result<Json<PreviewBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     Ok(Json(
-        match s.gateway.preview(&session, &body.tool, &body.arguments) {
+        match s.gateway.preview(&session, &body.tool, &body.arguments).await {
             Ok(p) => serde_json::to_value(&p).unwrap_or(Value::Null),
             Err(recovery) => json!({"status": "denied", "recovery": recovery}),
         },
@@ -511,7 +507,7 @@ async fn commit(
     headers: HeaderMap,
     body: Result<Json<CommitBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
+    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     let outcome = s
         .gateway
@@ -531,8 +527,8 @@ async fn describe_handle(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
-    Ok(Json(s.gateway.describe_handle(&session, &HandleId(id))?))
+    let session = session_from(&s.gateway, &headers).await?;
+    Ok(Json(s.gateway.describe_handle(&session, &HandleId(id)).await?))
 }
 
 async fn revoke_handle(
@@ -540,8 +536,8 @@ async fn revoke_handle(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers)?;
-    s.gateway.revoke_handle(&session, &HandleId(id.clone()))?;
+    let session = session_from(&s.gateway, &headers).await?;
+    s.gateway.revoke_handle(&session, &HandleId(id.clone())).await?;
     Ok(Json(json!({"handle": id, "revoked": true})))
 }
 

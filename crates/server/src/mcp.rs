@@ -27,7 +27,7 @@ use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
-use secureclaw_store::SessionRecord;
+use secureclaw_core::store::SessionRecord;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -92,7 +92,7 @@ impl McpFrontEnd {
         &self.gateway
     }
 
-    fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
+    async fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
         match self.sessions.as_ref() {
             SessionSource::Fixed(s) => Ok(s.clone()),
             SessionSource::Bearer { fallback } => {
@@ -105,7 +105,7 @@ impl McpFrontEnd {
                 match token {
                     Some(t) => self
                         .gateway
-                        .session(t)
+                        .session(t).await
                         .map_err(|_| McpError::internal_error("store unavailable", None))?
                         .ok_or_else(|| {
                             McpError::invalid_request("unknown or expired session token", None)
@@ -268,7 +268,7 @@ impl ServerHandler for McpFrontEnd {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let session = self.session(&context)?;
+        let session = self.session(&context).await?;
         let mut tools: Vec<Tool> = self
             .gateway
             .list_tools(&session.caller)
@@ -284,7 +284,7 @@ impl ServerHandler for McpFrontEnd {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session(&context)?;
+        let session = self.session(&context).await?;
         // rmcp may surface `_meta` on the params or on the request context; read both (the
         // params win key by key).
         let mut meta = serde_json::to_value(&context.meta)
@@ -320,7 +320,7 @@ impl ServerHandler for McpFrontEnd {
             let modes = context.peer.supported_elicitation_modes();
             if let (Some(action), false) = (rec.action_id.clone(), modes.is_empty()) {
                 let action = ActionId(action);
-                if let Ok(Some(question)) = self.gateway.client_confirmation_prompt(&action) {
+                if let Ok(Some(question)) = self.gateway.client_confirmation_prompt(&action).await {
                     let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
                     let decided = match answer {
                         Ok(Some(ApprovalAnswer { approve })) => Some(approve),
@@ -336,7 +336,7 @@ impl ServerHandler for McpFrontEnd {
                                 &session,
                                 &request.name,
                                 &action,
-                            );
+                            ).await;
                             None
                         }
                         // The client could not be asked: the approval stays pending.
@@ -345,7 +345,7 @@ impl ServerHandler for McpFrontEnd {
                     if let Some(approve) = decided
                         && self
                             .gateway
-                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)")
+                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)").await
                             .is_ok()
                     {
                         outcome = self

@@ -262,7 +262,7 @@ async fn initialize(
             );
         }
         None => {}
-        Some(token) => match guard.gateway.session(token) {
+        Some(token) => match guard.gateway.session(token).await {
             Ok(Some(_)) => {}
             Ok(None) => {
                 return jsonrpc_error(

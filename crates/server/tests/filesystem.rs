@@ -117,9 +117,8 @@ fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
 }
 
 /// Number of audit records of `kind` for `action`.
-fn audit_count(gateway: &Gateway, kind: &str, action: &str) -> usize {
-    gateway
-        .store()
+fn audit_count(store: &SqliteStore, kind: &str, action: &str) -> usize {
+    store
         .audit_records(0, usize::MAX)
         .unwrap()
         .iter()
@@ -194,7 +193,7 @@ async fn filesystem_server_behind_secureclaw() {
         "gateway start",
         Gateway::start(
             keys,
-            store,
+            store.clone(),
             Arc::new(policy),
             GatewayConfig::default(),
             vec![(spec, upstream)],
@@ -216,7 +215,7 @@ async fn filesystem_server_behind_secureclaw() {
                 // overwrites) write tool; without the grant every write would ask.
                 granted_tools: vec!["fs__write_file".into()],
             },
-        )
+        ).await
         .unwrap();
     let front = McpFrontEnd::new(gateway.clone(), SessionSource::Fixed(session));
     let (server_io, client_io) = tokio::io::duplex(256 * 1024);
@@ -405,7 +404,7 @@ async fn filesystem_server_behind_secureclaw() {
 
     // -- d. approve, re-issue the identical call: it runs, once
     gateway
-        .decide_approval(&ActionId(action.clone()), true, "test")
+        .decide_approval(&ActionId(action.clone()), true, "test").await
         .unwrap();
     let approved = call(
         &client,
@@ -420,7 +419,7 @@ async fn filesystem_server_behind_secureclaw() {
         "approved write failed: {approved:?}"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
-    assert_eq!(audit_count(&gateway, "commit", &action), 1);
+    assert_eq!(audit_count(&store, "commit", &action), 1);
 
     // -- e. replays: identical → replay; altered content → binding_mismatch; nothing runs
     let replay = call(
@@ -454,11 +453,11 @@ async fn filesystem_server_behind_secureclaw() {
         "{altered:?}"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
-    assert_eq!(audit_count(&gateway, "commit", &action), 1);
+    assert_eq!(audit_count(&store, "commit", &action), 1);
 
     // -- f. the audit log verifies and holds no protected value
-    let verified = gateway.store().verify_audit().unwrap();
-    let records = gateway.store().audit_records(0, usize::MAX).unwrap();
+    let verified = store.verify_audit().unwrap();
+    let records = store.audit_records(0, usize::MAX).unwrap();
     assert_eq!(verified, records.len() as u64);
     assert!(verified > 0);
     let audit_json = serde_json::to_string(&records).unwrap();
@@ -466,7 +465,7 @@ async fn filesystem_server_behind_secureclaw() {
 
     // Values read are kept encrypted at rest: not in the database or its write-ahead log.
     // (Best effort: the WAL is read as well if the checkpoint cannot complete.)
-    let _ = gateway.store().checkpoint();
+    let _ = store.checkpoint();
     for file in ["secureclaw.db", "secureclaw.db-wal"] {
         if let Ok(bytes) = std::fs::read(root.join(file)) {
             assert_free_of_secrets(file, &String::from_utf8_lossy(&bytes));

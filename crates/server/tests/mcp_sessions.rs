@@ -89,9 +89,9 @@ struct Server {
 }
 
 impl Server {
-    fn token(&self, caller: &str) -> String {
+    async fn token(&self, caller: &str) -> String {
         self.gw
-            .open_session(caller, TaskEnvelope::default())
+            .open_session(caller, TaskEnvelope::default()).await
             .unwrap()
             .id
     }
@@ -136,7 +136,7 @@ async fn server(require_token: bool) -> Server {
         None
     } else {
         Some(
-            gw.open_session("local-user", TaskEnvelope::default())
+            gw.open_session("local-user", TaskEnvelope::default()).await
                 .unwrap(),
         )
     };
@@ -304,8 +304,8 @@ fn result_text(r: &Reply) -> String {
 #[tokio::test]
 async fn an_mcp_session_belongs_to_the_token_that_created_it() {
     let s = server(true).await;
-    let alice = s.token("alice");
-    let mallory = s.token("mallory");
+    let alice = s.token("alice").await;
+    let mallory = s.token("mallory").await;
     let sid = open(&s, Some(&alice)).await;
     // Positive control: the owner's calls work.
     let r = call(&s, Some(&alice), &sid, 2, "office__send").await;
@@ -375,7 +375,7 @@ async fn initialize_needs_a_live_session_token_unless_token_less_is_enabled() {
     let sid = open(&s, None).await;
     let r = call(&s, None, &sid, 2, "office__send").await;
     assert_eq!(result_text(&r), "send done");
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     let r = call(&s, Some(&alice), &sid, 3, "office__send").await;
     assert_eq!(r.status, 404, "{r:?}");
     assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
@@ -384,7 +384,7 @@ async fn initialize_needs_a_live_session_token_unless_token_less_is_enabled() {
 #[tokio::test]
 async fn a_duplicate_in_flight_request_id_is_refused_and_not_dispatched() {
     let s = Arc::new(server(true).await);
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     let sid = open(&s, Some(&alice)).await;
     let first = {
         let (s, alice, sid) = (s.clone(), alice.clone(), sid.clone());
@@ -417,7 +417,7 @@ async fn a_duplicate_in_flight_request_id_is_refused_and_not_dispatched() {
 #[tokio::test]
 async fn malformed_deep_and_duplicate_key_requests_get_one_answer() {
     let s = server(true).await;
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     let sid = open(&s, Some(&alice)).await;
     let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), "{not json").await;
     assert_eq!(r.status, 400, "{r:?}");

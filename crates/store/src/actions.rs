@@ -12,80 +12,7 @@ use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::keys::KeyId;
 use secureclaw_core::{ActionId, UnixMillis};
-use serde::{Deserialize, Serialize};
-
-/// A previewed effectful call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionRecord {
-    /// The action id issued at preview.
-    pub action_id: ActionId,
-    /// Session it was previewed in.
-    pub session: String,
-    /// Authenticated caller.
-    pub caller: String,
-    /// Namespaced tool (`upstream__tool`).
-    pub tool: String,
-    /// Binding digest of the canonical request.
-    pub binding: BindingDigest,
-    /// Whether a trusted confirmation is required before commit.
-    pub needs_confirmation: bool,
-    /// Preview time.
-    pub created_at: UnixMillis,
-    /// The canonical request JSON (trusted store only; shown to approvers).
-    pub request_json: String,
-    /// One-line human-readable description for approvers.
-    pub display: String,
-}
-
-/// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    /// Waiting for a trusted confirmer.
-    Pending,
-    /// Approved.
-    Approved,
-    /// Declined.
-    Denied,
-}
-
-impl ApprovalState {
-    /// `pending`, `approved`, `denied`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalState::Pending => "pending",
-            ApprovalState::Approved => "approved",
-            ApprovalState::Denied => "denied",
-        }
-    }
-
-    fn parse(s: &str) -> Result<Self, StoreError> {
-        match s {
-            "pending" => Ok(ApprovalState::Pending),
-            "approved" => Ok(ApprovalState::Approved),
-            "denied" => Ok(ApprovalState::Denied),
-            other => Err(StoreError::Corrupt(format!("approval state `{other}`"))),
-        }
-    }
-}
-
-/// The approval of one action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalRecord {
-    /// The action awaiting (or having received) a decision.
-    pub action_id: ActionId,
-    /// State.
-    pub state: ApprovalState,
-    /// When the approval was requested.
-    pub created_at: UnixMillis,
-    /// When it was decided.
-    pub decided_at: Option<UnixMillis>,
-    /// Who decided (operator token name, `cli`, `elicitation`).
-    pub decided_by: Option<String>,
-    /// The sealed confirmation recorded with an approval (stored as JSON).
-    pub confirmation: Option<Confirmation>,
-}
+use secureclaw_core::store::{ActionRecord, ApprovalRecord, ApprovalState};
 
 const ACTION_COLUMNS: &str = "a.action_id, a.session, a.caller, a.tool, a.binding_kid, a.binding, a.needs_confirmation, a.created_at, \
      a.request_json, a.display";
@@ -330,19 +257,7 @@ impl SqliteStore {
         at: UnixMillis,
         confirmation: Option<Confirmation>,
     ) -> Result<ApprovalRecord, StoreError> {
-        if let Some(c) = &confirmation {
-            if !approve {
-                return Err(StoreError::Invalid(
-                    "a denial carries no confirmation".into(),
-                ));
-            }
-            if &c.claims.action_id != id {
-                return Err(StoreError::Invalid(format!(
-                    "confirmation for `{}` cannot approve `{id}`",
-                    c.claims.action_id
-                )));
-            }
-        }
+        check_decision(id, approve, confirmation.as_ref())?;
         let state = if approve {
             ApprovalState::Approved
         } else {
@@ -385,4 +300,27 @@ impl SqliteStore {
         }
         raw.decode()
     }
+}
+
+/// The input checks of a decision, before any store is touched: a denial carries no
+/// confirmation, and a confirmation approves only its own action.
+pub(crate) fn check_decision(
+    id: &ActionId,
+    approve: bool,
+    confirmation: Option<&Confirmation>,
+) -> Result<(), StoreError> {
+    if let Some(c) = confirmation {
+        if !approve {
+            return Err(StoreError::Invalid(
+                "a denial carries no confirmation".into(),
+            ));
+        }
+        if &c.claims.action_id != id {
+            return Err(StoreError::Invalid(format!(
+                "confirmation for `{}` cannot approve `{id}`",
+                c.claims.action_id
+            )));
+        }
+    }
+    Ok(())
 }

@@ -13,58 +13,11 @@
 
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
-use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
+use secureclaw_core::acceptance::LedgerError;
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::keys::KeyId;
 use secureclaw_core::{ActionId, UnixMillis};
-use serde::{Deserialize, Serialize};
-
-/// State of a ledger entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LedgerState {
-    /// Marked by the acceptance predicate; the effect may or may not have happened.
-    Reserved,
-    /// The executor recorded the upstream result.
-    Executed,
-    /// The executor recorded a failure. Still spent: never re-executable.
-    Failed,
-    /// The request was dispatched but its outcome is unknown (transport closed, upstream
-    /// exited, session expired, timeout after dispatch). Still spent: never retried.
-    OutcomeUnknown,
-}
-
-impl LedgerState {
-    /// `reserved`, `executed`, `failed`, `outcome_unknown`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LedgerState::Reserved => "reserved",
-            LedgerState::Executed => "executed",
-            LedgerState::Failed => "failed",
-            LedgerState::OutcomeUnknown => "outcome_unknown",
-        }
-    }
-}
-
-/// One ledger entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerEntry {
-    /// The spent action id.
-    pub action_id: ActionId,
-    /// The binding digest the reservation was made for.
-    pub binding: BindingDigest,
-    /// State.
-    pub state: LedgerState,
-    /// When it was reserved.
-    pub reserved_at: UnixMillis,
-    /// When `executed`, `failed` or `outcome_unknown` was recorded.
-    pub finished_at: Option<UnixMillis>,
-    /// Digest of the upstream result (`executed` only).
-    pub result_digest: Option<String>,
-    /// Failure reason (`failed` and `outcome_unknown`).
-    pub failure: Option<String>,
-}
+use secureclaw_core::store::{LedgerEntry, LedgerState};
 
 const COLUMNS: &str =
     "action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest, failure";
@@ -95,13 +48,7 @@ impl RawEntry {
     }
 
     fn decode(self) -> Result<LedgerEntry, StoreError> {
-        let state = match self.state.as_str() {
-            "reserved" => LedgerState::Reserved,
-            "executed" => LedgerState::Executed,
-            "failed" => LedgerState::Failed,
-            "outcome_unknown" => LedgerState::OutcomeUnknown,
-            other => return Err(StoreError::Corrupt(format!("ledger state `{other}`"))),
-        };
+        let state = LedgerState::parse(&self.state)?;
         Ok(LedgerEntry {
             action_id: ActionId(self.action_id),
             binding: BindingDigest {
@@ -117,10 +64,14 @@ impl RawEntry {
     }
 }
 
-impl SingleUseLedger for SqliteStore {
-    /// One atomic statement; `Ok(true)` iff this call inserted the row. Any SQLite failure
-    /// (lock timeout, I/O, missing table, poisoned lock) is an error, never `Ok(true)`.
-    fn reserve(
+impl SqliteStore {
+    /// [`SingleUseLedger::reserve`](secureclaw_core::acceptance::SingleUseLedger::reserve): one atomic statement; `Ok(true)` iff this call inserted
+    /// the row. Any SQLite failure (lock timeout, I/O, missing table, poisoned lock) is an
+    /// error, never `Ok(true)`.
+    ///
+    /// # Errors
+    /// [`LedgerError`] if SQLite fails.
+    pub fn reserve(
         &self,
         action_id: &ActionId,
         binding: &BindingDigest,

@@ -45,70 +45,42 @@
 //!
 //! ## Concurrency
 //!
-//! One connection behind a [`Mutex`]; the API is synchronous (async callers wrap calls in
-//! `spawn_blocking`). Several [`SqliteStore`]s — in one process or in several — may open the
+//! One connection behind a [`Mutex`]. The inherent API is synchronous; the storage traits of
+//! [`secureclaw_core::store`] are implemented by calling it inline (each call is a short local
+//! transaction), so an async caller briefly blocks its worker thread. Several [`SqliteStore`]s — in one process or in several — may open the
 //! same file: every write that must be atomic is one statement or one `BEGIN IMMEDIATE`
 //! transaction, and the ledger's primary key makes a double reservation impossible.
 
 mod actions;
 mod audit;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod handles;
 mod ledger;
+pub mod postgres;
 mod schema;
 mod sessions;
 mod vault;
 
-pub use actions::{ActionRecord, ApprovalRecord, ApprovalState};
-pub use ledger::{LedgerEntry, LedgerState};
-pub use sessions::SessionRecord;
+mod traits;
+
+pub use postgres::PgStore;
+
+/// The records and the error type live in the core ([`secureclaw_core::store`]); they are
+/// re-exported here so that existing paths keep working.
+pub use secureclaw_core::store::{
+    ActionRecord, ApprovalRecord, ApprovalState, LedgerEntry, LedgerState, SessionRecord,
+    StoreError,
+};
 
 use rusqlite::Connection;
 use secureclaw_core::KeyRing;
-use secureclaw_core::audit::AuditError;
-use secureclaw_core::keys::KeyError;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Errors from the store.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The database could not be reached, read or written (I/O, SQLite, lock timeout, a
-    /// poisoned connection lock). Callers report `store_unavailable` and fail closed.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The database was written by a newer build.
-    #[error("database schema version {found} is newer than this build supports ({supported})")]
-    SchemaTooNew {
-        /// Version found in the file.
-        found: u32,
-        /// Highest version this build knows.
-        supported: u32,
-    },
-    /// A record the operation needs does not exist.
-    #[error("{0} not found")]
-    NotFound(String),
-    /// The record exists but is in a state that forbids the operation (already decided,
-    /// already finished, id already taken).
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// Stored data does not decode, or a vault value does not decrypt (tampered ciphertext,
-    /// wrong key). Never answered with a plaintext fallback.
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// The caller passed inconsistent input (a reused nonce, a confirmation for another action).
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    /// The key ring has no usable key for the operation.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    /// The audit chain does not verify.
-    #[error("audit log does not verify: {0}")]
-    Audit(#[from] AuditError),
-}
 
 /// The SQLite store. `Send + Sync`; share it with an [`Arc`].
 pub struct SqliteStore {
@@ -280,7 +252,6 @@ fn uint(v: i64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secureclaw_core::acceptance::SingleUseLedger;
     use secureclaw_core::binding::BindingDigest;
     use secureclaw_core::keys::KeyId;
     use secureclaw_core::{ActionId, UnixMillis};

@@ -2,24 +2,8 @@
 
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{OptionalExtension, params};
-use secureclaw_core::{TaskEnvelope, UnixMillis};
-use serde::{Deserialize, Serialize};
-
-/// A gateway session: who it belongs to and what the user asked for. The envelope comes from
-/// the trusted side only (operator API, CLI flags, host integration), never from the runtime.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRecord {
-    /// Gateway-issued session id.
-    pub id: String,
-    /// Authenticated caller the session belongs to.
-    pub caller: String,
-    /// The task envelope (stored as JSON).
-    pub envelope: TaskEnvelope,
-    /// Creation time.
-    pub created_at: UnixMillis,
-    /// Last instant of validity (inclusive).
-    pub expires_at: UnixMillis,
-}
+use secureclaw_core::UnixMillis;
+use secureclaw_core::store::SessionRecord;
 
 impl SqliteStore {
     /// Store a new session. Sessions are immutable: a second record with the same id is

@@ -8,7 +8,7 @@
 )]
 
 use rusqlite::Connection;
-use secureclaw_core::acceptance::{CommitAttempt, SingleUseLedger, accept};
+use secureclaw_core::acceptance::{CommitAttempt, CommitProof, Rejection};
 use secureclaw_core::artifact::{ARTIFACT_VERSION, ArtifactDecision, AuthorizationArtifact};
 use secureclaw_core::audit::{AuditError, AuditEvent, AuditKind};
 use secureclaw_core::binding::{self, BindingDigest};
@@ -340,6 +340,18 @@ fn artifact(k: &KeyRing, id: &ActionId, request: &CanonicalRequest) -> String {
     }
     .seal(k)
     .unwrap()
+}
+
+/// The (asynchronous) acceptance predicate, run to completion.
+fn accept(
+    k: &KeyRing,
+    store: &SqliteStore,
+    attempt: &CommitAttempt<'_>,
+) -> Result<CommitProof, Rejection> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(secureclaw_core::accept(k, store, attempt))
 }
 
 fn attempt<'a>(

@@ -26,7 +26,7 @@ use secureclaw_core::monitor;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
 use secureclaw_core::time::UnixMillis;
-use secureclaw_store::{SessionRecord, SqliteStore};
+use secureclaw_core::store::{AuditSink, SessionRecord};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -283,7 +283,7 @@ impl Gateway {
                         self.inner.catalog.get(tool),
                         ReasonCode::ContractBlocked,
                         None,
-                    );
+                    ).await;
                 }
                 BranchState::Pending => {}
             }
@@ -310,7 +310,7 @@ impl Gateway {
                 &branch,
                 arguments,
                 "defer:speculation_disabled",
-            );
+            ).await;
         }
         let destination = self
             .inner
@@ -355,19 +355,19 @@ impl Gateway {
                     Dispatch::None,
                     None,
                     0,
-                );
+                ).await;
                 self.deny(
                     session,
                     tool,
                     Some(&entry),
                     ReasonCode::ContractBlocked,
                     None,
-                )
+                ).await
             }
             Verdict::Defer(reason) => {
                 let b = branch_or_seq();
                 let tag = format!("defer:{}", reason.as_str());
-                self.hold(session, &entry.exposed, class, mode, &b, arguments, &tag)
+                self.hold(session, &entry.exposed, class, mode, &b, arguments, &tag).await
             }
             Verdict::Shadow => {
                 let reissue = kappa.is_some_and(|k| {
@@ -392,7 +392,7 @@ impl Gateway {
                     Dispatch::Substitute,
                     None,
                     ms,
-                );
+                ).await;
                 CallOutcome::Shadowed { output }
             }
             Verdict::Allow | Verdict::Rewrite { .. } => {
@@ -441,7 +441,7 @@ impl Gateway {
                     dispatch,
                     fields,
                     ms,
-                );
+                ).await;
                 outcome
             }
         }
@@ -488,7 +488,7 @@ impl Gateway {
     }
 
     #[expect(clippy::too_many_arguments, reason = "the deferral's full context")]
-    fn hold(
+    async fn hold(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -523,14 +523,14 @@ impl Gateway {
                 Dispatch::None,
                 None,
                 0,
-            );
+            ).await;
             return self.deny(
                 session,
                 tool,
                 self.inner.catalog.get(tool),
                 ReasonCode::ContractBlocked,
                 None,
-            );
+            ).await;
         }
         self.record(
             session,
@@ -542,7 +542,7 @@ impl Gateway {
             Dispatch::None,
             None,
             0,
-        );
+        ).await;
         CallOutcome::Deferred(Recovery::deferred(class, tool, branch))
     }
 
@@ -599,7 +599,7 @@ impl Gateway {
     /// Append one trace event (decision + fields as dispatched) to the audit log. Committed
     /// events keep only digests of their values.
     #[expect(clippy::too_many_arguments, reason = "one trace event's fields")]
-    fn record(
+    async fn record(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -654,10 +654,10 @@ impl Gateway {
         ev.detail = json!({"event": event});
         // The trace is evidence for exposure reports; a failed append is logged, and the
         // call's own read/commit audit records still decide whether it completes.
-        let _ = self.audit(ev);
+        let _ = self.audit(ev).await;
     }
 
-    fn record_branch(
+    async fn record_branch(
         &self,
         session: &SessionRecord,
         branch: &str,
@@ -668,7 +668,7 @@ impl Gateway {
         let mut ev = self.event(AuditKind::Speculation, session, "secureclaw");
         ev.detail =
             json!({"branch": branch, "state": state, "released": released, "discarded": discarded});
-        let _ = self.audit(ev);
+        let _ = self.audit(ev).await;
     }
 
     /// Promote `branch`: its dispatched calls join the committed trace; each held call is
@@ -693,7 +693,7 @@ impl Gateway {
             task.held = rest;
             mine
         };
-        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0);
+        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0).await;
         let mut released = Vec::with_capacity(held.len());
         for h in held {
             let meta = CallMeta {
@@ -716,7 +716,7 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Conflict`] if the branch was promoted.
-    pub fn abandon_branch(
+    pub async fn abandon_branch(
         &self,
         session: &SessionRecord,
         branch: &str,
@@ -731,7 +731,7 @@ impl Gateway {
             task.held.retain(|h| h.branch != branch);
             before - task.held.len()
         };
-        self.record_branch(session, branch, BranchState::Abandoned, 0, n);
+        self.record_branch(session, branch, BranchState::Abandoned, 0, n).await;
         Ok(n)
     }
 
@@ -759,7 +759,7 @@ impl Gateway {
             is_error: false,
         };
         if tool == ABANDON_TOOL {
-            return match self.abandon_branch(session, branch) {
+            return match self.abandon_branch(session, branch).await {
                 Ok(n) => CallOutcome::Completed {
                     output: text(json!({"branch": branch, "state": "abandoned", "discarded": n})),
                     action_id: None,
@@ -797,8 +797,8 @@ impl Gateway {
     ///
     /// # Errors
     /// [`GatewayError::Store`] if the audit log cannot be read.
-    pub fn exposure(&self, session_id: &str) -> Result<Vec<ObserverExposure>, GatewayError> {
-        session_exposure(&self.inner.store, session_id)
+    pub async fn exposure(&self, session_id: &str) -> Result<Vec<ObserverExposure>, GatewayError> {
+        session_exposure(self.inner.store.as_ref(), session_id).await
     }
 }
 
@@ -807,11 +807,11 @@ impl Gateway {
 ///
 /// # Errors
 /// [`GatewayError::Store`] if the audit log cannot be read.
-pub fn session_exposure(
-    store: &SqliteStore,
+pub async fn session_exposure(
+    store: &dyn AuditSink,
     session_id: &str,
 ) -> Result<Vec<ObserverExposure>, GatewayError> {
-    let (events, branches) = session_trace(store, session_id)?;
+    let (events, branches) = session_trace(store, session_id).await?;
     Ok(exposure(&events, &branches))
 }
 
@@ -819,8 +819,8 @@ pub fn session_exposure(
 ///
 /// # Errors
 /// [`GatewayError::Store`] if the audit log cannot be read.
-pub fn session_trace(
-    store: &SqliteStore,
+pub async fn session_trace(
+    store: &dyn AuditSink,
     session_id: &str,
 ) -> Result<(Vec<TraceEvent>, BranchTable), GatewayError> {
     let sid = super::audit_session_id(session_id);
@@ -829,7 +829,7 @@ pub fn session_trace(
     let mut from = 0u64;
     loop {
         let page = store
-            .audit_records(from, 1000)
+            .audit_records(from, 1000).await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let Some(last) = page.last() else { break };
         from = last.seq + 1;

@@ -505,7 +505,7 @@ impl Harness {
             },
         };
         h.gw = h.gateway(h.store.clone(), &[]).await;
-        h.session = h.open_session("alice");
+        h.session = h.open_session("alice").await;
         h
     }
 
@@ -541,7 +541,7 @@ impl Harness {
     }
 
     /// A session opened by the operator for `caller`, with [`TASK`].
-    pub fn open_session(&self, caller: &str) -> SessionRecord {
+    pub async fn open_session(&self, caller: &str) -> SessionRecord {
         self.gw
             .open_session(
                 caller,
@@ -550,13 +550,13 @@ impl Harness {
                     trusted_targets: vec![],
                     ..TaskEnvelope::default()
                 },
-            )
+            ).await
             .unwrap()
     }
 
     /// A session for `caller` whose task also grants `tools` (the user asked for those
     /// destructive or financial effects, e.g. "pay INV-42").
-    pub fn open_granted_session(&self, caller: &str, tools: &[&str]) -> SessionRecord {
+    pub async fn open_granted_session(&self, caller: &str, tools: &[&str]) -> SessionRecord {
         self.gw
             .open_session(
                 caller,
@@ -565,7 +565,7 @@ impl Harness {
                     granted_tools: tools.iter().map(|t| (*t).to_owned()).collect(),
                     ..TaskEnvelope::default()
                 },
-            )
+            ).await
             .unwrap()
     }
 
@@ -597,13 +597,13 @@ impl Harness {
     }
 
     /// `Gateway::preview` on the main gateway, checking the result for leaks.
-    pub fn preview(
+    pub async fn preview(
         &self,
         session: &SessionRecord,
         tool: &str,
         arguments: Value,
     ) -> Result<PreviewOutcome, Recovery> {
-        preview_on(&self.gw, session, tool, arguments)
+        preview_on(&self.gw, session, tool, arguments).await
     }
 
     /// `Gateway::commit` on the main gateway, checking the result for leaks.
@@ -689,13 +689,13 @@ pub async fn call_on(
     o
 }
 
-pub fn preview_on(
+pub async fn preview_on(
     gw: &Gateway,
     session: &SessionRecord,
     tool: &str,
     arguments: Value,
 ) -> Result<PreviewOutcome, Recovery> {
-    let p = gw.preview(session, tool, &args(arguments));
+    let p = gw.preview(session, tool, &args(arguments)).await;
     let text = match &p {
         Ok(p) => serde_json::to_string(p).unwrap(),
         Err(r) => format!("{}{}", serde_json::to_string(r).unwrap(), r.render()),

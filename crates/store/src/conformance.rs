@@ -1,0 +1,723 @@
+//! The storage conformance suite: one corpus of contract checks, run against every
+//! implementation of [`secureclaw_core::store::Store`] (SQLite here, PostgreSQL in
+//! [`crate::postgres`]), in the manner of `cedar-testing`.
+//!
+//! An implementation's test file calls [`conformance_tests!`](crate::conformance_tests) with an
+//! async factory that returns a fresh, empty [`Subject`]; the macro expands to one
+//! `#[tokio::test]` per check. Each check returns `Err(text)` naming the broken contract rather
+//! than panicking, so this module obeys the crate's lints; the generated tests turn an `Err`
+//! into a failure.
+//!
+//! What is covered:
+//! - each trait's contract ([`sessions`], [`vault`], [`handles`], [`actions_and_approvals`],
+//!   [`ledger_transitions`], [`audit_chain`]);
+//! - single use under concurrency: many tasks on several independent connections race to
+//!   reserve one action id, exactly one wins ([`single_use_under_concurrency`]);
+//! - approvals decided once under concurrency ([`approval_decided_once_under_concurrency`]);
+//! - the `reserved → executed | failed | outcome_unknown` transitions and the refusal of every
+//!   other one ([`ledger_transitions`]);
+//! - one audit chain under concurrent appenders on independent connections
+//!   ([`audit_chain_under_concurrent_appenders`]);
+//! - vault plaintext never in the stored bytes ([`vault_ciphertext_never_in_clear`]);
+//! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
+//!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
+//!   every implementation to that.
+
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::binding::BindingDigest;
+use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
+use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
+use secureclaw_core::keys::{KeyId, KeyRing};
+use secureclaw_core::store::{
+    ActionRecord, ApprovalState, LedgerState, SessionRecord, Store, StoreError,
+};
+use secureclaw_core::{ActionId, ReasonCode, TaskEnvelope, UnixMillis};
+use std::sync::Arc;
+
+/// What a check needs from an implementation under test.
+#[async_trait::async_trait]
+pub trait Subject: Send + Sync {
+    /// The store under test (empty when the subject is made).
+    fn store(&self) -> Arc<dyn Store>;
+
+    /// The key ring the store was opened with.
+    fn keys(&self) -> Arc<KeyRing>;
+
+    /// Another, independent handle on the same storage — a new connection or pool, as a
+    /// second process or replica would open.
+    ///
+    /// # Errors
+    /// A description of what failed.
+    async fn reopen(&self) -> Result<Arc<dyn Store>, String>;
+
+    /// Every byte the storage holds as stored (database files, or every row as the server
+    /// returns it), for the at-rest checks.
+    ///
+    /// # Errors
+    /// A description of what failed.
+    async fn raw_bytes(&self) -> Result<Vec<u8>, String>;
+}
+
+/// The result of one check: `Err` names the contract that was broken.
+pub type Outcome = Result<(), String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+));
+        }
+    };
+}
+
+fn fail(what: &str) -> impl Fn(StoreError) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+fn binding() -> BindingDigest {
+    BindingDigest {
+        kid: KeyId("bind-1".into()),
+        digest: "ab".repeat(32),
+    }
+}
+
+fn act(n: u32) -> ActionId {
+    ActionId(format!("act_{n:026}"))
+}
+
+fn action(id: &ActionId) -> ActionRecord {
+    ActionRecord {
+        action_id: id.clone(),
+        session: "s1".into(),
+        caller: "alice".into(),
+        tool: "bank__pay_invoice".into(),
+        binding: binding(),
+        needs_confirmation: true,
+        created_at: UnixMillis(100),
+        request_json: r#"{"intent":{"tool":"pay_invoice","upstream":"bank"}}"#.into(),
+        display: "bank__pay_invoice: pay 120.00 EUR".into(),
+    }
+}
+
+fn session(id: &str, expires_at: u64) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        caller: "alice".into(),
+        envelope: TaskEnvelope {
+            request: "pay INV-42".into(),
+            trusted_targets: vec!["billing@acme.example".into()],
+            ..TaskEnvelope::default()
+        },
+        created_at: UnixMillis(10),
+        expires_at: UnixMillis(expires_at),
+    }
+}
+
+fn handle(id: &str, session: &str, object_id: &str, created: u64) -> HandleRecord {
+    HandleRecord {
+        id: HandleId(id.into()),
+        caller: "alice".into(),
+        session: session.into(),
+        object_id: object_id.into(),
+        version: 1,
+        label: "iban".into(),
+        sensitivity: Sensitivity::High,
+        source: "office__read_invoice".into(),
+        anchored: true,
+        allowed_sinks: vec!["bank__pay_*".into()],
+        created_at: UnixMillis(created),
+        expires_at: UnixMillis(created + 1000),
+        revoked: false,
+    }
+}
+
+fn confirmation(keys: &KeyRing, id: &ActionId) -> Result<Confirmation, String> {
+    Confirmation::seal(
+        ConfirmationClaims {
+            action_id: id.clone(),
+            binding: binding(),
+            confirmer: "operator".into(),
+            confirmed_at: UnixMillis(200),
+            expires_at: UnixMillis(900),
+        },
+        keys,
+    )
+    .map_err(|e| format!("seal confirmation: {e}"))
+}
+
+fn event(n: u64) -> AuditEvent {
+    AuditEvent {
+        session: Some("ses#0123456789abcdef".into()),
+        action_id: Some(format!("act_{n}")),
+        reason: n.is_multiple_of(2).then_some(ReasonCode::Replay),
+        detail: serde_json::json!({"n": n, "ratio": 0.1 + 0.2, "count": u64::MAX}),
+        ..AuditEvent::new(AuditKind::Preview, UnixMillis(n))
+    }
+}
+
+/// Sessions: stored once, read back whole, never overwritten; unknown ids are `None`.
+///
+/// # Errors
+/// The broken contract.
+pub async fn sessions(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let rec = session("ses_a", 5_000);
+    store.put_session(&rec).await.map_err(fail("put_session"))?;
+    let back = store.session("ses_a").await.map_err(fail("session"))?;
+    ensure!(back.as_ref() == Some(&rec), "session read back differs: {back:?}");
+    let mut other = rec.clone();
+    other.caller = "mallory".into();
+    let again = store.put_session(&other).await;
+    ensure!(
+        matches!(again, Err(StoreError::Conflict(_))),
+        "a second session with the same id must be a conflict, got {again:?}"
+    );
+    let back = store.session("ses_a").await.map_err(fail("session"))?;
+    ensure!(back.as_ref() == Some(&rec), "the first session was overwritten");
+    let none = store.session("ses_missing").await.map_err(fail("session"))?;
+    ensure!(none.is_none(), "unknown session answered {none:?}");
+    Ok(())
+}
+
+/// Vault: versions are immutable, the newest is returned by default, exact versions on
+/// request, a reused nonce is refused, unknown objects are `None`.
+///
+/// # Errors
+/// The broken contract.
+pub async fn vault(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    store
+        .put_object("obj-1", 1, b"first", [1; 12])
+        .await
+        .map_err(fail("put_object v1"))?;
+    store
+        .put_object("obj-1", 2, b"second", [2; 12])
+        .await
+        .map_err(fail("put_object v2"))?;
+    let newest = store.object_value("obj-1").await.map_err(fail("object_value"))?;
+    ensure!(
+        newest.as_deref().map(Vec::as_slice) == Some(b"second".as_slice()),
+        "object_value must return the highest version"
+    );
+    let v1 = store
+        .object_value_at("obj-1", 1)
+        .await
+        .map_err(fail("object_value_at"))?;
+    ensure!(
+        v1.as_deref().map(Vec::as_slice) == Some(b"first".as_slice()),
+        "object_value_at must return exactly that version"
+    );
+    let v9 = store
+        .object_value_at("obj-1", 9)
+        .await
+        .map_err(fail("object_value_at"))?;
+    ensure!(v9.is_none(), "a missing version must be None");
+    let again = store.put_object("obj-1", 1, b"other", [3; 12]).await;
+    ensure!(
+        matches!(again, Err(StoreError::Conflict(_))),
+        "storing an existing version must be a conflict, got {again:?}"
+    );
+    let reused = store.put_object("obj-2", 1, b"x", [1; 12]).await;
+    ensure!(
+        matches!(reused, Err(StoreError::Invalid(_))),
+        "a reused nonce must be refused, got {reused:?}"
+    );
+    let none = store.object_value("obj-none").await.map_err(fail("object_value"))?;
+    ensure!(none.is_none(), "an unknown object must be None");
+    Ok(())
+}
+
+/// The vault's plaintext never appears in the stored bytes; the ciphertext does not decrypt
+/// through another store with other keys.
+///
+/// # Errors
+/// The broken contract.
+pub async fn vault_ciphertext_never_in_clear(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let secret = b"DE89370400440532013000 card 4111111111111111 conformance-secret";
+    store
+        .put_object("obj-secret", 1, secret, [9; 12])
+        .await
+        .map_err(fail("put_object"))?;
+    let back = store
+        .object_value("obj-secret")
+        .await
+        .map_err(fail("object_value"))?;
+    ensure!(
+        back.as_deref().map(Vec::as_slice) == Some(secret.as_slice()),
+        "positive control: the value must read back"
+    );
+    let raw = s.raw_bytes().await?;
+    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
+    for needle in [
+        b"DE89370400440532013000".as_slice(),
+        b"4111111111111111".as_slice(),
+        b"conformance-secret".as_slice(),
+    ] {
+        ensure!(
+            !raw.windows(needle.len()).any(|w| w == needle),
+            "plaintext `{}` found in the stored bytes",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    Ok(())
+}
+
+/// Handles: stored once, read back whole, revoked once and permanently, listed per session
+/// oldest first, found for reuse only when live, unrevoked and valid long enough.
+///
+/// # Errors
+/// The broken contract.
+pub async fn handles(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let h1 = handle("hdl_ib_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "s1", "o1", 20);
+    let h2 = handle("hdl_ib_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "s1", "o2", 10);
+    let h3 = handle("hdl_ib_cccccccccccccccccccccccccccccccc", "s2", "o3", 5);
+    store.put_handle(&h1).await.map_err(fail("put_handle"))?;
+    store
+        .put_handle_keyed(&h2, Some("reuse-key"))
+        .await
+        .map_err(fail("put_handle_keyed"))?;
+    store.put_handle(&h3).await.map_err(fail("put_handle"))?;
+    let again = store.put_handle(&h1).await;
+    ensure!(
+        matches!(again, Err(StoreError::Conflict(_))),
+        "a second handle with the same id must be a conflict, got {again:?}"
+    );
+    let back = store.handle(&h1.id).await.map_err(fail("handle"))?;
+    ensure!(back.as_ref() == Some(&h1), "handle read back differs: {back:?}");
+    let listed = store
+        .handles_for_session("s1")
+        .await
+        .map_err(fail("handles_for_session"))?;
+    ensure!(
+        listed == vec![h2.clone(), h1.clone()],
+        "handles_for_session must list the session's handles oldest first, got {listed:?}"
+    );
+    let reuse = store
+        .reusable_handle("s1", "reuse-key", UnixMillis(500))
+        .await
+        .map_err(fail("reusable_handle"))?;
+    ensure!(reuse.as_ref() == Some(&h2), "the keyed handle must be reusable");
+    let too_late = store
+        .reusable_handle("s1", "reuse-key", UnixMillis(5_000))
+        .await
+        .map_err(fail("reusable_handle"))?;
+    ensure!(too_late.is_none(), "a handle expiring too soon must not be reused");
+    let other_session = store
+        .reusable_handle("s2", "reuse-key", UnixMillis(0))
+        .await
+        .map_err(fail("reusable_handle"))?;
+    ensure!(other_session.is_none(), "reuse must stay within the session");
+    ensure!(
+        store.revoke_handle(&h2.id).await.map_err(fail("revoke"))?,
+        "the first revocation must report true"
+    );
+    ensure!(
+        !store.revoke_handle(&h2.id).await.map_err(fail("revoke"))?,
+        "a second revocation must report false"
+    );
+    ensure!(
+        !store
+            .revoke_handle(&HandleId("hdl_ib_unknown".into()))
+            .await
+            .map_err(fail("revoke"))?,
+        "revoking an unknown handle must report false"
+    );
+    let revoked = store.handle(&h2.id).await.map_err(fail("handle"))?;
+    ensure!(
+        revoked.is_some_and(|r| r.revoked),
+        "a revoked handle must read back revoked"
+    );
+    let reuse = store
+        .reusable_handle("s1", "reuse-key", UnixMillis(0))
+        .await
+        .map_err(fail("reusable_handle"))?;
+    ensure!(reuse.is_none(), "a revoked handle must not be reused");
+    Ok(())
+}
+
+/// There is no TTL sweep: sessions and handles past their expiry stay stored (the callers'
+/// checks refuse them, with one generic denial), and nothing disappears behind an audit.
+///
+/// # Errors
+/// The broken contract.
+pub async fn expired_records_stay_until_checked(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let rec = session("ses_old", 11);
+    store.put_session(&rec).await.map_err(fail("put_session"))?;
+    let h = handle("hdl_ib_dddddddddddddddddddddddddddddddd", "ses_old", "o4", 1);
+    store.put_handle(&h).await.map_err(fail("put_handle"))?;
+    let other = s.reopen().await?;
+    ensure!(
+        other.session("ses_old").await.map_err(fail("session"))? == Some(rec),
+        "an expired session must stay readable (callers check expiry)"
+    );
+    let back = other.handle(&h.id).await.map_err(fail("handle"))?;
+    ensure!(
+        back.is_some_and(|r| r.usable("alice", "ses_old", UnixMillis(5_000)).is_err()),
+        "an expired handle must stay readable and be refused by the caller's check"
+    );
+    Ok(())
+}
+
+/// Actions and approvals: actions stored once; approvals only for stored actions, created
+/// idempotently, decided exactly once, denials without confirmations, confirmations only
+/// for their own action; listing by state.
+///
+/// # Errors
+/// The broken contract.
+pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let keys = s.keys();
+    let (a1, a2, a3) = (act(1), act(2), act(3));
+    for id in [&a1, &a2, &a3] {
+        store.put_action(&action(id)).await.map_err(fail("put_action"))?;
+    }
+    let again = store.put_action(&action(&a1)).await;
+    ensure!(
+        matches!(again, Err(StoreError::Conflict(_))),
+        "a second action with the same id must be a conflict, got {again:?}"
+    );
+    let back = store.action(&a1).await.map_err(fail("action"))?;
+    ensure!(back == Some(action(&a1)), "action read back differs: {back:?}");
+    ensure!(
+        store.action(&act(99)).await.map_err(fail("action"))?.is_none(),
+        "an unknown action must be None"
+    );
+    let orphan = store.create_approval(&act(99), UnixMillis(1)).await;
+    ensure!(
+        matches!(orphan, Err(StoreError::NotFound(_))),
+        "an approval for an unknown action must be NotFound, got {orphan:?}"
+    );
+    for (i, id) in [&a1, &a2, &a3].into_iter().enumerate() {
+        let at = UnixMillis(150 + u64::try_from(i).unwrap_or(0));
+        store.create_approval(id, at).await.map_err(fail("create_approval"))?;
+        store.create_approval(id, UnixMillis(999)).await.map_err(fail("create_approval again"))?;
+    }
+    let p = store.approval(&a1).await.map_err(fail("approval"))?;
+    ensure!(
+        p.as_ref().is_some_and(|p| p.state == ApprovalState::Pending
+            && p.created_at == UnixMillis(150)
+            && p.decided_at.is_none()),
+        "a new approval must be pending and keep its first creation time, got {p:?}"
+    );
+    let c1 = confirmation(&keys, &a1)?;
+    let wrong = store
+        .decide_approval(&a2, true, "operator", UnixMillis(200), Some(c1.clone()))
+        .await;
+    ensure!(
+        matches!(wrong, Err(StoreError::Invalid(_))),
+        "a confirmation for another action must be refused, got {wrong:?}"
+    );
+    let deny_with = store
+        .decide_approval(&a2, false, "operator", UnixMillis(200), Some(confirmation(&keys, &a2)?))
+        .await;
+    ensure!(
+        matches!(deny_with, Err(StoreError::Invalid(_))),
+        "a denial carrying a confirmation must be refused, got {deny_with:?}"
+    );
+    let decided = store
+        .decide_approval(&a1, true, "operator", UnixMillis(200), Some(c1.clone()))
+        .await
+        .map_err(fail("decide_approval"))?;
+    ensure!(
+        decided.state == ApprovalState::Approved
+            && decided.decided_by.as_deref() == Some("operator")
+            && decided.decided_at == Some(UnixMillis(200))
+            && decided.confirmation.as_ref() == Some(&c1),
+        "the decided record differs: {decided:?}"
+    );
+    let twice = store
+        .decide_approval(&a1, false, "mallory", UnixMillis(300), None)
+        .await;
+    ensure!(
+        matches!(twice, Err(StoreError::Conflict(_))),
+        "a decided approval must not be decided again, got {twice:?}"
+    );
+    store
+        .decide_approval(&a2, false, "operator", UnixMillis(210), None)
+        .await
+        .map_err(fail("deny"))?;
+    let none = store.decide_approval(&act(98), true, "operator", UnixMillis(1), None).await;
+    ensure!(
+        matches!(none, Err(StoreError::NotFound(_))),
+        "deciding without an approval must be NotFound, got {none:?}"
+    );
+    let stored = store.approval(&a1).await.map_err(fail("approval"))?;
+    ensure!(stored == Some(decided), "the decision must read back unchanged");
+    let pending = store
+        .list_approvals(Some(ApprovalState::Pending))
+        .await
+        .map_err(fail("list_approvals"))?;
+    ensure!(
+        pending.len() == 1 && pending.iter().all(|(p, a)| p.action_id == a3 && a.action_id == a3),
+        "only the third approval is pending, got {pending:?}"
+    );
+    let all = store.list_approvals(None).await.map_err(fail("list_approvals"))?;
+    let order: Vec<&ActionId> = all.iter().map(|(p, _)| &p.action_id).collect();
+    ensure!(
+        order == vec![&a1, &a2, &a3],
+        "all approvals, oldest first, expected; got {order:?}"
+    );
+    Ok(())
+}
+
+/// Many tasks on several connections decide one approval at once: exactly one succeeds.
+///
+/// # Errors
+/// The broken contract.
+pub async fn approval_decided_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let id = act(7);
+    store.put_action(&action(&id)).await.map_err(fail("put_action"))?;
+    store.create_approval(&id, UnixMillis(1)).await.map_err(fail("create_approval"))?;
+    let mut stores = vec![store];
+    for _ in 0..2 {
+        stores.push(s.reopen().await?);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24u64 {
+        let st = Arc::clone(stores.get(usize::try_from(i % 3).unwrap_or(0)).ok_or("no store")?);
+        let id = id.clone();
+        tasks.spawn(async move {
+            st.decide_approval(&id, i % 2 == 0, &format!("confirmer-{i}"), UnixMillis(i), None)
+                .await
+        });
+    }
+    let mut wins = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.map_err(|e| format!("task: {e}"))? {
+            Ok(_) => wins += 1,
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => return Err(format!("a losing decision must be a conflict, got {e}")),
+        }
+    }
+    ensure!(wins == 1, "exactly one concurrent decision must win, {wins} did");
+    Ok(())
+}
+
+/// Many tasks on several independent connections race to reserve one action id: exactly one
+/// wins, and every later reservation — also through a new connection — loses.
+///
+/// # Errors
+/// The broken contract.
+pub async fn single_use_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    for round in 0..4u32 {
+        let id = act(1_000 + round);
+        let barrier = Arc::new(tokio::sync::Barrier::new(32));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..32usize {
+            let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+            let id = id.clone();
+            let barrier = Arc::clone(&barrier);
+            tasks.spawn(async move {
+                barrier.wait().await;
+                st.reserve(&id, &binding(), UnixMillis(5)).await
+            });
+        }
+        let mut wins = 0;
+        while let Some(joined) = tasks.join_next().await {
+            match joined.map_err(|e| format!("task: {e}"))? {
+                Ok(true) => wins += 1,
+                Ok(false) => {}
+                Err(e) => return Err(format!("a reservation must not fail: {e}")),
+            }
+        }
+        ensure!(wins == 1, "round {round}: exactly one reservation must win, {wins} did");
+        let late = s.reopen().await?;
+        ensure!(
+            !late.reserve(&id, &binding(), UnixMillis(6)).await.map_err(|e| e.to_string())?,
+            "round {round}: a reservation after the race must lose"
+        );
+    }
+    Ok(())
+}
+
+/// The ledger's transitions: `reserved → executed | failed | outcome_unknown`, once; every
+/// other transition refused (`Conflict`), unknown ids `NotFound`; entries keep what was
+/// recorded; spent ids are never reserved again; dangling reservations are the `reserved`
+/// ones, oldest first.
+///
+/// # Errors
+/// The broken contract.
+pub async fn ledger_transitions(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let (e, f, u, r) = (act(11), act(12), act(13), act(14));
+    for (id, at) in [(&e, 40), (&f, 30), (&u, 20), (&r, 10)] {
+        ensure!(
+            store.reserve(id, &binding(), UnixMillis(at)).await.map_err(|x| x.to_string())?,
+            "the first reservation of {id} must win"
+        );
+    }
+    let entry = store.ledger_entry(&r).await.map_err(fail("ledger_entry"))?;
+    ensure!(
+        entry.as_ref().is_some_and(|x| x.state == LedgerState::Reserved
+            && x.binding == binding()
+            && x.reserved_at == UnixMillis(10)
+            && x.finished_at.is_none()),
+        "a new entry must be reserved with its binding and time, got {entry:?}"
+    );
+    store.mark_executed(&e, "digest-e", UnixMillis(41)).await.map_err(fail("mark_executed"))?;
+    store.mark_failed(&f, "upstream_call", UnixMillis(31)).await.map_err(fail("mark_failed"))?;
+    store
+        .mark_outcome_unknown(&u, "upstream_timeout", UnixMillis(21))
+        .await
+        .map_err(fail("mark_outcome_unknown"))?;
+    let got = store.ledger_entry(&e).await.map_err(fail("ledger_entry"))?;
+    ensure!(
+        got.as_ref().is_some_and(|x| x.state == LedgerState::Executed
+            && x.result_digest.as_deref() == Some("digest-e")
+            && x.finished_at == Some(UnixMillis(41))),
+        "executed entry differs: {got:?}"
+    );
+    let got = store.ledger_entry(&f).await.map_err(fail("ledger_entry"))?;
+    ensure!(
+        got.as_ref().is_some_and(|x| x.state == LedgerState::Failed
+            && x.failure.as_deref() == Some("upstream_call")),
+        "failed entry differs: {got:?}"
+    );
+    let got = store.ledger_entry(&u).await.map_err(fail("ledger_entry"))?;
+    ensure!(
+        got.as_ref().is_some_and(|x| x.state == LedgerState::OutcomeUnknown
+            && x.failure.as_deref() == Some("upstream_timeout")),
+        "outcome_unknown entry differs: {got:?}"
+    );
+    // Every transition out of a final state is refused, and leaves the entry as it was.
+    for id in [&e, &f, &u] {
+        let before = store.ledger_entry(id).await.map_err(fail("ledger_entry"))?;
+        let x = store.mark_executed(id, "other", UnixMillis(99)).await;
+        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: executed again gave {x:?}");
+        let x = store.mark_failed(id, "other", UnixMillis(99)).await;
+        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: failed again gave {x:?}");
+        let x = store.mark_outcome_unknown(id, "other", UnixMillis(99)).await;
+        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: outcome_unknown again gave {x:?}");
+        let after = store.ledger_entry(id).await.map_err(fail("ledger_entry"))?;
+        ensure!(before == after, "{id}: a refused transition changed the entry");
+        ensure!(
+            !store.reserve(id, &binding(), UnixMillis(100)).await.map_err(|x| x.to_string())?,
+            "{id}: a spent id must never be reserved again"
+        );
+    }
+    let unknown = act(19);
+    let x = store.mark_executed(&unknown, "d", UnixMillis(1)).await;
+    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: executed gave {x:?}");
+    let x = store.mark_failed(&unknown, "d", UnixMillis(1)).await;
+    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: failed gave {x:?}");
+    let x = store.mark_outcome_unknown(&unknown, "d", UnixMillis(1)).await;
+    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: outcome_unknown gave {x:?}");
+    ensure!(
+        store.ledger_entry(&unknown).await.map_err(fail("ledger_entry"))?.is_none(),
+        "an unknown id must have no entry"
+    );
+    let dangling = store
+        .dangling_reservations()
+        .await
+        .map_err(fail("dangling_reservations"))?;
+    let ids: Vec<&ActionId> = dangling.iter().map(|x| &x.action_id).collect();
+    ensure!(ids == vec![&r], "only the reserved entry is dangling, got {ids:?}");
+    Ok(())
+}
+
+/// The audit chain: gap-free sequence numbers from 1, records read back as appended, paging
+/// by sequence number, and the whole chain verifies.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_chain(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    ensure!(
+        store.verify_audit().await.map_err(fail("verify_audit"))? == 0,
+        "an empty log verifies as 0 records"
+    );
+    let mut appended = Vec::new();
+    for n in 1..=12u64 {
+        let rec = store.append_audit(event(n)).await.map_err(fail("append_audit"))?;
+        ensure!(rec.seq == n, "record {n} got sequence number {}", rec.seq);
+        appended.push(rec);
+    }
+    let all = store.audit_records(0, usize::MAX).await.map_err(fail("audit_records"))?;
+    ensure!(all == appended, "records read back differ from those appended");
+    let page = store.audit_records(5, 3).await.map_err(fail("audit_records"))?;
+    let seqs: Vec<u64> = page.iter().map(|r| r.seq).collect();
+    ensure!(seqs == vec![5, 6, 7], "a page from 5 of 3 records, got {seqs:?}");
+    let other = s.reopen().await?;
+    ensure!(
+        other.verify_audit().await.map_err(fail("verify_audit"))? == 12,
+        "the chain of 12 records must verify through another connection"
+    );
+    Ok(())
+}
+
+/// Several connections append concurrently: the result is one gap-free chain that verifies.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_chain_under_concurrent_appenders(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (w, st) in stores.iter().enumerate() {
+        let st = Arc::clone(st);
+        let w = u64::try_from(w).unwrap_or(0);
+        tasks.spawn(async move {
+            for n in 0..25u64 {
+                st.append_audit(event(w * 100 + n)).await?;
+            }
+            Ok::<(), StoreError>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("concurrent append"))?;
+    }
+    let store = s.store();
+    let n = store.verify_audit().await.map_err(fail("verify_audit"))?;
+    ensure!(n == 100, "100 appends must make a chain of 100 records, got {n}");
+    let seqs: Vec<u64> = store
+        .audit_records(0, usize::MAX)
+        .await
+        .map_err(fail("audit_records"))?
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    ensure!(
+        seqs == (1..=100).collect::<Vec<u64>>(),
+        "sequence numbers must be 1..=100 without gaps"
+    );
+    Ok(())
+}
+
+/// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
+/// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
+/// (the factory says why, e.g. no database server configured or reachable); a factory that
+/// cannot build its subject for any other reason panics.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:path) => {
+        $crate::conformance_tests!(@case $factory,
+            sessions, vault, vault_ciphertext_never_in_clear, handles,
+            expired_records_stay_until_checked, actions_and_approvals,
+            approval_decided_once_under_concurrency, single_use_under_concurrency,
+            ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders);
+    };
+    (@case $factory:path, $($check:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $check() {
+                let Some(subject) = $factory().await else {
+                    return;
+                };
+                if let Err(e) = $crate::conformance::$check(&subject).await {
+                    panic!("conformance check `{}` failed: {e}", stringify!($check));
+                }
+            }
+        )+
+    };
+}

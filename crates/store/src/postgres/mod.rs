@@ -1,0 +1,1019 @@
+//! # PostgreSQL store, for several gateway replicas on one database
+//!
+//! [`PgStore`] implements the storage traits of [`secureclaw_core::store`] on PostgreSQL
+//! (`tokio-postgres` behind a `deadpool-postgres` pool), with the same contracts as the SQLite
+//! store and the same conformance suite. Several gateways (replicas) may share one database:
+//!
+//! - **single use** is the primary key of `ledger`: a reservation is one
+//!   `INSERT … ON CONFLICT (action_id) DO NOTHING`, atomic across every connection of every
+//!   replica;
+//! - **one audit chain** with several writers: an append takes the transaction-scoped advisory
+//!   lock [`AUDIT_LOCK`], reads the last record and inserts the next in the same transaction,
+//!   so appends from every replica serialize into one gap-free chain;
+//! - **append-only** is enforced in the database: triggers refuse `UPDATE`, `DELETE` and
+//!   `TRUNCATE` on `audit`, `DELETE` and `TRUNCATE` on `ledger`, any ledger update other than
+//!   `reserved → executed | failed | outcome_unknown`, and any change to a decided approval;
+//! - **dangling reservations** name the replica that made them (a random id per process) and
+//!   each replica holds a lease in `replicas`, renewed in the background: a starting replica
+//!   reports as dangling only reservations of its own or of replicas whose lease has lapsed
+//!   (times are the database server's `now()`, so replicas' clocks do not matter), never
+//!   another live replica's commit in flight;
+//! - **versioned migrations** ([`schema`]) are applied at connect, under an advisory lock;
+//! - **fail closed**: every connection, pool or SQL failure is [`StoreError::Unavailable`];
+//!   nothing is ever answered from memory.
+//!
+//! Why `tokio-postgres` + `deadpool-postgres` (rather than `sqlx`): the gateway already runs
+//! on tokio; `tokio-postgres` is the maintained native driver underneath most of the
+//! ecosystem, with no compile-time query checking that would need a database at build time
+//! and no macros; `deadpool-postgres` is a small, widely used pool for it with wait/create
+//! timeouts, so a database that stops answering turns into errors (fail closed) instead of
+//! hanging calls.
+//!
+//! Connections are plain TCP or Unix sockets (`NoTls`): TLS to the database server is not
+//! supported yet (see the README for running it over a trusted network or a local socket).
+//! The vault key never reaches the database: values are encrypted in the gateway.
+//!
+//! Integers: times, versions and sequence numbers are `u64`, stored bit-for-bit as `BIGINT`
+//! (as in the SQLite store).
+
+mod schema;
+
+use crate::{corrupt, int, uint};
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
+use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
+use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
+use secureclaw_core::binding::BindingDigest;
+use secureclaw_core::confirmation::Confirmation;
+use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
+use secureclaw_core::keys::{KeyId, KeyRing};
+use secureclaw_core::store::{
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry,
+    LedgerState, LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
+};
+use secureclaw_core::vault::{self, SealedValue, VaultError};
+use secureclaw_core::{ActionId, UnixMillis};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use zeroize::Zeroizing;
+
+/// Advisory lock key that serializes audit appends ("SCAUDIT\0" in ASCII).
+pub const AUDIT_LOCK: i64 = 0x5343_4155_4449_5400;
+
+/// How long a replica's lease lasts without renewal.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// How often the lease is renewed.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a call waits for a pooled connection, a new connection or a recycle check.
+const POOL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest number of connections one replica holds.
+const POOL_SIZE: usize = 16;
+
+/// The error type of the driver.
+pub(crate) type PgError = tokio_postgres::Error;
+
+/// Any driver failure: the store is unavailable (fail closed). The server's message is kept,
+/// never the statement's parameters.
+pub(crate) fn db(e: PgError) -> StoreError {
+    match e.as_db_error() {
+        Some(d) => StoreError::Unavailable(format!("postgres: {}", d.message())),
+        None => StoreError::Unavailable(format!("postgres: {e}")),
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Unavailable(format!("postgres pool: {e}"))
+}
+
+/// The PostgreSQL store. `Send + Sync`; share it with an [`Arc`]. Dropping it stops the lease
+/// renewal (the lease then lapses after at most [`LEASE`]).
+pub struct PgStore {
+    pool: Pool,
+    keys: Arc<KeyRing>,
+    replica: String,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("replica", &self.replica)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.renewal.abort();
+    }
+}
+
+fn random_hex(bytes: usize) -> Result<String, StoreError> {
+    let mut b = vec![0u8; bytes];
+    getrandom::fill(&mut b)
+        .map_err(|e| StoreError::Unavailable(format!("random source failed: {e}")))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+impl PgStore {
+    /// Connect to the database at `url` (`postgres://user@host:port/db?…`, any libpq-style
+    /// URL or key=value string `tokio-postgres` accepts), apply pending migrations, and
+    /// register this process as a replica with a fresh id and a lease renewed in the
+    /// background. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] if the URL does not parse, the server cannot be reached or
+    /// a statement fails; [`StoreError::SchemaTooNew`] if a newer build migrated the database.
+    pub async fn connect(url: &str, keys: Arc<KeyRing>) -> Result<Self, StoreError> {
+        let mut pg: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: PgError| StoreError::Unavailable(format!("postgres url: {e}")))?;
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(POOL_TIMEOUT);
+        }
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .timeouts(Timeouts {
+                wait: Some(POOL_TIMEOUT),
+                create: Some(POOL_TIMEOUT),
+                recycle: Some(POOL_TIMEOUT),
+            })
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("postgres pool: {e}")))?;
+        {
+            let mut client = pool.get().await.map_err(pool_error)?;
+            schema::migrate(&mut client).await?;
+        }
+        let replica = format!("rep_{}", random_hex(12)?);
+        let lease_secs = i64::try_from(LEASE.as_secs()).unwrap_or(i64::MAX);
+        pool.get()
+            .await
+            .map_err(pool_error)?
+            .execute(
+                "INSERT INTO replicas (id, lease_until)
+                 VALUES ($1, now() + make_interval(secs => $2::bigint))",
+                &[&replica, &lease_secs],
+            )
+            .await
+            .map_err(db)?;
+        let renewal = tokio::spawn(renew(pool.clone(), replica.clone()));
+        Ok(Self {
+            pool,
+            keys,
+            replica,
+            renewal,
+        })
+    }
+
+    /// This replica's id (`rep_…`), recorded with each of its reservations.
+    #[must_use]
+    pub fn replica_id(&self) -> &str {
+        &self.replica
+    }
+
+    /// The schema version of the database.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub async fn schema_version(&self) -> Result<u32, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let v = schema::version(&tx).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(v)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Renew this replica's lease now (the background task does so every 10 s).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub async fn renew_lease(&self) -> Result<(), StoreError> {
+        renew_once(&self.pool, &self.replica).await
+    }
+}
+
+async fn renew_once(pool: &Pool, replica: &str) -> Result<(), StoreError> {
+    let lease_secs = i64::try_from(LEASE.as_secs()).unwrap_or(i64::MAX);
+    pool.get()
+        .await
+        .map_err(pool_error)?
+        .execute(
+            "INSERT INTO replicas (id, lease_until)
+             VALUES ($1, now() + make_interval(secs => $2::bigint))
+             ON CONFLICT (id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+            &[&replica, &lease_secs],
+        )
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// The background lease renewal: every [`RENEW_EVERY`], for as long as the store lives. A
+/// failed renewal is logged; if the database stays unreachable the lease lapses, and another
+/// replica starting then reports this one's reservations as dangling (a report: nothing is
+/// re-executed, since reservations are never executed again).
+async fn renew(pool: Pool, replica: String) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        if let Err(e) = renew_once(&pool, &replica).await {
+            tracing::warn!(replica, error = %e, "lease renewal failed");
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------- decoding
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    i: usize,
+    what: &str,
+) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| corrupt(what, e))
+}
+
+const SESSION_COLUMNS: &str = "id, caller, envelope, created_at, expires_at";
+
+fn session_row(r: &tokio_postgres::Row) -> Result<SessionRecord, StoreError> {
+    let envelope: String = get(r, 2, "session")?;
+    Ok(SessionRecord {
+        id: get(r, 0, "session")?,
+        caller: get(r, 1, "session")?,
+        envelope: serde_json::from_str(&envelope).map_err(|e| corrupt("task envelope", e))?,
+        created_at: UnixMillis(uint(get(r, 3, "session")?)),
+        expires_at: UnixMillis(uint(get(r, 4, "session")?)),
+    })
+}
+
+const HANDLE_COLUMNS: &str = "id, caller, session, object_id, version, label, sensitivity, \
+                              source, anchored, allowed_sinks, created_at, expires_at, revoked";
+
+fn handle_row(r: &tokio_postgres::Row) -> Result<HandleRecord, StoreError> {
+    let sensitivity: String = get(r, 6, "handle")?;
+    let sensitivity = match sensitivity.as_str() {
+        "low" => Sensitivity::Low,
+        "medium" => Sensitivity::Medium,
+        "high" => Sensitivity::High,
+        other => return Err(StoreError::Corrupt(format!("handle sensitivity `{other}`"))),
+    };
+    let sinks: String = get(r, 9, "handle")?;
+    Ok(HandleRecord {
+        id: HandleId(get(r, 0, "handle")?),
+        caller: get(r, 1, "handle")?,
+        session: get(r, 2, "handle")?,
+        object_id: get(r, 3, "handle")?,
+        version: uint(get(r, 4, "handle")?),
+        label: get(r, 5, "handle")?,
+        sensitivity,
+        source: get(r, 7, "handle")?,
+        anchored: get(r, 8, "handle")?,
+        allowed_sinks: serde_json::from_str(&sinks)
+            .map_err(|e| corrupt("handle allowed sinks", e))?,
+        created_at: UnixMillis(uint(get(r, 10, "handle")?)),
+        expires_at: UnixMillis(uint(get(r, 11, "handle")?)),
+        revoked: get(r, 12, "handle")?,
+    })
+}
+
+const ACTION_COLUMNS: &str = "a.action_id, a.session, a.caller, a.tool, a.binding_kid, \
+     a.binding, a.needs_confirmation, a.created_at, a.request_json, a.display";
+const APPROVAL_COLUMNS: &str =
+    "p.action_id, p.state, p.created_at, p.decided_at, p.decided_by, p.confirmation";
+
+/// [`ACTION_COLUMNS`] starting at column `at`.
+fn action_row(r: &tokio_postgres::Row, at: usize) -> Result<ActionRecord, StoreError> {
+    Ok(ActionRecord {
+        action_id: ActionId(get(r, at, "action")?),
+        session: get(r, at + 1, "action")?,
+        caller: get(r, at + 2, "action")?,
+        tool: get(r, at + 3, "action")?,
+        binding: BindingDigest {
+            kid: KeyId(get(r, at + 4, "action")?),
+            digest: get(r, at + 5, "action")?,
+        },
+        needs_confirmation: get(r, at + 6, "action")?,
+        created_at: UnixMillis(uint(get(r, at + 7, "action")?)),
+        request_json: get(r, at + 8, "action")?,
+        display: get(r, at + 9, "action")?,
+    })
+}
+
+/// [`APPROVAL_COLUMNS`] starting at column 0.
+fn approval_row(r: &tokio_postgres::Row) -> Result<ApprovalRecord, StoreError> {
+    let state: String = get(r, 1, "approval")?;
+    let decided_at: Option<i64> = get(r, 3, "approval")?;
+    let confirmation: Option<String> = get(r, 5, "approval")?;
+    Ok(ApprovalRecord {
+        action_id: ActionId(get(r, 0, "approval")?),
+        state: ApprovalState::parse(&state)?,
+        created_at: UnixMillis(uint(get(r, 2, "approval")?)),
+        decided_at: decided_at.map(|t| UnixMillis(uint(t))),
+        decided_by: get(r, 4, "approval")?,
+        confirmation: confirmation
+            .map(|c| serde_json::from_str(&c))
+            .transpose()
+            .map_err(|e| corrupt("approval confirmation", e))?,
+    })
+}
+
+const LEDGER_COLUMNS: &str =
+    "action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest, failure";
+
+fn ledger_row(r: &tokio_postgres::Row) -> Result<LedgerEntry, StoreError> {
+    let state: String = get(r, 3, "ledger entry")?;
+    let finished_at: Option<i64> = get(r, 5, "ledger entry")?;
+    Ok(LedgerEntry {
+        action_id: ActionId(get(r, 0, "ledger entry")?),
+        binding: BindingDigest {
+            kid: KeyId(get(r, 1, "ledger entry")?),
+            digest: get(r, 2, "ledger entry")?,
+        },
+        state: LedgerState::parse(&state)?,
+        reserved_at: UnixMillis(uint(get(r, 4, "ledger entry")?)),
+        finished_at: finished_at.map(|t| UnixMillis(uint(t))),
+        result_digest: get(r, 6, "ledger entry")?,
+        failure: get(r, 7, "ledger entry")?,
+    })
+}
+
+const AUDIT_COLUMNS: &str = "seq, kid, prev, mac, event";
+
+fn audit_row(r: &tokio_postgres::Row) -> Result<AuditRecord, StoreError> {
+    let seq = uint(get(r, 0, "audit record")?);
+    let event: String = get(r, 4, "audit record")?;
+    Ok(AuditRecord {
+        seq,
+        event: serde_json::from_str(&event)
+            .map_err(|e| corrupt(&format!("audit record {seq}"), e))?,
+        kid: KeyId(get(r, 1, "audit record")?),
+        prev: get(r, 2, "audit record")?,
+        mac: get(r, 3, "audit record")?,
+    })
+}
+
+/// The associated data binding a ciphertext to its object and version (as in SQLite).
+fn aad(object_id: &str, version: u64) -> String {
+    format!("{object_id}@v{version}")
+}
+
+fn vault_error(e: VaultError) -> StoreError {
+    match e {
+        VaultError::Key(k) => StoreError::Key(k),
+        VaultError::Decrypt => StoreError::Corrupt("vault value does not decrypt".into()),
+    }
+}
+
+// --------------------------------------------------------------------------------- traits
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let envelope =
+            serde_json::to_string(&record.envelope).map_err(|e| corrupt("task envelope", e))?;
+        let inserted = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO sessions (id, caller, envelope, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+                &[
+                    &record.id,
+                    &record.caller,
+                    &envelope,
+                    &int(record.created_at.0),
+                    &int(record.expires_at.0),
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if inserted != 1 {
+            return Err(StoreError::Conflict(format!(
+                "session `{}` already exists",
+                record.id
+            )));
+        }
+        Ok(())
+    }
+
+    async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
+                &[&id],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(session_row).transpose()
+    }
+}
+
+#[async_trait]
+impl VaultStore for PgStore {
+    async fn put_object(
+        &self,
+        object_id: &str,
+        version: u64,
+        plaintext: &[u8],
+        nonce: [u8; 12],
+    ) -> Result<(), StoreError> {
+        let sealed = vault::seal(&self.keys, &aad(object_id, version), plaintext, nonce)
+            .map_err(vault_error)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let used = tx
+            .query_opt(
+                "SELECT 1 FROM vault_objects WHERE kid = $1 AND nonce = $2",
+                &[&sealed.kid.0, &sealed.nonce],
+            )
+            .await
+            .map_err(db)?
+            .is_some();
+        if used {
+            return Err(StoreError::Invalid(format!(
+                "nonce already used under vault key `{}`",
+                sealed.kid
+            )));
+        }
+        let inserted = tx
+            .execute(
+                "INSERT INTO vault_objects (object_id, version, kid, nonce, ciphertext)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_id, version) DO NOTHING",
+                &[
+                    &object_id,
+                    &int(version),
+                    &sealed.kid.0,
+                    &sealed.nonce,
+                    &sealed.ciphertext,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if inserted != 1 {
+            return Err(StoreError::Conflict(format!(
+                "vault object `{object_id}` version {version} already exists"
+            )));
+        }
+        tx.commit().await.map_err(db)
+    }
+
+    async fn object_value(
+        &self,
+        object_id: &str,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
+        self.load_object(object_id, None).await
+    }
+
+    async fn object_value_at(
+        &self,
+        object_id: &str,
+        version: u64,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
+        self.load_object(object_id, Some(version)).await
+    }
+
+    async fn put_handle_keyed(
+        &self,
+        record: &HandleRecord,
+        reuse_key: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let sinks = serde_json::to_string(&record.allowed_sinks)
+            .map_err(|e| corrupt("handle allowed sinks", e))?;
+        let inserted = self
+            .client()
+            .await?
+            .execute(
+                &format!(
+                    "INSERT INTO handles ({HANDLE_COLUMNS}, reuse_key)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                     ON CONFLICT (id) DO NOTHING"
+                ),
+                &[
+                    &record.id.0,
+                    &record.caller,
+                    &record.session,
+                    &record.object_id,
+                    &int(record.version),
+                    &record.label,
+                    &record.sensitivity.as_str(),
+                    &record.source,
+                    &record.anchored,
+                    &sinks,
+                    &int(record.created_at.0),
+                    &int(record.expires_at.0),
+                    &record.revoked,
+                    &reuse_key,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if inserted != 1 {
+            return Err(StoreError::Conflict(format!(
+                "handle `{}` already exists",
+                record.id
+            )));
+        }
+        Ok(())
+    }
+
+    async fn handle(&self, id: &HandleId) -> Result<Option<HandleRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {HANDLE_COLUMNS} FROM handles WHERE id = $1"),
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(handle_row).transpose()
+    }
+
+    async fn reusable_handle(
+        &self,
+        session: &str,
+        reuse_key: &str,
+        valid_until: UnixMillis,
+    ) -> Result<Option<HandleRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!(
+                    "SELECT {HANDLE_COLUMNS} FROM handles
+                     WHERE session = $1 AND reuse_key = $2 AND NOT revoked AND expires_at >= $3
+                     ORDER BY created_at DESC, id LIMIT 1"
+                ),
+                &[&session, &reuse_key, &int(valid_until.0)],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(handle_row).transpose()
+    }
+
+    async fn revoke_handle(&self, id: &HandleId) -> Result<bool, StoreError> {
+        let changed = self
+            .client()
+            .await?
+            .execute(
+                "UPDATE handles SET revoked = TRUE WHERE id = $1 AND NOT revoked",
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        Ok(changed == 1)
+    }
+
+    async fn handles_for_session(&self, session: &str) -> Result<Vec<HandleRecord>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT {HANDLE_COLUMNS} FROM handles WHERE session = $1
+                     ORDER BY created_at, id"
+                ),
+                &[&session],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter().map(handle_row).collect()
+    }
+}
+
+impl PgStore {
+    async fn load_object(
+        &self,
+        object_id: &str,
+        version: Option<u64>,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT version, kid, nonce, ciphertext FROM vault_objects
+                 WHERE object_id = $1 AND ($2::bigint IS NULL OR version = $2)
+                 ORDER BY version DESC LIMIT 1",
+                &[&object_id, &version.map(int)],
+            )
+            .await
+            .map_err(db)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let stored_version: i64 = get(&row, 0, "vault object")?;
+        let sealed = SealedValue {
+            kid: KeyId(get(&row, 1, "vault object")?),
+            nonce: get(&row, 2, "vault object")?,
+            ciphertext: get(&row, 3, "vault object")?,
+        };
+        vault::open(&self.keys, &aad(object_id, uint(stored_version)), &sealed)
+            .map(Some)
+            .map_err(vault_error)
+    }
+}
+
+#[async_trait]
+impl ActionStore for PgStore {
+    async fn put_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
+        let inserted = self
+            .client()
+            .await?
+            .execute(
+                "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding,
+                                      needs_confirmation, created_at, request_json, display)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (action_id) DO NOTHING",
+                &[
+                    &record.action_id.0,
+                    &record.session,
+                    &record.caller,
+                    &record.tool,
+                    &record.binding.kid.0,
+                    &record.binding.digest,
+                    &record.needs_confirmation,
+                    &int(record.created_at.0),
+                    &record.request_json,
+                    &record.display,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if inserted != 1 {
+            return Err(StoreError::Conflict(format!(
+                "action `{}` already exists",
+                record.action_id
+            )));
+        }
+        Ok(())
+    }
+
+    async fn action(&self, id: &ActionId) -> Result<Option<ActionRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {ACTION_COLUMNS} FROM actions a WHERE a.action_id = $1"),
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(|r| action_row(r, 0)).transpose()
+    }
+
+    async fn create_approval(&self, id: &ActionId, at: UnixMillis) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let known = tx
+            .query_opt("SELECT 1 FROM actions WHERE action_id = $1", &[&id.0])
+            .await
+            .map_err(db)?
+            .is_some();
+        if !known {
+            return Err(StoreError::NotFound(format!("action `{id}`")));
+        }
+        tx.execute(
+            "INSERT INTO approvals (action_id, state, created_at) VALUES ($1, 'pending', $2)
+             ON CONFLICT (action_id) DO NOTHING",
+            &[&id.0, &int(at.0)],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn approval(&self, id: &ActionId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = $1"),
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(approval_row).transpose()
+    }
+
+    async fn list_approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT {APPROVAL_COLUMNS}, {ACTION_COLUMNS}
+                     FROM approvals p JOIN actions a ON a.action_id = p.action_id
+                     WHERE $1::text IS NULL OR p.state = $1
+                     ORDER BY p.created_at, p.action_id"
+                ),
+                &[&state.map(ApprovalState::as_str)],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| Ok((approval_row(r)?, action_row(r, 6)?)))
+            .collect()
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ActionId,
+        approve: bool,
+        by: &str,
+        at: UnixMillis,
+        confirmation: Option<Confirmation>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        crate::actions::check_decision(id, approve, confirmation.as_ref())?;
+        let state = if approve {
+            ApprovalState::Approved
+        } else {
+            ApprovalState::Denied
+        };
+        let confirmation_json = confirmation
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| corrupt("confirmation", e))?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let changed = tx
+            .execute(
+                "UPDATE approvals SET state = $2, decided_at = $3, decided_by = $4,
+                                      confirmation = $5
+                 WHERE action_id = $1 AND state = 'pending'",
+                &[&id.0, &state.as_str(), &int(at.0), &by, &confirmation_json],
+            )
+            .await
+            .map_err(db)?;
+        let row = tx
+            .query_opt(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = $1"),
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound(format!("approval for `{id}`")));
+        };
+        let record = approval_row(&row)?;
+        if changed != 1 {
+            return Err(StoreError::Conflict(format!(
+                "approval for `{id}` is already {}",
+                record.state.as_str()
+            )));
+        }
+        Ok(record)
+    }
+}
+
+#[async_trait]
+impl SingleUseLedger for PgStore {
+    /// One `INSERT … ON CONFLICT (action_id) DO NOTHING`; `Ok(true)` iff this call inserted
+    /// the row. Any failure is an error, never `Ok(true)`.
+    async fn reserve(
+        &self,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, LedgerError> {
+        let client = self
+            .client()
+            .await
+            .map_err(|e| LedgerError(e.to_string()))?;
+        let inserted = client
+            .execute(
+                "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
+                 VALUES ($1, $2, $3, 'reserved', $4, $5)
+                 ON CONFLICT (action_id) DO NOTHING",
+                &[
+                    &action_id.0,
+                    &binding.kid.0,
+                    &binding.digest,
+                    &int(at.0),
+                    &self.replica,
+                ],
+            )
+            .await
+            .map_err(|e| LedgerError(db(e).to_string()))?;
+        Ok(inserted == 1)
+    }
+}
+
+impl PgStore {
+    async fn finish(
+        &self,
+        id: &ActionId,
+        update: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let changed = tx.execute(update, params).await.map_err(db)?;
+        if changed == 1 {
+            return tx.commit().await.map_err(db);
+        }
+        let state: Option<String> = match tx
+            .query_opt("SELECT state FROM ledger WHERE action_id = $1", &[&id.0])
+            .await
+            .map_err(db)?
+        {
+            Some(row) => Some(get(&row, 0, "ledger entry")?),
+            None => None,
+        };
+        match state {
+            None => Err(StoreError::NotFound(format!("ledger entry `{id}`"))),
+            Some(state) => Err(StoreError::Conflict(format!(
+                "ledger entry `{id}` is already {state}"
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl LedgerStore for PgStore {
+    async fn mark_executed(
+        &self,
+        id: &ActionId,
+        result_digest: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'executed', finished_at = $2, result_digest = $3
+             WHERE action_id = $1 AND state = 'reserved'",
+            &[&id.0, &int(at.0), &result_digest],
+        )
+        .await
+    }
+
+    async fn mark_failed(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'failed', finished_at = $2, failure = $3
+             WHERE action_id = $1 AND state = 'reserved'",
+            &[&id.0, &int(at.0), &reason],
+        )
+        .await
+    }
+
+    async fn mark_outcome_unknown(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.finish(
+            id,
+            "UPDATE ledger SET state = 'outcome_unknown', finished_at = $2, failure = $3
+             WHERE action_id = $1 AND state = 'reserved'",
+            &[&id.0, &int(at.0), &reason],
+        )
+        .await
+    }
+
+    async fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                &format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE action_id = $1"),
+                &[&id.0],
+            )
+            .await
+            .map_err(db)?;
+        row.as_ref().map(ledger_row).transpose()
+    }
+
+    /// Reservations still `reserved` made by this replica or by a replica whose lease has
+    /// lapsed (or that never registered), oldest first — never another live replica's.
+    async fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT {LEDGER_COLUMNS} FROM ledger l
+                     WHERE l.state = 'reserved'
+                       AND (l.replica = $1 OR NOT EXISTS (
+                            SELECT 1 FROM replicas r
+                            WHERE r.id = l.replica AND r.lease_until > now()))
+                     ORDER BY l.reserved_at, l.action_id"
+                ),
+                &[&self.replica],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter().map(ledger_row).collect()
+    }
+}
+
+#[async_trait]
+impl AuditSink for PgStore {
+    /// Under the advisory lock [`AUDIT_LOCK`], in one transaction: read the last record,
+    /// chain the next, insert it. Appends from every replica thus form one chain.
+    async fn append_audit(&self, event: AuditEvent) -> Result<AuditRecord, StoreError> {
+        let event_json = serde_json::to_string(&event).map_err(|e| corrupt("audit event", e))?;
+        let kind = serde_json::to_value(event.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let at = int(event.at.0);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&AUDIT_LOCK])
+            .await
+            .map_err(db)?;
+        let last = tx
+            .query_opt("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1", &[])
+            .await
+            .map_err(db)?;
+        let (prev_seq, prev_mac) = match last {
+            Some(row) => (
+                uint(get(&row, 0, "audit head")?),
+                get::<String>(&row, 1, "audit head")?,
+            ),
+            None => (0, GENESIS.to_owned()),
+        };
+        let seq = prev_seq
+            .checked_add(1)
+            .filter(|s| i64::try_from(*s).is_ok())
+            .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
+        let record = audit::chain(&self.keys, &prev_mac, seq, event)?;
+        tx.execute(
+            "INSERT INTO audit (seq, kid, prev, mac, kind, at, event)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &int(seq),
+                &record.kid.0,
+                &record.prev,
+                &record.mac,
+                &kind,
+                &at,
+                &event_json,
+            ],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(record)
+    }
+
+    async fn audit_records(
+        &self,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let from = i64::try_from(from_seq).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE seq >= $1 ORDER BY seq LIMIT $2"),
+                &[&from, &limit],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter().map(audit_row).collect()
+    }
+
+    async fn verify_audit(&self) -> Result<u64, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"),
+                &[],
+            )
+            .await
+            .map_err(db)?;
+        let records = rows.iter().map(audit_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(audit::verify_chain(&self.keys, &records)?)
+    }
+}

@@ -1,0 +1,218 @@
+//! PostgreSQL schema migrations, tracked in the table `secureclaw_schema` (one row per
+//! applied version).
+//!
+//! Migration `n` (1-based) brings the schema from version `n - 1` to `n`. Migrations are only
+//! ever appended; a released migration is never edited. They run in one transaction under a
+//! transaction-scoped advisory lock, so replicas starting at once apply each exactly once.
+
+use super::db;
+use secureclaw_core::store::StoreError;
+
+/// Advisory lock key that serializes migrations ("SCMIGRAT" in ASCII).
+const MIGRATE_LOCK: i64 = 0x5343_4d49_4752_4154;
+
+/// Version 1: every table, index and integrity trigger.
+const V1: &str = r"
+CREATE FUNCTION secureclaw_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0];
+    RETURN NULL;
+END
+$$;
+
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    caller      TEXT NOT NULL,
+    envelope    TEXT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL
+);
+
+CREATE TABLE vault_objects (
+    object_id   TEXT NOT NULL,
+    version     BIGINT NOT NULL,
+    kid         TEXT NOT NULL,
+    nonce       BYTEA NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BYTEA NOT NULL,
+    PRIMARY KEY (object_id, version)
+);
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX vault_objects_nonce ON vault_objects (kid, nonce);
+
+CREATE TABLE handles (
+    id             TEXT PRIMARY KEY,
+    caller         TEXT NOT NULL,
+    session        TEXT NOT NULL,
+    object_id      TEXT NOT NULL,
+    version        BIGINT NOT NULL,
+    label          TEXT NOT NULL,
+    sensitivity    TEXT NOT NULL CHECK (sensitivity IN ('low', 'medium', 'high')),
+    source         TEXT NOT NULL,
+    anchored       BOOLEAN NOT NULL,
+    allowed_sinks  TEXT NOT NULL,
+    created_at     BIGINT NOT NULL,
+    expires_at     BIGINT NOT NULL,
+    revoked        BOOLEAN NOT NULL,
+    reuse_key      TEXT
+);
+CREATE INDEX handles_session ON handles (session, created_at);
+CREATE INDEX handles_reuse ON handles (session, reuse_key, created_at)
+    WHERE reuse_key IS NOT NULL;
+
+CREATE TABLE actions (
+    action_id           TEXT PRIMARY KEY,
+    session             TEXT NOT NULL,
+    caller              TEXT NOT NULL,
+    tool                TEXT NOT NULL,
+    binding_kid         TEXT NOT NULL,
+    binding             TEXT NOT NULL,
+    needs_confirmation  BOOLEAN NOT NULL,
+    created_at          BIGINT NOT NULL,
+    request_json        TEXT NOT NULL,
+    display             TEXT NOT NULL
+);
+
+CREATE TABLE approvals (
+    action_id     TEXT PRIMARY KEY REFERENCES actions (action_id),
+    state         TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied')),
+    created_at    BIGINT NOT NULL,
+    decided_at    BIGINT,
+    decided_by    TEXT,
+    confirmation  TEXT
+);
+CREATE INDEX approvals_state ON approvals (state, created_at);
+CREATE FUNCTION secureclaw_approval_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.state <> 'pending' OR NEW.action_id IS DISTINCT FROM OLD.action_id THEN
+        RAISE EXCEPTION 'a decided approval cannot change';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER approvals_decided_once BEFORE UPDATE ON approvals
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_approval_once();
+CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('approvals cannot be deleted');
+
+-- Gateway replicas and their leases: a reservation names the replica that made it, and only a
+-- reservation whose replica's lease has lapsed is reported as dangling by another replica.
+CREATE TABLE replicas (
+    id           TEXT PRIMARY KEY,
+    started_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    lease_until  TIMESTAMPTZ NOT NULL
+);
+
+CREATE TABLE ledger (
+    action_id      TEXT PRIMARY KEY,
+    binding_kid    TEXT NOT NULL,
+    binding        TEXT NOT NULL,
+    state          TEXT NOT NULL
+                   CHECK (state IN ('reserved', 'executed', 'failed', 'outcome_unknown')),
+    reserved_at    BIGINT NOT NULL,
+    finished_at    BIGINT,
+    result_digest  TEXT,
+    failure        TEXT,
+    replica        TEXT NOT NULL
+);
+CREATE INDEX ledger_state ON ledger (state, reserved_at);
+CREATE FUNCTION secureclaw_ledger_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.state <> 'reserved'
+       OR NEW.state = 'reserved'
+       OR NEW.action_id IS DISTINCT FROM OLD.action_id
+       OR NEW.binding_kid IS DISTINCT FROM OLD.binding_kid
+       OR NEW.binding IS DISTINCT FROM OLD.binding
+       OR NEW.reserved_at IS DISTINCT FROM OLD.reserved_at
+       OR NEW.replica IS DISTINCT FROM OLD.replica THEN
+        RAISE EXCEPTION 'ledger entries only move from reserved to executed, failed or outcome_unknown';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER ledger_forward_only BEFORE UPDATE ON ledger
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_ledger_forward();
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('ledger entries cannot be deleted');
+CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('ledger entries cannot be deleted');
+
+CREATE TABLE audit (
+    seq    BIGINT PRIMARY KEY CHECK (seq >= 1),
+    kid    TEXT NOT NULL,
+    prev   TEXT NOT NULL,
+    mac    TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    at     BIGINT NOT NULL,
+    event  TEXT NOT NULL
+);
+CREATE TRIGGER audit_no_update_or_delete BEFORE UPDATE OR DELETE ON audit
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('audit log is append-only');
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('audit log is append-only');
+";
+
+/// All migrations, in order.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The highest schema version this build knows.
+pub(super) fn supported() -> u32 {
+    u32::try_from(MIGRATIONS.len()).unwrap_or(u32::MAX)
+}
+
+/// The applied schema version (0 for an empty database).
+pub(super) async fn version(client: &tokio_postgres::Transaction<'_>) -> Result<u32, StoreError> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('secureclaw_schema') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(db)?
+        .try_get(0)
+        .map_err(db)?;
+    if !exists {
+        return Ok(0);
+    }
+    let v: Option<i32> = client
+        .query_one("SELECT max(version) FROM secureclaw_schema", &[])
+        .await
+        .map_err(db)?
+        .try_get(0)
+        .map_err(db)?;
+    u32::try_from(v.unwrap_or(0))
+        .map_err(|_| StoreError::Corrupt(format!("schema version `{v:?}` is out of range")))
+}
+
+/// Apply every migration above the database's version, atomically.
+pub(super) async fn migrate(client: &mut deadpool_postgres::Client) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])
+        .await
+        .map_err(db)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS secureclaw_schema (
+             version     INTEGER PRIMARY KEY,
+             applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+         )",
+    )
+    .await
+    .map_err(db)?;
+    let found = version(&tx).await?;
+    let supported = supported();
+    if found > supported {
+        return Err(StoreError::SchemaTooNew { found, supported });
+    }
+    for (version, migration) in (1i32..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(found).unwrap_or(usize::MAX))
+    {
+        tx.batch_execute(migration).await.map_err(db)?;
+        tx.execute(
+            "INSERT INTO secureclaw_schema (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(db)?;
+    }
+    tx.commit().await.map_err(db)
+}

@@ -1,0 +1,193 @@
+//! The storage traits of [`secureclaw_core::store`] for [`SqliteStore`]: each method calls the
+//! synchronous inherent method of the same name inline, so behaviour is exactly that of the
+//! inherent API (documented there).
+
+use crate::SqliteStore;
+use async_trait::async_trait;
+use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
+use secureclaw_core::audit::{AuditEvent, AuditRecord};
+use secureclaw_core::binding::BindingDigest;
+use secureclaw_core::confirmation::Confirmation;
+use secureclaw_core::handle::{HandleId, HandleRecord};
+use secureclaw_core::store::{
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry,
+    LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
+};
+use secureclaw_core::{ActionId, UnixMillis};
+use zeroize::Zeroizing;
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        SqliteStore::put_session(self, record)
+    }
+
+    async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        SqliteStore::session(self, id)
+    }
+}
+
+#[async_trait]
+impl VaultStore for SqliteStore {
+    async fn put_object(
+        &self,
+        object_id: &str,
+        version: u64,
+        plaintext: &[u8],
+        nonce: [u8; 12],
+    ) -> Result<(), StoreError> {
+        SqliteStore::put_object(self, object_id, version, plaintext, nonce)
+    }
+
+    async fn object_value(
+        &self,
+        object_id: &str,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
+        SqliteStore::object_value(self, object_id)
+    }
+
+    async fn object_value_at(
+        &self,
+        object_id: &str,
+        version: u64,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
+        SqliteStore::object_value_at(self, object_id, version)
+    }
+
+    async fn put_handle_keyed(
+        &self,
+        record: &HandleRecord,
+        reuse_key: Option<&str>,
+    ) -> Result<(), StoreError> {
+        SqliteStore::put_handle_keyed(self, record, reuse_key)
+    }
+
+    async fn handle(&self, id: &HandleId) -> Result<Option<HandleRecord>, StoreError> {
+        SqliteStore::handle(self, id)
+    }
+
+    async fn reusable_handle(
+        &self,
+        session: &str,
+        reuse_key: &str,
+        valid_until: UnixMillis,
+    ) -> Result<Option<HandleRecord>, StoreError> {
+        SqliteStore::reusable_handle(self, session, reuse_key, valid_until)
+    }
+
+    async fn revoke_handle(&self, id: &HandleId) -> Result<bool, StoreError> {
+        SqliteStore::revoke_handle(self, id)
+    }
+
+    async fn handles_for_session(&self, session: &str) -> Result<Vec<HandleRecord>, StoreError> {
+        SqliteStore::handles_for_session(self, session)
+    }
+}
+
+#[async_trait]
+impl ActionStore for SqliteStore {
+    async fn put_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
+        SqliteStore::put_action(self, record)
+    }
+
+    async fn action(&self, id: &ActionId) -> Result<Option<ActionRecord>, StoreError> {
+        SqliteStore::action(self, id)
+    }
+
+    async fn create_approval(&self, id: &ActionId, at: UnixMillis) -> Result<(), StoreError> {
+        SqliteStore::create_approval(self, id, at)
+    }
+
+    async fn approval(&self, id: &ActionId) -> Result<Option<ApprovalRecord>, StoreError> {
+        SqliteStore::approval(self, id)
+    }
+
+    async fn list_approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, StoreError> {
+        SqliteStore::list_approvals(self, state)
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ActionId,
+        approve: bool,
+        by: &str,
+        at: UnixMillis,
+        confirmation: Option<Confirmation>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        SqliteStore::decide_approval(self, id, approve, by, at, confirmation)
+    }
+}
+
+#[async_trait]
+impl SingleUseLedger for SqliteStore {
+    async fn reserve(
+        &self,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, LedgerError> {
+        SqliteStore::reserve(self, action_id, binding, at)
+    }
+}
+
+#[async_trait]
+impl LedgerStore for SqliteStore {
+    async fn mark_executed(
+        &self,
+        id: &ActionId,
+        result_digest: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        SqliteStore::mark_executed(self, id, result_digest, at)
+    }
+
+    async fn mark_failed(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        SqliteStore::mark_failed(self, id, reason, at)
+    }
+
+    async fn mark_outcome_unknown(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError> {
+        SqliteStore::mark_outcome_unknown(self, id, reason, at)
+    }
+
+    async fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError> {
+        SqliteStore::ledger_entry(self, id)
+    }
+
+    /// Every `reserved` entry: one SQLite file serves one gateway, so none is in flight at
+    /// start-up.
+    async fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {
+        SqliteStore::dangling_reservations(self)
+    }
+}
+
+#[async_trait]
+impl AuditSink for SqliteStore {
+    async fn append_audit(&self, event: AuditEvent) -> Result<AuditRecord, StoreError> {
+        SqliteStore::append_audit(self, event)
+    }
+
+    async fn audit_records(
+        &self,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        SqliteStore::audit_records(self, from_seq, limit)
+    }
+
+    async fn verify_audit(&self) -> Result<u64, StoreError> {
+        SqliteStore::verify_audit(self)
+    }
+}

@@ -1,0 +1,64 @@
+//! The storage conformance suite ([`secureclaw_store::conformance`]) against the SQLite store:
+//! a file-backed database (WAL) per check, reopened through new connections as a second
+//! process would.
+
+use secureclaw_core::KeyRing;
+use secureclaw_core::store::Store;
+use secureclaw_store::SqliteStore;
+use secureclaw_store::conformance::Subject;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+struct Sqlite {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    keys: Arc<KeyRing>,
+    store: Arc<SqliteStore>,
+}
+
+#[async_trait::async_trait]
+impl Subject for Sqlite {
+    fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    fn keys(&self) -> Arc<KeyRing> {
+        self.keys.clone()
+    }
+
+    async fn reopen(&self) -> Result<Arc<dyn Store>, String> {
+        SqliteStore::open(&self.path, self.keys.clone())
+            .map(|s| Arc::new(s) as Arc<dyn Store>)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The database file and its write-ahead log, as on disk.
+    async fn raw_bytes(&self) -> Result<Vec<u8>, String> {
+        let mut bytes = Vec::new();
+        for suffix in ["", "-wal"] {
+            let mut file = self.path.clone().into_os_string();
+            file.push(suffix);
+            if let Ok(b) = std::fs::read(&file) {
+                bytes.extend(b);
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+async fn sqlite() -> Option<Sqlite> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state").join("secureclaw.db");
+    let keys = Arc::new(KeyRing::generate(&mut |b: &mut [u8]| {
+        getrandom::fill(b).unwrap();
+    }));
+    let store = Arc::new(SqliteStore::open(&path, keys.clone()).unwrap());
+    Some(Sqlite {
+        _dir: dir,
+        path,
+        keys,
+        store,
+    })
+}
+
+secureclaw_store::conformance_tests!(sqlite);
