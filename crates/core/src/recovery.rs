@@ -83,6 +83,10 @@ pub enum ReasonCode {
     Deferred,
     /// The issue-time privacy contract blocked the call before anything was sent.
     ContractBlocked,
+    // -- resource limits --
+    /// A per-session limit of the gateway was reached (held calls, pending approvals, rate);
+    /// nothing was sent or recorded for this call.
+    LimitExceeded,
 }
 
 impl ReasonCode {
@@ -122,6 +126,7 @@ impl ReasonCode {
             ReasonCode::ResultWithheld => "result_withheld",
             ReasonCode::Deferred => "deferred",
             ReasonCode::ContractBlocked => "contract_blocked",
+            ReasonCode::LimitExceeded => "limit_exceeded",
         }
     }
 }
@@ -270,6 +275,13 @@ impl Recovery {
                 vec![
                     "use another tool or destination the deployment allows".into(),
                     "ask the operator if this call is needed for the task".into(),
+                ],
+            ),
+            ReasonCode::LimitExceeded => (
+                "a limit of this session was reached; this call was not sent or held",
+                vec![
+                    "settle what is waiting first: promote or abandon held branches, or ask the user to decide pending approvals".into(),
+                    "ask the operator if the task needs a higher limit".into(),
                 ],
             ),
             ReasonCode::Replay => (
