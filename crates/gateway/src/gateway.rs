@@ -37,8 +37,8 @@ use std::time::Duration;
 
 mod speculation;
 pub use speculation::{
-    ABANDON_TOOL, CallMeta, MAX_HELD_PER_SESSION, META_APPROVAL, META_BRANCH, META_CONFIDENCE,
-    META_MODE, PROMOTE_TOOL, Released, session_exposure, session_trace, valid_branch,
+    ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
+    Released, session_exposure, session_trace, valid_branch,
 };
 
 /// Source of the current time (injected so tests can move it).
@@ -310,6 +310,24 @@ impl Gateway {
         ev.caller = Some(session.caller.clone());
         ev.tool = Some(tool.to_owned());
         ev
+    }
+
+    /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
+    /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
+    /// known and the tool if named. Metadata only; a failed append is logged.
+    pub fn audit_rejection(
+        &self,
+        front_end: &str,
+        reason: &str,
+        session: Option<&SessionRecord>,
+        tool: Option<&str>,
+    ) {
+        let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
+        ev.session = session.map(|s| audit_session_id(&s.id));
+        ev.caller = session.map(|s| s.caller.clone());
+        ev.tool = tool.map(str::to_owned);
+        ev.detail = json!({"front_end": front_end, "reason": reason});
+        let _ = self.audit(ev);
     }
 
     /// The policy set's digest.
