@@ -290,6 +290,30 @@ impl Gateway {
         Ok(gw)
     }
 
+    /// The recovery template for `reason`, with its draft step naming this gateway's draft
+    /// tool (a visible effect tool the operator declared target-less) or dropped if none.
+    fn recovery(
+        &self,
+        reason: ReasonCode,
+        class: ActionClass,
+        tool: &str,
+        action_id: Option<&str>,
+    ) -> Recovery {
+        let draft = self
+            .inner
+            .catalog
+            .iter()
+            .filter(|e| {
+                e.effect != EffectClass::Read
+                    && !e.hidden
+                    && e.targets_declared
+                    && e.targets.is_empty()
+            })
+            .map(|e| e.exposed.as_str())
+            .min();
+        Recovery::new(reason, class, tool, action_id).with_draft_tool(draft)
+    }
+
     fn now(&self) -> UnixMillis {
         (self.inner.clock)()
     }
@@ -439,7 +463,7 @@ impl Gateway {
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev);
         tracing::info!(tool, reason = %reason, "denied");
-        CallOutcome::Denied(Recovery::new(
+        CallOutcome::Denied(self.recovery(
             reason,
             class(entry),
             tool,
@@ -998,7 +1022,7 @@ impl Gateway {
             if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None) {
                 r
             } else {
-                Recovery::new(reason, class(entry), tool, None)
+                self.recovery(reason, class(entry), tool, None)
             }
         };
         let (prepared, policy_request) = self.prepare(session, tool, arguments).map_err(fail)?;
@@ -1090,7 +1114,7 @@ impl Gateway {
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
         self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
         let recovery = match (&decision, needs_confirmation) {
-            (PolicyDecision::Deny { reason, .. }, _) => Some(Recovery::new(
+            (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
                 ActionClass::Effect,
                 &entry.exposed,
@@ -1101,7 +1125,7 @@ impl Gateway {
                     .store
                     .create_approval(&action_id, now)
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
-                Some(Recovery::new(
+                Some(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     &entry.exposed,
@@ -1341,7 +1365,7 @@ impl Gateway {
         }
         match approval.state {
             ApprovalState::Pending => {
-                return CallOutcome::Pending(Recovery::new(
+                return CallOutcome::Pending(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     tool,
