@@ -209,8 +209,8 @@ async fn main() -> Result<()> {
         )
         .await?;
         let v: Value = serde_json::from_str(&body).with_context(|| format!("{status} {body}"))?;
-        v["session_id"]
-            .as_str()
+        v.get("session_id")
+            .and_then(Value::as_str)
             .map(str::to_owned)
             .context("no session id")
     };
@@ -227,7 +227,8 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     for i in 0..200 {
         let body = json!({"tool": "office__noop", "arguments": {"pad": big},
-            "meta": {"mode": "speculative", "branch": format!("b{i}"), "confidence": 0.9}});
+            "meta": {"dev.secureclaw/mode": "speculative", "dev.secureclaw/branch": format!("b{i}"),
+                "dev.secureclaw/confidence": 0.9}});
         let (status, text) = http(
             LOCAL,
             gw.addr,

@@ -426,8 +426,14 @@ mod tests {
         ] {
             let r = Recovery::new(reason, ActionClass::Effect, "mail__send", Some("act_x"));
             assert!(r.render().contains("save a draft instead"), "{reason}");
-            let named = r.clone().with_draft_tool(Some("office__save_draft")).render();
-            assert!(named.contains("save a draft instead with office__save_draft"), "{named}");
+            let named = r
+                .clone()
+                .with_draft_tool(Some("office__save_draft"))
+                .render();
+            assert!(
+                named.contains("save a draft instead with office__save_draft"),
+                "{named}"
+            );
             let none = r.clone().with_draft_tool(None);
             assert!(!none.render().contains("draft"), "{}", none.render());
             // Every other step survives.

@@ -463,12 +463,7 @@ impl Gateway {
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev);
         tracing::info!(tool, reason = %reason, "denied");
-        CallOutcome::Denied(self.recovery(
-            reason,
-            class(entry),
-            tool,
-            action.map(|a| a.0.as_str()),
-        ))
+        CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 
     /// Validate arguments and build the canonical request and policy facts.
