@@ -39,8 +39,8 @@ use std::time::Duration;
 
 mod speculation;
 pub use speculation::{
-    ABANDON_TOOL, CallMeta, MAX_HELD_PER_SESSION, META_APPROVAL, META_BRANCH, META_CONFIDENCE,
-    META_MODE, PROMOTE_TOOL, Released, session_exposure, session_trace, valid_branch,
+    ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
+    Released, session_exposure, session_trace, valid_branch,
 };
 
 /// Source of the current time (injected so tests can move it).
@@ -292,6 +292,30 @@ impl Gateway {
         Ok(gw)
     }
 
+    /// The recovery template for `reason`, with its draft step naming this gateway's draft
+    /// tool (a visible effect tool the operator declared target-less) or dropped if none.
+    fn recovery(
+        &self,
+        reason: ReasonCode,
+        class: ActionClass,
+        tool: &str,
+        action_id: Option<&str>,
+    ) -> Recovery {
+        let draft = self
+            .inner
+            .catalog
+            .iter()
+            .filter(|e| {
+                e.effect != EffectClass::Read
+                    && !e.hidden
+                    && e.targets_declared
+                    && e.targets.is_empty()
+            })
+            .map(|e| e.exposed.as_str())
+            .min();
+        Recovery::new(reason, class, tool, action_id).with_draft_tool(draft)
+    }
+
     fn now(&self) -> UnixMillis {
         (self.inner.clock)()
     }
@@ -312,6 +336,24 @@ impl Gateway {
         ev.caller = Some(session.caller.clone());
         ev.tool = Some(tool.to_owned());
         ev
+    }
+
+    /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
+    /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
+    /// known and the tool if named. Metadata only; a failed append is logged.
+    pub fn audit_rejection(
+        &self,
+        front_end: &str,
+        reason: &str,
+        session: Option<&SessionRecord>,
+        tool: Option<&str>,
+    ) {
+        let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
+        ev.session = session.map(|s| audit_session_id(&s.id));
+        ev.caller = session.map(|s| s.caller.clone());
+        ev.tool = tool.map(str::to_owned);
+        ev.detail = json!({"front_end": front_end, "reason": reason});
+        let _ = self.audit(ev);
     }
 
     /// The policy set's digest.
@@ -417,12 +459,7 @@ impl Gateway {
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev).await;
         tracing::info!(tool, reason = %reason, "denied");
-        CallOutcome::Denied(Recovery::new(
-            reason,
-            class(entry),
-            tool,
-            action.map(|a| a.0.as_str()),
-        ))
+        CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 
     /// Validate arguments and build the canonical request and policy facts.
@@ -1024,7 +1061,7 @@ impl Gateway {
                 {
                     Err(r)
                 } else {
-                    Err(Recovery::new(reason, class(entry), tool, None))
+                    Err(self.recovery(reason, class(entry), tool, None))
                 }
             }
         }
@@ -1111,7 +1148,7 @@ impl Gateway {
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
         self.audit(ev).await.map_err(|()| ReasonCode::StoreUnavailable)?;
         let recovery = match (&decision, needs_confirmation) {
-            (PolicyDecision::Deny { reason, .. }, _) => Some(Recovery::new(
+            (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
                 ActionClass::Effect,
                 &entry.exposed,
@@ -1122,7 +1159,7 @@ impl Gateway {
                     .store
                     .create_approval(&action_id, now).await
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
-                Some(Recovery::new(
+                Some(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     &entry.exposed,
@@ -1367,7 +1404,7 @@ impl Gateway {
         }
         match approval.state {
             ApprovalState::Pending => {
-                return CallOutcome::Pending(Recovery::new(
+                return CallOutcome::Pending(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     tool,
