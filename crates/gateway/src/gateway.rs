@@ -1181,7 +1181,8 @@ impl Gateway {
         };
         let binding = proof.binding().clone();
         if entry.sink == SinkKind::Store {
-            self.note_written(session, &entry, &prepared.request.inputs.arguments);
+            // What is written is what the executor sends: the bound canonical form.
+            self.note_written(session, &entry, &proof.request().inputs.arguments);
         }
         let resolved = std::sync::Mutex::new(Vec::new());
         let mut resolve = self.resolver(session, &entry, Some(action_id), &resolved);
