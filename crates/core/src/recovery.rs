@@ -165,7 +165,31 @@ pub struct Recovery {
     pub next_steps: Vec<String>,
 }
 
+/// The safe next step that offers a draft, as the templates word it.
+const DRAFT_STEP: &str = "save a draft instead";
+
 impl Recovery {
+    /// Name the tool that saves a draft in the "save a draft instead" step, or drop that step
+    /// when the gateway has no such tool (a step the runtime cannot take only sends it looking
+    /// for one). `tool` is an exposed tool name the operator declared target-less
+    /// (`targets = []`), such as `office__save_draft`.
+    #[must_use]
+    pub fn with_draft_tool(mut self, tool: Option<&str>) -> Self {
+        match tool {
+            Some(tool) => {
+                for step in &mut self.next_steps {
+                    if step.ends_with(DRAFT_STEP) {
+                        step.push_str(&format!(" with {tool}"));
+                    }
+                }
+            }
+            None => {
+                self.next_steps.retain(|s| !s.ends_with(DRAFT_STEP));
+            }
+        }
+        self
+    }
+
     /// The template for `reason`.
     #[must_use]
     pub fn new(
@@ -379,5 +403,23 @@ mod tests {
             assert!(!text.contains(bad), "`{bad}` in {text}");
         }
         assert_eq!(r.status, "denied");
+    }
+
+    #[test]
+    fn draft_step_names_the_tool_or_disappears() {
+        for reason in [
+            ReasonCode::ConfirmationRequired,
+            ReasonCode::PolicyDeny,
+            ReasonCode::HandleSinkForbidden,
+        ] {
+            let r = Recovery::new(reason, ActionClass::Effect, "mail__send", Some("act_x"));
+            assert!(r.render().contains("save a draft instead"), "{reason}");
+            let named = r.clone().with_draft_tool(Some("office__save_draft")).render();
+            assert!(named.contains("save a draft instead with office__save_draft"), "{named}");
+            let none = r.clone().with_draft_tool(None);
+            assert!(!none.render().contains("draft"), "{}", none.render());
+            // Every other step survives.
+            assert_eq!(none.next_steps.len() + 1, r.next_steps.len(), "{reason}");
+        }
     }
 }

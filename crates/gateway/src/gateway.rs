@@ -290,6 +290,30 @@ impl Gateway {
         Ok(gw)
     }
 
+    /// The recovery template for `reason`, with its draft step naming this gateway's draft
+    /// tool (a visible effect tool the operator declared target-less) or dropped if none.
+    fn recovery(
+        &self,
+        reason: ReasonCode,
+        class: ActionClass,
+        tool: &str,
+        action_id: Option<&str>,
+    ) -> Recovery {
+        let draft = self
+            .inner
+            .catalog
+            .iter()
+            .filter(|e| {
+                e.effect != EffectClass::Read
+                    && !e.hidden
+                    && e.targets_declared
+                    && e.targets.is_empty()
+            })
+            .map(|e| e.exposed.as_str())
+            .min();
+        Recovery::new(reason, class, tool, action_id).with_draft_tool(draft)
+    }
+
     fn now(&self) -> UnixMillis {
         (self.inner.clock)()
     }
@@ -421,7 +445,7 @@ impl Gateway {
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev);
         tracing::info!(tool, reason = %reason, "denied");
-        CallOutcome::Denied(Recovery::new(
+        CallOutcome::Denied(self.recovery(
             reason,
             class(entry),
             tool,
@@ -980,7 +1004,7 @@ impl Gateway {
             if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None) {
                 r
             } else {
-                Recovery::new(reason, class(entry), tool, None)
+                self.recovery(reason, class(entry), tool, None)
             }
         };
         let (prepared, policy_request) = self.prepare(session, tool, arguments).map_err(fail)?;
@@ -1072,7 +1096,7 @@ impl Gateway {
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
         self.audit(ev).map_err(|()| ReasonCode::StoreUnavailable)?;
         let recovery = match (&decision, needs_confirmation) {
-            (PolicyDecision::Deny { reason, .. }, _) => Some(Recovery::new(
+            (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
                 ActionClass::Effect,
                 &entry.exposed,
@@ -1083,7 +1107,7 @@ impl Gateway {
                     .store
                     .create_approval(&action_id, now)
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
-                Some(Recovery::new(
+                Some(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     &entry.exposed,
@@ -1324,7 +1348,7 @@ impl Gateway {
         }
         match approval.state {
             ApprovalState::Pending => {
-                return CallOutcome::Pending(Recovery::new(
+                return CallOutcome::Pending(self.recovery(
                     ReasonCode::ConfirmationRequired,
                     ActionClass::Effect,
                     tool,

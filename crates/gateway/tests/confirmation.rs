@@ -278,3 +278,28 @@ async fn approval_under_a_changed_policy_is_refused() {
     completed(&h.call(&h.session, SEND, copy_to_finance(), Some(&a)).await);
     assert_eq!(h.sent(), 1);
 }
+
+/// The recovery's "save a draft" step names a draft tool that exists, and disappears when the
+/// operator hid it (a step the runtime cannot take only sends it looking for one).
+#[tokio::test]
+async fn draft_step_names_an_existing_draft_tool_or_is_dropped() {
+    let h = Harness::new().await;
+    let o = h.call(&h.session, SEND, copy_to_finance(), None).await;
+    assert_pending(&o);
+    assert!(
+        visible(&o).contains("save a draft instead with office__save_draft"),
+        "{}",
+        visible(&o)
+    );
+
+    let mut config = test_config();
+    for rule in &mut config.tools {
+        if rule.tool == "office__save_draft" {
+            rule.hidden = true;
+        }
+    }
+    let h = Harness::with_config(config).await;
+    let o = h.call(&h.session, SEND, copy_to_finance(), None).await;
+    assert_pending(&o);
+    assert!(!visible(&o).contains("draft"), "{}", visible(&o));
+}
