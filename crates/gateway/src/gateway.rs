@@ -291,7 +291,8 @@ impl Gateway {
     }
 
     /// The recovery template for `reason`, with its draft step naming this gateway's draft
-    /// tool (a visible effect tool the operator declared target-less) or dropped if none.
+    /// tool (a visible effect tool the operator declared target-less and that is not
+    /// destructive, so the policy lets it run without a human) or dropped if none.
     fn recovery(
         &self,
         reason: ReasonCode,
@@ -306,6 +307,7 @@ impl Gateway {
             .filter(|e| {
                 e.effect != EffectClass::Read
                     && !e.hidden
+                    && !e.destructive
                     && e.targets_declared
                     && e.targets.is_empty()
             })
