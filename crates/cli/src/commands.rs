@@ -118,6 +118,7 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
     policies.extend(args.policies);
     let trusted_client = !args.no_elicitation
         && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
+    let message_limit = message_limit(&config.gateway.limits);
     let gw = stack::start(state_dir, &policies, config.gateway, vec![spec]).await?;
     let session = gw.open_session(
         &args.caller,
@@ -134,9 +135,16 @@ pub async fn wrap(state_dir: &Path, args: WrapArgs) -> Result<ExitCode> {
     );
     McpFrontEnd::new(gw, SessionSource::Fixed(session))
         .with_trusted_client_confirmation(trusted_client)
+        .with_max_message_bytes(message_limit)
         .serve_stdio()
         .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Largest MCP message (HTTP body, stdio line): the argument limit plus room for the
+/// JSON-RPC envelope.
+fn message_limit(limits: &secureclaw_gateway::config::Limits) -> usize {
+    limits.max_argument_bytes.saturating_add(64 * 1024)
 }
 
 /// `secureclaw serve`.
@@ -192,7 +200,8 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
             None => gw.open_session(&config.server.default_caller, TaskEnvelope::default())?,
         };
         let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s))
-            .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted());
+            .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted())
+            .with_max_message_bytes(message_limit(&config.gateway.limits));
         tokio::spawn(async move {
             if let Err(e) = mcp.serve_stdio().await {
                 tracing::error!(error = %e, "stdio MCP ended");
@@ -219,19 +228,21 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
     ];
     hosts.extend(config.server.allowed_hosts.iter().cloned());
     hosts.push(bind.to_string());
-    let body_limit = config
-        .gateway
-        .limits
-        .max_argument_bytes
-        .saturating_add(64 * 1024);
+    let body_limit = message_limit(&config.gateway.limits);
     let front = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback })
         .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted());
-    let mcp = secureclaw_server::mcp_router(
+    let l = &config.server.limits;
+    let mcp = secureclaw_server::mcp_router_with_limits(
         front,
         hosts,
         config.server.allowed_origins.clone(),
         body_limit,
         require_token,
+        secureclaw_server::McpSessionLimits {
+            per_token: l.max_mcp_sessions_per_token,
+            tokenless: l.max_tokenless_mcp_sessions,
+            idle: std::time::Duration::from_millis(l.mcp_session_idle_ms),
+        },
     );
     let app = secureclaw_server::router(
         ApiState {
@@ -253,11 +264,10 @@ pub async fn serve(state_dir: Option<&Path>, args: ServeArgs) -> Result<ExitCode
             "secureclaw: every MCP session needs a session bearer token (open one with POST /v1/sessions)"
         );
     }
-    axum::serve(secureclaw_server::nodelay_listener(listener), app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    secureclaw_server::serve(listener, app, config.server.limits.conn(), async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

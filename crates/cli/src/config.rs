@@ -114,6 +114,98 @@ pub struct ServerSection {
     /// Start even if a stdio upstream's command, arguments or working directory reach the
     /// state directory (keys, database, operator token). Off by default.
     pub allow_upstream_state_access: bool,
+    /// `[server.limits]`: connections, requests and MCP sessions.
+    pub limits: ServerLimits,
+}
+
+/// `[server.limits]`: bounds on what HTTP peers can make the gateway hold. Every value must
+/// be positive. Durations in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerLimits {
+    /// Open HTTP connections in all. Default 1024.
+    pub max_connections: usize,
+    /// Open HTTP connections from one IP address. Default 64.
+    pub max_connections_per_peer: usize,
+    /// HTTP requests in flight from one IP address (`429` beyond). Default 64.
+    pub max_in_flight_per_peer: usize,
+    /// Time for a request's line and headers (also between keep-alive requests). Default 10 s.
+    pub header_read_timeout_ms: u64,
+    /// Time for a request's body once its headers are in. Default 30 s.
+    pub body_read_timeout_ms: u64,
+    /// A connection with nothing in flight and no traffic for this long is closed. Default 60 s.
+    pub idle_timeout_ms: u64,
+    /// Live MCP sessions (`/mcp`) per session bearer token; `initialize` beyond is refused
+    /// (`429`). Default 16.
+    pub max_mcp_sessions_per_token: usize,
+    /// Live token-less MCP sessions (only with `tokenless_loopback_session`). Default 16.
+    pub max_tokenless_mcp_sessions: usize,
+    /// An MCP session with no request for this long is closed and its state freed. Default
+    /// 5 min.
+    pub mcp_session_idle_ms: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        let conn = secureclaw_server::ConnLimits::default();
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            max_connections: conn.max_connections,
+            max_connections_per_peer: conn.max_connections_per_peer,
+            max_in_flight_per_peer: conn.max_in_flight_per_peer,
+            header_read_timeout_ms: ms(conn.header_read_timeout),
+            body_read_timeout_ms: ms(conn.body_read_timeout),
+            idle_timeout_ms: ms(conn.idle_timeout),
+            max_mcp_sessions_per_token: 16,
+            max_tokenless_mcp_sessions: 16,
+            mcp_session_idle_ms: 300_000,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// The connection limits of the HTTP server loop.
+    #[must_use]
+    pub fn conn(&self) -> secureclaw_server::ConnLimits {
+        use std::time::Duration;
+        secureclaw_server::ConnLimits {
+            max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
+            max_in_flight_per_peer: self.max_in_flight_per_peer,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let counts = [
+            ("max_connections", self.max_connections as u64),
+            (
+                "max_connections_per_peer",
+                self.max_connections_per_peer as u64,
+            ),
+            ("max_in_flight_per_peer", self.max_in_flight_per_peer as u64),
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            (
+                "max_mcp_sessions_per_token",
+                self.max_mcp_sessions_per_token as u64,
+            ),
+            (
+                "max_tokenless_mcp_sessions",
+                self.max_tokenless_mcp_sessions as u64,
+            ),
+            ("mcp_session_idle_ms", self.mcp_session_idle_ms),
+        ];
+        for (key, value) in counts {
+            if value == 0 {
+                bail!("server.limits.{key} must be positive");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[server] client_confirmation`.
@@ -148,6 +240,7 @@ impl Default for ServerSection {
             elicitation: None,
             tokenless_loopback_session: false,
             allow_upstream_state_access: false,
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -200,6 +293,11 @@ impl Config {
         if l.max_argument_bytes == 0 {
             bail!("gateway.limits.max_argument_bytes must be positive");
         }
+        if l.max_held_calls_per_session == 0 || l.max_held_bytes_per_session == 0 {
+            bail!(
+                "gateway.limits.max_held_calls_per_session and max_held_bytes_per_session must be positive"
+            );
+        }
         if l.artifact_ttl_ms == 0
             || l.upstream_timeout_ms == 0
             || l.upstream_startup_timeout_ms == 0
@@ -230,6 +328,7 @@ impl Config {
         self.gateway
             .validate()
             .map_err(|e| anyhow::anyhow!("gateway.{e}"))?;
+        self.server.limits.validate()?;
         if self.server.default_caller.trim().is_empty() {
             bail!("server.default_caller must not be empty");
         }
@@ -277,6 +376,36 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("max_argument_byte")));
+    }
+
+    /// Every limit is validated on load: zero is refused, naming the key.
+    #[test]
+    fn limits_must_be_positive() {
+        for (text, needle) in [
+            (
+                "[server.limits]\nmax_connections_per_peer = 0\n",
+                "server.limits.max_connections_per_peer",
+            ),
+            (
+                "[server.limits]\nheader_read_timeout_ms = 0\n",
+                "server.limits.header_read_timeout_ms",
+            ),
+            (
+                "[server.limits]\nmax_mcp_sessions_per_token = 0\n",
+                "server.limits.max_mcp_sessions_per_token",
+            ),
+            (
+                "[gateway.limits]\nmax_held_bytes_per_session = 0\n",
+                "max_held_bytes_per_session",
+            ),
+        ] {
+            let config: Config = toml::from_str(text).unwrap();
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        let config: Config = toml::from_str("[server.limits]\nidle_timeout_ms = 5\n").unwrap();
+        assert!(config.validate().is_ok());
+        assert_eq!(config.server.limits.conn().idle_timeout.as_millis(), 5);
     }
 
     #[test]

@@ -87,11 +87,23 @@ enum Command {
     },
 }
 
+/// Targets capped at `error` whatever `RUST_LOG` says: rmcp logs whole protocol messages
+/// (upstream results, resolved arguments) at `debug` and `trace`, and some at `warn`; a
+/// protected value must not reach the log at any level (issue 12 item 7).
+const CAPPED_TARGETS: &[&str] = &["rmcp=error"];
+
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    for cap in CAPPED_TARGETS {
+        if let Ok(directive) = cap.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    // Colour only on a terminal: a log file or a pipe gets no ANSI escapes.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .init();
 }

@@ -24,27 +24,27 @@ struct Wrapped {
 
 impl Wrapped {
     fn start(task: &str) -> Self {
+        Self::start_with(task, &[], &[], Stdio::null())
+    }
+
+    /// `wrap` with extra options (before `--`), environment and stderr.
+    fn start_with(task: &str, options: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let exe = env!("CARGO_BIN_EXE_secureclaw");
         let office = dir.path().join("office.json");
         let mut child = Command::new(exe)
+            .envs(env.iter().copied())
             .arg("--state-dir")
             .arg(dir.path().join("state"))
-            .args([
-                "wrap",
-                "--no-elicitation",
-                "--task",
-                task,
-                "--id",
-                "office",
-                "--",
-            ])
+            .args(["wrap", "--no-elicitation", "--task", task, "--id", "office"])
+            .args(options)
+            .arg("--")
             .arg(exe)
             .args(["demo-tools", "--state"])
             .arg(&office)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
@@ -104,6 +104,28 @@ impl Wrapped {
     fn call(&mut self, id: i64, name: &str, args: Value) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}}));
         self.response(id).expect("tools/call answered")
+    }
+}
+
+impl Wrapped {
+    /// The audit log so far (`secureclaw audit export`), one event per record.
+    fn audit(&self) -> Vec<Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+            .arg("--state-dir")
+            .arg(self._dir.path().join("state"))
+            .args(["audit", "export"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].clone())
+            .collect()
     }
 }
 
@@ -191,10 +213,9 @@ fn malformed_input_gets_errors_and_the_server_keeps_serving() {
         "send_email",
         json!({"to": "x@y.example", "subject": "s", "body": "b", "extra": deep}),
     );
-    assert_eq!(
-        r["result"]["structuredContent"]["recovery"]["reason"], "invalid_arguments",
-        "{r}"
-    );
+    // Past the one depth limit (arguments 64 + 3 for the message): refused by the line
+    // framing before any parser, with the id.
+    assert_eq!(r["error"]["code"], -32600, "{r}");
     // Integer beyond 2^53.
     w.send_raw(br#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"pay_invoice","arguments":{"invoice_id":"INV-42","iban":"x","amount_cents":9007199254740993}}}"#);
     let r = w.response(14).unwrap();
@@ -235,5 +256,224 @@ fn no_elicitation_means_the_client_is_never_asked() {
     assert_eq!(
         response["result"]["structuredContent"]["status"], "pending_confirmation",
         "{response}"
+    );
+}
+
+impl Wrapped {
+    /// Every message until one with `last_id` has arrived, and then until `nulls` messages
+    /// with `"id": null` have been seen (answers to refused lines are sent by a separate task,
+    /// so they may arrive after later answers). None if that does not happen in time (a
+    /// liveness bound, not a timing assertion).
+    fn collect(&self, last_id: i64, nulls: usize) -> Option<Vec<Value>> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let mut seen = Vec::new();
+        loop {
+            let done = seen.iter().any(|v: &Value| v["id"] == json!(last_id))
+                && seen.iter().filter(|v| v["id"].is_null()).count() >= nulls;
+            if done {
+                return Some(seen);
+            }
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            seen.push(serde_json::from_str(&line).unwrap_or(Value::Null));
+        }
+    }
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+/// Regression (issue 12 item 2): on stdio, a line with invalid UTF-8, arguments nested 130 or
+/// 10,000 levels deep, or a well-formed line over 16 MiB was dropped by rmcp with no reply.
+/// Every line now gets exactly one answer — `-32700` with id `null` when unparsable, an error
+/// carrying the id otherwise — and the connection keeps serving.
+#[test]
+fn every_line_gets_exactly_one_answer() {
+    let mut w = Wrapped::start("");
+    w.initialize();
+    let call = |id: i64, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"send_email","arguments":{{"to":"a@corp.example","subject":"s","body":"b","extra":{extra}}}}}}}"#
+        )
+    };
+    // Unparsable: -32700, id null.
+    w.send_raw(&[0xff, 0xfe, 0x7b, 0x22, 0xc3, 0x28]);
+    w.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"ping\",\"x\":\"\xc3\x28\"}");
+    w.send_raw(b"{this is not json");
+    // Too deep for the gateway (and for serde_json): an error with the id.
+    w.send_raw(call(20, &nested(130)).as_bytes());
+    // 10,000 levels, the id after the deep part.
+    w.send_raw(
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"noop","arguments":{{"x":{}}}}},"id":21}}"#,
+            nested(10_000)
+        )
+        .as_bytes(),
+    );
+    // A key twice: invalid_arguments naming it.
+    w.send_raw(br#"{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"noop","arguments":{"k":1,"k":2}}}"#);
+    // Well-formed, over 16 MiB.
+    let big = format!("\"{}\"", "a".repeat(16 * 1024 * 1024 + 10));
+    w.send_raw(call(23, &big).as_bytes());
+    // JSON, not JSON-RPC: an error with the id it names (or null).
+    w.send(&json!({"jsonrpc": "2.0", "id": 24}));
+    w.send_raw(b"[1,2,3]");
+    // Still serving, in order.
+    w.send(&json!({"jsonrpc": "2.0", "id": 25, "method": "ping"}));
+    let seen = w.collect(25, 4).expect("every line answered");
+    let answers =
+        |id: i64| -> Vec<&Value> { seen.iter().filter(|v| v["id"] == json!(id)).collect() };
+    let nulls: Vec<&Value> = seen.iter().filter(|v| v["id"].is_null()).collect();
+    assert_eq!(nulls.len(), 4, "{seen:?}");
+    assert_eq!(
+        nulls
+            .iter()
+            .filter(|v| v["error"]["code"] == -32700)
+            .count(),
+        3,
+        "{nulls:?}"
+    );
+    assert!(
+        nulls.iter().any(|v| v["error"]["code"] == -32600),
+        "{nulls:?}"
+    );
+    for (id, code) in [
+        (20, -32600),
+        (21, -32600),
+        (22, -32602),
+        (23, -32600),
+        (24, -32600),
+    ] {
+        let a = answers(id);
+        assert_eq!(a.len(), 1, "id {id}: {seen:?}");
+        assert_eq!(a[0]["error"]["code"], code, "id {id}: {}", a[0]);
+    }
+    assert!(
+        answers(22)[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`k`")
+    );
+    assert!(
+        answers(23)[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than")
+    );
+    assert!(answers(25)[0]["result"].is_object());
+    assert!(answers(30).is_empty(), "{seen:?}");
+    // No second answer to anything, and the connection still works.
+    w.send(&json!({"jsonrpc": "2.0", "id": 26, "method": "tools/call", "params": {"name": "noop", "arguments": {}}}));
+    let later = w.collect(26, 0).expect("still serving");
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0]["result"]["isError"], false, "{later:?}");
+    // Every refusal is audited in the session, with a reason and nothing of the request.
+    let audit = w.audit();
+    let mut reasons: Vec<&str> = audit
+        .iter()
+        .filter(|e| e["kind"] == "rejection")
+        .map(|e| {
+            assert_eq!(e["detail"]["front_end"], "mcp-stdio", "{e}");
+            assert!(e["session"].is_string(), "{e}");
+            e["detail"]["reason"].as_str().unwrap()
+        })
+        .collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        [
+            "duplicate_key",
+            "invalid_request",
+            "invalid_request",
+            "parse_error",
+            "parse_error",
+            "parse_error",
+            "request_too_deep",
+            "request_too_deep",
+            "request_too_large"
+        ],
+        "{audit:?}"
+    );
+    assert!(!serde_json::to_string(&audit).unwrap().contains("aaaaaaaa"));
+}
+
+/// The demo office's classification (`GatewayConfig::demo_office`) as a config file: the
+/// invoice IBAN is a `high` value that may flow only into `office__pay_invoice`.
+const OFFICE_CONFIG: &str = r#"
+[[gateway.classify]]
+upstream = "office"
+tool = "read_invoice"
+path = "/iban"
+label = "payee_iban"
+sensitivity = "high"
+allowed_sinks = ["office__pay_invoice"]
+anchor = true
+
+[[gateway.tools]]
+tool = "office__pay_invoice"
+sink = "egress"
+financial = true
+"#;
+
+/// Regression (issue 12 item 7): at `RUST_LOG=debug` rmcp logged whole messages, upstream
+/// results with plaintext IBANs included. Across a read (the upstream returns the IBAN), and
+/// a payment that previews, commits and sends the resolved IBAN to the upstream, nothing in
+/// the gateway's stderr at trace level holds the IBAN; and stderr, not a terminal here,
+/// carries no ANSI escapes.
+#[test]
+fn no_protected_value_in_the_log_at_trace_level() {
+    const IBAN: &str = "DE89370400440532013000";
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("secureclaw.toml");
+    std::fs::write(&config, OFFICE_CONFIG).unwrap();
+    let log_path = conf.path().join("stderr.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut w = Wrapped::start_with(
+        "Pay invoice INV-42",
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--grant",
+            "office__pay_invoice",
+        ],
+        &[("RUST_LOG", "trace")],
+        Stdio::from(log),
+    );
+    w.initialize();
+    let r = w.call(2, "read_invoice", json!({"invoice_id": "INV-42"}));
+    let text = r.to_string();
+    assert!(!text.contains(IBAN), "{text}");
+    let iban = r["result"]["structuredContent"]["iban"]
+        .as_str()
+        .expect("the IBAN field holds a handle")
+        .to_owned();
+    assert!(iban.starts_with("hdl_"), "{iban}");
+    let amount = r["result"]["structuredContent"]["amount_cents"].clone();
+    let r = w.call(
+        3,
+        "pay_invoice",
+        json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": amount}),
+    );
+    assert_eq!(r["result"]["isError"], false, "the payment ran: {r}");
+    drop(w);
+    let log = std::fs::read(&log_path).unwrap();
+    let log = String::from_utf8_lossy(&log);
+    // The log was captured (before the fix, rmcp's trace lines carried the upstream's
+    // result with the IBAN in clear, and ANSI colour codes).
+    assert!(log.contains("secureclaw: serving on stdio"), "{log}");
+    assert!(!log.contains(IBAN), "the IBAN reached the log");
+    // Also spaced as the demo prints it, and without its country code.
+    assert!(
+        !log.contains("DE89 3704 0044 0532 0130 00"),
+        "the IBAN reached the log"
+    );
+    assert!(
+        !log.contains("370400440532013000"),
+        "the IBAN reached the log"
+    );
+    assert!(
+        !log.contains('\u{1b}'),
+        "ANSI escapes in a non-terminal log"
     );
 }

@@ -51,6 +51,11 @@ pub enum AuditKind {
     /// An issue-time privacy contract decided a call (the trace event: decision and fields
     /// as dispatched, never raw pre-commit arguments), or a branch was promoted or abandoned.
     Speculation,
+    /// A front end refused a request before it became a tool call: not JSON, too deep, too
+    /// large, a duplicate key, a duplicate in-flight id, a batch, a re-initialization, a
+    /// connection or session limit. `detail` holds the front end and a reason code, never
+    /// the request.
+    Rejection,
 }
 
 /// One event.

@@ -34,6 +34,129 @@ pub enum RawJsonError {
     },
 }
 
+/// Nesting allowed in a whole JSON-RPC message: the arguments' limit
+/// ([`crate::canonical::MAX_DEPTH`]) plus the message, `params` and `arguments` objects around
+/// them. Every front end scans with this one limit before any library parser (whose own limit,
+/// 128, is never reached); the gateway then enforces the arguments' own limit.
+pub const MESSAGE_MAX_DEPTH: usize = crate::canonical::MAX_DEPTH + 3;
+
+/// The JSON-RPC `id` of a message that could not be accepted whole (too deep, too large, a
+/// duplicate key), recovered without building its value: the top-level object's `"id"` member,
+/// if it is a string, a number or `null` and complete in `bytes`. `bytes` may be only a prefix
+/// of the message (the start of an oversized line). The scan is iterative and linear, so any
+/// nesting is fine.
+///
+/// Returns `None` when there is no such member, when `id` appears twice at the top level (which
+/// of them would a reply answer?), or when the bytes before it are not a JSON object's members.
+#[must_use]
+pub fn recover_id(bytes: &[u8]) -> Option<serde_json::Value> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let mut i = skip_ws(bytes, 0);
+    if bytes.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = i.saturating_add(1);
+    let mut found: Option<serde_json::Value> = None;
+    // Any trouble after a member was read (the prefix ends, the syntax breaks) keeps what was
+    // found so far.
+    loop {
+        i = skip_ws(bytes, i);
+        match bytes.get(i) {
+            Some(b',') => i = i.saturating_add(1),
+            Some(b'"') => {
+                let Some(end) = string_end(bytes, i) else {
+                    return found;
+                };
+                let Some(key) = bytes
+                    .get(i..end)
+                    .and_then(|k| serde_json::from_slice::<String>(k).ok())
+                else {
+                    return found;
+                };
+                i = skip_ws(bytes, end);
+                if bytes.get(i) != Some(&b':') {
+                    return found;
+                }
+                i = skip_ws(bytes, i.saturating_add(1));
+                let Some(end) = value_end(bytes, i) else {
+                    return found;
+                };
+                if key == "id" {
+                    if found.is_some() {
+                        return None;
+                    }
+                    let id = bytes
+                        .get(i..end)
+                        .and_then(|v| serde_json::from_slice::<serde_json::Value>(v).ok())?;
+                    if !(id.is_string() || id.is_number() || id.is_null()) {
+                        return None;
+                    }
+                    found = Some(id);
+                }
+                i = end;
+            }
+            _ => return found,
+        }
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
+    while matches!(bytes.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i = i.saturating_add(1);
+    }
+    i
+}
+
+/// The index after the closing quote of the string starting at `i`.
+fn string_end(bytes: &[u8], i: usize) -> Option<usize> {
+    let mut j = i.saturating_add(1);
+    loop {
+        match bytes.get(j)? {
+            b'\\' => j = j.saturating_add(2),
+            b'"' => return Some(j.saturating_add(1)),
+            _ => j = j.saturating_add(1),
+        }
+    }
+}
+
+/// The index after the value starting at `i`, skipped without recursion; `None` when the bytes
+/// end first (a scalar must be followed by a delimiter to be known complete).
+fn value_end(bytes: &[u8], i: usize) -> Option<usize> {
+    match bytes.get(i)? {
+        b'"' => string_end(bytes, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match bytes.get(j)? {
+                    b'"' => {
+                        j = string_end(bytes, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth = depth.saturating_add(1),
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return Some(j.saturating_add(1));
+                        }
+                    }
+                    _ => {}
+                }
+                j = j.saturating_add(1);
+            }
+        }
+        _ => {
+            let mut j = i;
+            loop {
+                match bytes.get(j)? {
+                    b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' => return Some(j),
+                    _ => j = j.saturating_add(1),
+                }
+            }
+        }
+    }
+}
+
 /// Scan `bytes` as one JSON value: refuse syntax errors, nesting deeper than `max_depth`
 /// (an object or array at the top level is depth 1) and duplicate keys in any object.
 ///
@@ -187,6 +310,34 @@ mod tests {
                 "{depth}"
             );
         }
+    }
+
+    /// The id of a message refused whole is still found: past any depth, in a prefix, after
+    /// strings holding braces and quotes; not when ambiguous or absent.
+    #[test]
+    fn ids_are_recovered_without_parsing_the_message() {
+        let deep = nested(10_000);
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"arguments":{{"x":{deep}}}}},"id":7}}"#
+        );
+        assert_eq!(recover_id(msg.as_bytes()), Some(serde_json::json!(7)));
+        let msg = format!(r#"{{"id":"a\"}}b","params":{deep}"#);
+        assert_eq!(recover_id(msg.as_bytes()), Some(serde_json::json!("a\"}b")));
+        // A prefix: the id is known once its value has ended.
+        assert_eq!(
+            recover_id(br#"{"jsonrpc":"2.0","id":12,"params":{"x":"yyyy"#),
+            Some(serde_json::json!(12))
+        );
+        assert_eq!(recover_id(br#"{"jsonrpc":"2.0","id":12"#), None);
+        assert_eq!(
+            recover_id(br#"{"s":"{\"id\":3}","id":4}"#),
+            Some(serde_json::json!(4))
+        );
+        assert_eq!(recover_id(br#"{"id":1,"id":2}"#), None);
+        assert_eq!(recover_id(br#"{"id":{"x":1}}"#), None);
+        assert_eq!(recover_id(br#"{"params":{"id":1}}"#), None);
+        assert_eq!(recover_id(b"[1,2]"), None);
+        assert_eq!(recover_id(b"\xff\xfe"), None);
     }
 
     #[test]

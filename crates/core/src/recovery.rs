@@ -83,6 +83,10 @@ pub enum ReasonCode {
     Deferred,
     /// The issue-time privacy contract blocked the call before anything was sent.
     ContractBlocked,
+    // -- resource limits --
+    /// A per-session limit of the gateway was reached (held calls, pending approvals, rate);
+    /// nothing was sent or recorded for this call.
+    LimitExceeded,
 }
 
 impl ReasonCode {
@@ -122,6 +126,7 @@ impl ReasonCode {
             ReasonCode::ResultWithheld => "result_withheld",
             ReasonCode::Deferred => "deferred",
             ReasonCode::ContractBlocked => "contract_blocked",
+            ReasonCode::LimitExceeded => "limit_exceeded",
         }
     }
 }
@@ -296,6 +301,13 @@ impl Recovery {
                     "ask the operator if this call is needed for the task".into(),
                 ],
             ),
+            ReasonCode::LimitExceeded => (
+                "a limit of this session was reached; this call was not sent or held",
+                vec![
+                    "settle what is waiting first: promote or abandon held branches, or ask the user to decide pending approvals".into(),
+                    "ask the operator if the task needs a higher limit".into(),
+                ],
+            ),
             ReasonCode::Replay => (
                 "this action was already executed or attempted",
                 vec!["do not repeat it; preview a new action if another effect is intended".into()],
@@ -414,8 +426,14 @@ mod tests {
         ] {
             let r = Recovery::new(reason, ActionClass::Effect, "mail__send", Some("act_x"));
             assert!(r.render().contains("save a draft instead"), "{reason}");
-            let named = r.clone().with_draft_tool(Some("office__save_draft")).render();
-            assert!(named.contains("save a draft instead with office__save_draft"), "{named}");
+            let named = r
+                .clone()
+                .with_draft_tool(Some("office__save_draft"))
+                .render();
+            assert!(
+                named.contains("save a draft instead with office__save_draft"),
+                "{named}"
+            );
             let none = r.clone().with_draft_tool(None);
             assert!(!none.render().contains("draft"), "{}", none.render());
             // Every other step survives.

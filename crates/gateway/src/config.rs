@@ -31,6 +31,11 @@ pub struct Limits {
     pub handle_ttl_ms: u64,
     /// Lifetime of a session opened without an explicit expiry. Default 24 h.
     pub session_ttl_ms: u64,
+    /// Speculative calls a session may have held (deferred, or shadowed to re-issue) until
+    /// their branch settles; beyond it a call is refused with `limit_exceeded`. Default 256.
+    pub max_held_calls_per_session: usize,
+    /// Bytes of arguments (serialized JSON) a session may have held. Default 16 MiB.
+    pub max_held_bytes_per_session: usize,
 }
 
 impl Default for Limits {
@@ -44,6 +49,8 @@ impl Default for Limits {
             confirmation_ttl_ms: 3_600_000,
             handle_ttl_ms: 86_400_000,
             session_ttl_ms: 86_400_000,
+            max_held_calls_per_session: 256,
+            max_held_bytes_per_session: 16 * 1024 * 1024,
         }
     }
 }

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 mod speculation;
 pub use speculation::{
-    ABANDON_TOOL, CallMeta, MAX_HELD_PER_SESSION, META_APPROVAL, META_BRANCH, META_CONFIDENCE,
-    META_MODE, PROMOTE_TOOL, Released, session_exposure, session_trace, valid_branch,
+    ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
+    Released, session_exposure, session_trace, valid_branch,
 };
 
 /// Source of the current time (injected so tests can move it).
@@ -338,6 +338,24 @@ impl Gateway {
         ev
     }
 
+    /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
+    /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
+    /// known and the tool if named. Metadata only; a failed append is logged.
+    pub fn audit_rejection(
+        &self,
+        front_end: &str,
+        reason: &str,
+        session: Option<&SessionRecord>,
+        tool: Option<&str>,
+    ) {
+        let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
+        ev.session = session.map(|s| audit_session_id(&s.id));
+        ev.caller = session.map(|s| s.caller.clone());
+        ev.tool = tool.map(str::to_owned);
+        ev.detail = json!({"front_end": front_end, "reason": reason});
+        let _ = self.audit(ev);
+    }
+
     /// The policy set's digest.
     #[must_use]
     pub fn policy_digest(&self) -> String {
@@ -447,12 +465,7 @@ impl Gateway {
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev);
         tracing::info!(tool, reason = %reason, "denied");
-        CallOutcome::Denied(self.recovery(
-            reason,
-            class(entry),
-            tool,
-            action.map(|a| a.0.as_str()),
-        ))
+        CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 
     /// Validate arguments and build the canonical request and policy facts.

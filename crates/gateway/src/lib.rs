@@ -23,9 +23,9 @@ pub use catalog::{CatalogError, ToolEntry};
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::{
-    ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, MAX_HELD_PER_SESSION,
-    META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewOutcome, Released,
-    audit_session_id, decide_approval, describe_handles, reveal_for_approver, session_exposure,
-    session_trace, system_clock, valid_branch,
+    ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
+    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewOutcome, Released, audit_session_id,
+    decide_approval, describe_handles, reveal_for_approver, session_exposure, session_trace,
+    system_clock, valid_branch,
 };
 pub use upstream::{BoxFuture, RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};

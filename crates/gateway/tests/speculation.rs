@@ -551,3 +551,46 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
         "the upstream received the rewritten call: {got:?}"
     );
 }
+
+/// Regression (issue 12 item 6): deferred calls were held in memory unvalidated and only by
+/// count (1024 of any size): one token took the gateway from 22 MiB to 4.1 GiB. A held call is
+/// now validated as the call it stands for, and a session holds at most
+/// `max_held_calls_per_session` calls and `max_held_bytes_per_session` bytes; past either,
+/// the call is refused (`limit_exceeded`) and the session keeps working.
+#[tokio::test]
+async fn held_calls_are_validated_and_bounded_by_count_and_bytes() {
+    let mut config = test_config();
+    config.limits.max_held_calls_per_session = 3;
+    config.limits.max_held_bytes_per_session = 4096;
+    config.limits.max_argument_bytes = 2048;
+    let h = Harness::with_config(config).await;
+    let s = &h.session;
+    // Over the argument limit: refused as the call would be, not held.
+    let big = "x".repeat(3000);
+    let o = echo(&h, s, json!({"text": big}), &spec("b1", 0.9)).await;
+    assert_denied(&o, ReasonCode::InvalidArguments);
+    // Too deep for a call: refused too.
+    let mut deep = json!(1);
+    for _ in 0..100 {
+        deep = json!([deep]);
+    }
+    let o = echo(&h, s, json!({"text": deep}), &spec("b1", 0.9)).await;
+    assert_denied(&o, ReasonCode::InvalidArguments);
+    // By bytes: two calls of ~1.9 KB fit in 4 KiB, a third does not.
+    let chunk = "y".repeat(1900);
+    deferred_branch(&echo(&h, s, json!({"text": chunk}), &spec("b1", 0.9)).await);
+    deferred_branch(&echo(&h, s, json!({"text": chunk}), &spec("b1", 0.9)).await);
+    let o = echo(&h, s, json!({"text": chunk}), &spec("b1", 0.9)).await;
+    assert_denied(&o, ReasonCode::LimitExceeded);
+    // By count: a small third call fits, a fourth does not.
+    deferred_branch(&echo(&h, s, json!({"text": "small"}), &spec("b2", 0.9)).await);
+    let o = echo(&h, s, json!({"text": "small"}), &spec("b2", 0.9)).await;
+    assert_denied(&o, ReasonCode::LimitExceeded);
+    // Another session is not affected.
+    let other = h.open_session("other");
+    deferred_branch(&echo(&h, &other, json!({"text": "fine"}), &spec("b1", 0.9)).await);
+    // Settling frees the room.
+    assert_eq!(h.gw.abandon_branch(s, "b1").unwrap(), 2);
+    deferred_branch(&echo(&h, s, json!({"text": chunk}), &spec("b3", 0.9)).await);
+    assert_eq!(h.test.reads(), 0, "nothing held was sent");
+}

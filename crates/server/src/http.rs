@@ -188,8 +188,9 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
             "/v1/handles/{id}",
             get(describe_handle).delete(revoke_handle),
         )
-        .layer(axum::middleware::from_fn(move |request, next| {
-            scan_body(request, next, body_limit)
+        .layer(axum::middleware::from_fn({
+            let gateway = state.gateway.clone();
+            move |request, next| scan_body(request, next, body_limit, gateway.clone())
         }))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
@@ -202,24 +203,50 @@ async fn scan_body(
     request: axum::extract::Request,
     next: axum::middleware::Next,
     body_limit: usize,
+    gateway: Gateway,
 ) -> Response {
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, body_limit).await else {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request body larger than {body_limit} bytes"),
-        )
-        .into_response();
+    // Refusals are audited in the session the bearer token names (an operator or
+    // unauthenticated request is only logged: no peer can grow the audit log without a
+    // session).
+    let audit = |reason: &str| match session_from(&gateway, &parts.headers) {
+        Ok(s) => gateway.audit_rejection("http-api", reason, Some(&s), None),
+        Err(_) => tracing::info!(reason, "refused an HTTP API request"),
+    };
+    let bytes = match axum::body::to_bytes(body, body_limit).await {
+        Ok(bytes) => bytes,
+        Err(e) if crate::conn::is_body_read_timeout(&e) => {
+            audit("body_read_timeout");
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request body did not arrive in time",
+            )
+            .into_response();
+        }
+        Err(_) => {
+            audit("request_too_large");
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("request body larger than {body_limit} bytes"),
+            )
+            .into_response();
+        }
     };
     if !bytes.is_empty() {
         use secureclaw_core::rawjson::{RawJsonError, scan};
         // The body wraps the arguments in at most three objects (body, `arguments`, nesting).
-        match scan(&bytes, secureclaw_core::canonical::MAX_DEPTH + 3) {
+        match scan(&bytes, secureclaw_core::rawjson::MESSAGE_MAX_DEPTH) {
             Err(e @ (RawJsonError::DuplicateKey { .. } | RawJsonError::TooDeep { .. })) => {
+                audit(if matches!(e, RawJsonError::TooDeep { .. }) {
+                    "request_too_deep"
+                } else {
+                    "duplicate_key"
+                });
                 return ApiError::new(StatusCode::BAD_REQUEST, "invalid_arguments", e.to_string())
                     .into_response();
             }

@@ -54,7 +54,12 @@ pub struct McpFrontEnd {
     gateway: Gateway,
     sessions: Arc<SessionSource>,
     trusted_client_confirmation: bool,
+    max_message_bytes: usize,
 }
+
+/// Default size limit of one stdio MCP message (a line): the default argument limit
+/// (4 MiB) plus room for the JSON-RPC envelope, as the HTTP body limit of `serve`.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024 + 64 * 1024;
 
 /// The user's answer to an elicitation.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -72,7 +77,17 @@ impl McpFrontEnd {
             gateway,
             sessions: Arc::new(sessions),
             trusted_client_confirmation: false,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
+    }
+
+    /// Largest stdio message (one line, without its newline) accepted, in bytes; a longer line
+    /// is discarded as it arrives and answered with an error (default
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`]).
+    #[must_use]
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
     }
 
     /// Declare the MCP client a trusted host whose elicitation answers confirm actions
@@ -123,13 +138,46 @@ impl McpFrontEnd {
     /// # Errors
     /// Transport or initialization failures.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
-        // One reply per request: duplicate in-flight ids are refused before rmcp sees them.
-        let transport =
-            crate::one_reply::OneReply::new(rmcp::transport::IntoTransport::<
-                RoleServer,
-                std::io::Error,
-                rmcp::transport::async_rw::TransportAdapterAsyncRW,
-            >::into_transport(rmcp::transport::stdio()));
+        let (stdin, stdout) = rmcp::transport::stdio();
+        self.serve_lines(stdin, stdout).await
+    }
+
+    /// Serve newline-delimited JSON-RPC read from `read` and written to `write` (stdio, or a
+    /// pipe in tests) until `read` ends. Every line gets one answer: lines no parser could read
+    /// are answered by [`crate::stdio_lines::LineFramed`], duplicate in-flight ids by
+    /// [`crate::one_reply::OneReply`]; only accepted messages reach rmcp.
+    ///
+    /// # Errors
+    /// Transport or initialization failures.
+    pub async fn serve_lines<R, W>(self, read: R, write: W) -> Result<(), std::io::Error>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let writer = rmcp::transport::async_rw::AsyncRwTransport::<RoleServer, _, _>::new(
+            tokio::io::empty(),
+            write,
+        );
+        // Every refusal is audited (metadata only), in the connection's session if fixed.
+        let session = match self.sessions.as_ref() {
+            SessionSource::Fixed(s) => Some(s.clone()),
+            SessionSource::Bearer { .. } => None,
+        };
+        let (gateway, fixed) = (self.gateway.clone(), session.clone());
+        let on_refusal: crate::stdio_lines::OnRefusal = Arc::new(
+            move |why: crate::stdio_lines::LineRefusal, _id: Option<&rmcp::model::RequestId>| {
+                gateway.audit_rejection("mcp-stdio", why.code(), fixed.as_ref(), None);
+            },
+        );
+        let (gateway, fixed) = (self.gateway.clone(), session);
+        let on_duplicate = Arc::new(move || {
+            gateway.audit_rejection("mcp-stdio", "duplicate_id", fixed.as_ref(), None);
+        });
+        let transport = crate::one_reply::OneReply::new(
+            crate::stdio_lines::LineFramed::new(read, writer, self.max_message_bytes)
+                .on_refusal(on_refusal),
+        )
+        .on_duplicate(on_duplicate);
         let running = self
             .serve(transport)
             .await
@@ -143,12 +191,33 @@ impl McpFrontEnd {
 
     /// A Tower service for Streamable HTTP, to nest under `/mcp`. `allowed_origins` are
     /// checked on every request (DNS-rebinding protection); `allowed_hosts` on the Host header.
+    /// Sessions idle for 5 minutes are closed.
     #[must_use]
     pub fn streamable_http_service(
         self,
         allowed_hosts: Vec<String>,
         allowed_origins: Vec<String>,
         max_body: usize,
+    ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+        Self,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    > {
+        self.streamable_http_service_idle(
+            allowed_hosts,
+            allowed_origins,
+            max_body,
+            std::time::Duration::from_secs(300),
+        )
+    }
+
+    /// [`Self::streamable_http_service`] closing a session after `idle` without a request.
+    #[must_use]
+    pub fn streamable_http_service_idle(
+        self,
+        allowed_hosts: Vec<String>,
+        allowed_origins: Vec<String>,
+        max_body: usize,
+        idle: std::time::Duration,
     ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
         Self,
         rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
@@ -161,7 +230,11 @@ impl McpFrontEnd {
             .with_allowed_origins(allowed_origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(max_body);
-        StreamableHttpService::new(move || Ok(self.clone()), Arc::default(), config)
+        // A session idle for `idle` is closed and its state freed.
+        let mut manager =
+            rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default();
+        manager.session_config.keep_alive = Some(idle);
+        StreamableHttpService::new(move || Ok(self.clone()), Arc::new(manager), config)
     }
 }
 

@@ -48,12 +48,38 @@ struct Session {
     owner: Owner,
     /// JSON-RPC ids in flight (their JSON text: `1` and `"1"` are different ids).
     in_flight: HashSet<String>,
+    /// The last request naming this session.
+    last_used: std::time::Instant,
+}
+
+/// Bounds on the MCP sessions the endpoint keeps (issue 12 item 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSessionLimits {
+    /// Live MCP sessions per bearer token; `initialize` beyond is refused (`429`). Default 16.
+    pub per_token: usize,
+    /// Live MCP sessions created without a token (only possible with a token-less loopback
+    /// session). Default 16.
+    pub tokenless: usize,
+    /// An MCP session with no request for this long is closed (rmcp's keep-alive) and no
+    /// longer counted. Default 5 min.
+    pub idle: std::time::Duration,
+}
+
+impl Default for McpSessionLimits {
+    fn default() -> Self {
+        Self {
+            per_token: 16,
+            tokenless: 16,
+            idle: std::time::Duration::from_secs(300),
+        }
+    }
 }
 
 struct Guard {
     gateway: Gateway,
     require_token: bool,
     max_body: usize,
+    limits: McpSessionLimits,
     sessions: Mutex<HashMap<String, Session>>,
 }
 
@@ -83,10 +109,7 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
     }
 }
 
-/// Nesting allowed in a whole JSON-RPC message: the arguments' limit
-/// ([`secureclaw_core::canonical::MAX_DEPTH`]) plus the message, `params` and `arguments`
-/// objects around them (the gateway then enforces the arguments' own limit).
-const MESSAGE_MAX_DEPTH: usize = secureclaw_core::canonical::MAX_DEPTH + 3;
+use secureclaw_core::rawjson::MESSAGE_MAX_DEPTH;
 
 fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
     (
@@ -96,6 +119,19 @@ fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Res
         ),
     )
         .into_response()
+}
+
+/// Audit a refused request (metadata only) in the session its bearer token names. A request
+/// without a live session's token is only logged: an unauthenticated peer must not be able
+/// to grow the audit log.
+fn audit_rejection(guard: &Guard, headers: &HeaderMap, reason: &str) {
+    let session = bearer(headers).and_then(|t| guard.gateway.session(t).ok().flatten());
+    match session {
+        Some(s) => guard
+            .gateway
+            .audit_rejection("mcp-http", reason, Some(&s), None),
+        None => tracing::info!(reason, "refused an MCP request without a session"),
+    }
 }
 
 fn not_found() -> Response {
@@ -112,13 +148,35 @@ pub fn mcp_router(
     max_body: usize,
     require_token: bool,
 ) -> axum::Router {
+    mcp_router_with_limits(
+        front,
+        allowed_hosts,
+        allowed_origins,
+        max_body,
+        require_token,
+        McpSessionLimits::default(),
+    )
+}
+
+/// [`mcp_router`] with explicit session limits.
+pub fn mcp_router_with_limits(
+    front: McpFrontEnd,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    max_body: usize,
+    require_token: bool,
+    limits: McpSessionLimits,
+) -> axum::Router {
+    let idle = limits.idle;
     let guard = Arc::new(Guard {
         gateway: front.gateway().clone(),
         require_token,
         max_body,
+        limits,
         sessions: Mutex::new(HashMap::new()),
     });
-    let service = front.streamable_http_service(allowed_hosts, allowed_origins, max_body);
+    let service =
+        front.streamable_http_service_idle(allowed_hosts, allowed_origins, max_body, idle);
     axum::Router::new()
         .fallback_service(service)
         .layer(axum::middleware::from_fn_with_state(guard, guard_request))
@@ -135,7 +193,17 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         let (parts, body) = request.into_parts();
         let bytes = match axum::body::to_bytes(body, guard.max_body).await {
             Ok(b) => b,
+            Err(e) if crate::conn::is_body_read_timeout(&e) => {
+                audit_rejection(&guard, &parts.headers, "body_read_timeout");
+                return jsonrpc_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    Value::Null,
+                    -32600,
+                    "invalid request: the body did not arrive in time",
+                );
+            }
             Err(_) => {
+                audit_rejection(&guard, &parts.headers, "request_too_large");
                 return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
             }
         };
@@ -143,11 +211,8 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         // Every request gets one answer: bytes rmcp would drop silently (not JSON, nested past
         // the gateway's limit, a key twice) are answered here, with the id when it parses.
         if let Err(e) = secureclaw_core::rawjson::scan(&bytes, MESSAGE_MAX_DEPTH) {
-            let id = message
-                .as_ref()
-                .and_then(|m| m.get("id"))
-                .cloned()
-                .unwrap_or(Value::Null);
+            // Recovered from the bytes: a message too deep for `serde_json` still names its id.
+            let id = secureclaw_core::rawjson::recover_id(&bytes).unwrap_or(Value::Null);
             let (code, text) = match &e {
                 RawJsonError::Syntax(_) => {
                     (-32700, "parse error: the body is not valid JSON".to_owned())
@@ -166,8 +231,24 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
             } else {
                 id
             };
-            tracing::info!(error = %e, "refused an MCP request before parsing");
+            // The reason only: a duplicate key's name may itself be a protected value.
+            let reason = match &e {
+                RawJsonError::Syntax(_) => "parse_error",
+                RawJsonError::TooDeep { .. } => "request_too_deep",
+                RawJsonError::DuplicateKey { .. } => "duplicate_key",
+            };
+            audit_rejection(&guard, &parts.headers, reason);
             return jsonrpc_error(StatusCode::BAD_REQUEST, id, code, &text);
+        }
+        // MCP has no batches (since 2025-06-18): one answer for the whole array.
+        if message.as_ref().is_some_and(Value::is_array) {
+            audit_rejection(&guard, &parts.headers, "batch");
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32600,
+                "invalid request: batches are not supported",
+            );
         }
         (Request::from_parts(parts, Body::from(bytes)), message)
     } else {
@@ -192,7 +273,10 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         if !same_owner(&session.owner, &owner) {
             return not_found();
         }
+        session.last_used = std::time::Instant::now();
         if is_initialize {
+            drop(sessions);
+            audit_rejection(&guard, request.headers(), "reinitialize");
             return jsonrpc_error(
                 StatusCode::BAD_REQUEST,
                 id.unwrap_or(Value::Null),
@@ -205,6 +289,8 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
             (Some(id), Some(_)) => {
                 let key = id.to_string();
                 if !session.in_flight.insert(key.clone()) {
+                    drop(sessions);
+                    audit_rejection(&guard, request.headers(), "duplicate_id");
                     return jsonrpc_error(
                         StatusCode::CONFLICT,
                         id.clone(),
@@ -282,6 +368,32 @@ async fn initialize(
             }
         },
     }
+    // Sessions per owner: idle ones (closed by rmcp after the same time) are forgotten
+    // first; a full owner's `initialize` is refused, and everyone else keeps being served.
+    let full = {
+        let mut sessions = guard.sessions();
+        let idle = guard.limits.idle;
+        sessions.retain(|_, s| !s.in_flight.is_empty() || s.last_used.elapsed() < idle);
+        let live = sessions
+            .values()
+            .filter(|s| same_owner(&s.owner, &owner))
+            .count();
+        let limit = if owner.is_some() {
+            guard.limits.per_token
+        } else {
+            guard.limits.tokenless
+        };
+        live >= limit
+    };
+    if full {
+        audit_rejection(guard, request.headers(), "mcp_session_limit");
+        return jsonrpc_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            id,
+            -32600,
+            "too many open MCP sessions for this token; end one (DELETE /mcp) or reuse it",
+        );
+    }
     let response = next.run(request).await;
     if response.status().is_success()
         && let Some(sid) = response
@@ -294,6 +406,7 @@ async fn initialize(
             Session {
                 owner,
                 in_flight: HashSet::new(),
+                last_used: std::time::Instant::now(),
             },
         );
     }

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct OneReply<T> {
     inner: T,
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    on_duplicate: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl<T> OneReply<T> {
@@ -26,7 +27,15 @@ impl<T> OneReply<T> {
         Self {
             inner,
             in_flight: Arc::default(),
+            on_duplicate: None,
         }
+    }
+
+    /// Call `hook` for every refused duplicate (to audit it).
+    #[must_use]
+    pub fn on_duplicate(mut self, hook: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.on_duplicate = Some(hook);
+        self
     }
 }
 
@@ -76,6 +85,9 @@ where
                 Some(request.id.clone()),
             );
             tracing::warn!(id = %request.id, "duplicate in-flight request id refused");
+            if let Some(hook) = &self.on_duplicate {
+                hook();
+            }
             // Sent around the bookkeeping in `send`: the first request stays in flight.
             if self.inner.send(refusal).await.is_err() {
                 return None;

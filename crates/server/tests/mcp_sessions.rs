@@ -17,7 +17,10 @@ use secureclaw_gateway::{
     BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
 };
-use secureclaw_server::{ApiState, McpFrontEnd, SessionSource, mcp_router, router};
+use secureclaw_server::{
+    ApiState, ConnLimits, McpFrontEnd, McpSessionLimits, SessionSource, mcp_router_with_limits,
+    router,
+};
 use secureclaw_store::SqliteStore;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -98,6 +101,16 @@ impl Server {
 }
 
 async fn server(require_token: bool) -> Server {
+    server_with(
+        require_token,
+        ConnLimits::default(),
+        McpSessionLimits::default(),
+    )
+    .await
+}
+
+/// A server with explicit connection and MCP session limits.
+async fn server_with(require_token: bool, conn: ConnLimits, limits: McpSessionLimits) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let keys = Arc::new(KeyRing::generate(&mut |b| getrandom::fill(b).unwrap()));
     let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
@@ -143,12 +156,13 @@ async fn server(require_token: bool) -> Server {
         )
     };
     let front = McpFrontEnd::new(gw.clone(), SessionSource::Bearer { fallback });
-    let mcp = mcp_router(
+    let mcp = mcp_router_with_limits(
         front,
         vec!["localhost".into(), "127.0.0.1".into()],
         vec![],
         128 * 1024,
         require_token,
+        limits,
     );
     let app = router(
         ApiState {
@@ -161,7 +175,7 @@ async fn server(require_token: bool) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        let _ = axum::serve(secureclaw_server::nodelay_listener(listener), app).await;
+        let _ = secureclaw_server::serve(listener, app, conn, std::future::pending()).await;
     });
     Server {
         addr,
@@ -440,6 +454,8 @@ async fn malformed_deep_and_duplicate_key_requests_get_one_answer() {
         let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), &deep).await;
         assert_eq!(r.status, 400, "{r:?}");
         assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+        // The id is recovered from the bytes, also past serde_json's 128 levels.
+        assert_eq!(r.messages[0]["id"], 6, "{r:?}");
     }
     assert_eq!(
         s.office.sent.load(Ordering::SeqCst),
@@ -449,4 +465,283 @@ async fn malformed_deep_and_duplicate_key_requests_get_one_answer() {
     // Positive control: a well-formed call on the same session still runs.
     let r = call(&s, Some(&alice), &sid, 7, "office__send").await;
     assert_eq!(result_text(&r), "send done");
+}
+
+/// The audit log's rejection records: (front end, reason) for each.
+fn rejections(gw: &Gateway) -> Vec<(String, String)> {
+    gw.store()
+        .audit_records(1, 10_000)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Rejection)
+        .map(|r| {
+            assert!(r.event.session.is_some(), "{r:?}");
+            (
+                r.event.detail["front_end"].as_str().unwrap().to_owned(),
+                r.event.detail["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 12 item 8: refusals in a session are audited (reason only), including a batch.
+#[tokio::test]
+async fn refusals_are_audited_with_a_reason_and_nothing_else() {
+    let s = server(true).await;
+    let alice = s.token("alice");
+    let sid = open(&s, Some(&alice)).await;
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), "{not json").await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"office__send","arguments":{}}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"office__send","arguments":{}}}]"#;
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), batch).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.messages.len(), 1, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a batch ran");
+    let dup = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"office__send","arguments":{"secret-key":1,"secret-key":2}}}"#;
+    request_raw(s.addr, "POST", Some(&alice), Some(&sid), dup).await;
+    let r = request(
+        s.addr,
+        "POST",
+        Some(&alice),
+        Some(&sid),
+        Some(&initialize_body(9)),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let got = rejections(&s.gw);
+    let reasons: Vec<&str> = got.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["parse_error", "batch", "duplicate_key", "reinitialize"],
+        "{got:?}"
+    );
+    assert!(got.iter().all(|(f, _)| f == "mcp-http"), "{got:?}");
+    let dump = serde_json::to_string(&s.gw.store().audit_records(1, 10_000).unwrap()).unwrap();
+    assert!(
+        !dump.contains("secret-key"),
+        "a request's content reached the audit log"
+    );
+}
+
+/// Issue 12 item 6: each unauthenticated or authenticated `initialize` kept its state for
+/// 5 minutes without bound. Sessions per token are bounded: past the limit, `initialize` is
+/// refused with `429` and a JSON-RPC error (audited), other tokens are still served, and
+/// ending a session makes room.
+#[tokio::test]
+async fn mcp_sessions_per_token_are_bounded() {
+    let limits = McpSessionLimits {
+        per_token: 2,
+        ..McpSessionLimits::default()
+    };
+    let s = server_with(true, ConnLimits::default(), limits).await;
+    let alice = s.token("alice");
+    let first = open(&s, Some(&alice)).await;
+    open(&s, Some(&alice)).await;
+    let r = request(
+        s.addr,
+        "POST",
+        Some(&alice),
+        None,
+        Some(&initialize_body(3)),
+    )
+    .await;
+    assert_eq!(r.status, 429, "{r:?}");
+    assert_eq!(r.messages[0]["id"], 3, "{r:?}");
+    assert!(r.session.is_none(), "{r:?}");
+    // Someone else is not affected.
+    let bob = s.token("bob");
+    let sid = open(&s, Some(&bob)).await;
+    assert_eq!(
+        result_text(&call(&s, Some(&bob), &sid, 2, "office__send").await),
+        "send done"
+    );
+    // Alice's live sessions still work; ending one makes room.
+    assert_eq!(
+        result_text(&call(&s, Some(&alice), &first, 2, "office__send").await),
+        "send done"
+    );
+    let r = request(s.addr, "DELETE", Some(&alice), Some(&first), None).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    open(&s, Some(&alice)).await;
+    assert_eq!(
+        rejections(&s.gw),
+        [("mcp-http".to_owned(), "mcp_session_limit".to_owned())]
+    );
+}
+
+/// Read until the peer closes (or 30 s pass, a liveness bound): whether it closed.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+async fn health(addr: SocketAddr) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    String::from_utf8_lossy(&raw)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 12 item 6: incomplete requests were never timed out (20,100 idle connections
+/// exhausted file descriptors and `/health` stopped answering). A connection that sends
+/// nothing, one that trickles headers, one that stops in its body, and an idle keep-alive
+/// connection are all closed, and `/health` answers throughout.
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed() {
+    let conn = ConnLimits {
+        header_read_timeout: Duration::from_millis(300),
+        body_read_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        ..ConnLimits::default()
+    };
+    let s = server_with(true, conn, McpSessionLimits::default()).await;
+    let alice = s.token("alice");
+    // Nothing sent.
+    let mut silent = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    // Headers begun, never finished.
+    let mut partial = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    partial
+        .write_all(b"GET /health HTTP/1.1\r\nHost: loc")
+        .await
+        .unwrap();
+    // A body that stops half way.
+    let mut body = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    body.write_all(
+        format!("POST /v1/call HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {alice}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\":").as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(health(s.addr).await, 200);
+    assert!(
+        closed_by_server(&mut silent).await,
+        "a silent connection stayed open"
+    );
+    assert!(
+        closed_by_server(&mut partial).await,
+        "a partial request stayed open"
+    );
+    // The stalled body gets an answer (408) and the connection ends.
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), body.read_to_end(&mut raw))
+        .await
+        .expect("the stalled body was answered within 30 s")
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.starts_with("HTTP/1.1 408"), "{raw}");
+    // An idle keep-alive connection after a complete request is closed too.
+    let mut keep = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    keep.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut keep).await,
+        "an idle keep-alive connection stayed open"
+    );
+    assert_eq!(health(s.addr).await, 200);
+}
+
+/// Issue 12 item 6: connections and requests in flight per peer are bounded; past either the
+/// gateway refuses (closes the connection, or answers `429`) and keeps serving.
+#[tokio::test]
+async fn connections_and_requests_per_peer_are_bounded() {
+    let conn = ConnLimits {
+        max_connections_per_peer: 3,
+        max_in_flight_per_peer: 1,
+        ..ConnLimits::default()
+    };
+    let s = Arc::new(server_with(true, conn, McpSessionLimits::default()).await);
+    let alice = s.token("alice");
+    // One request in flight (the slow tool waits for the gate)...
+    let sid = open(&s, Some(&alice)).await;
+    let first = {
+        let (s, alice, sid) = (s.clone(), alice.clone(), sid.clone());
+        tokio::spawn(async move { call(&s, Some(&alice), &sid, 9, "office__slow").await })
+    };
+    while s.office.slow_started.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // ...so a second one from the same address is refused with 429.
+    let r = call(&s, Some(&alice), &sid, 10, "office__send").await;
+    assert_eq!(r.status, 429, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0);
+    s.office.gate.notify_one();
+    assert_eq!(result_text(&first.await.unwrap()), "slow done");
+    // Once the first is answered (its slot is released as its connection ends), another
+    // request is served.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = call(&s, Some(&alice), &sid, 11, "office__send").await;
+        if r.status != 429 {
+            assert_eq!(result_text(&r), "send done");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the in-flight slot was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Three idle keep-alive connections fill this address's share; a fourth is closed
+    // unanswered. (Earlier connections may take a moment to be counted out: retry.)
+    let mut held = Vec::new();
+    while held.len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "could not open 3 connections"
+        );
+        if let Some(c) = keep_alive(s.addr).await {
+            held.push(c);
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        keep_alive(s.addr).await.is_none(),
+        "a fourth connection was served"
+    );
+    // Closing one makes room again.
+    drop(held.pop());
+    loop {
+        if health(s.addr).await == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no room after a connection closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A connection that was served one request and stays open (keep-alive), or `None` if the
+/// server closed it unanswered.
+async fn keep_alive(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
+    let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
+    c.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut buf = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(30), c.read_exact(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    (&buf == b"HTTP/1.1 200").then_some(c)
 }

@@ -46,8 +46,6 @@ pub const META_APPROVAL: &str = "dev.secureclaw/approval";
 pub const PROMOTE_TOOL: &str = "secureclaw.promote_branch";
 /// Gateway-provided tool that abandons a branch.
 pub const ABANDON_TOOL: &str = "secureclaw.abandon_branch";
-/// Held (deferred or reissuable shadowed) calls per session; beyond it calls are blocked.
-pub const MAX_HELD_PER_SESSION: usize = 1024;
 /// Cached committed results per session for the `cache` substitute.
 const MAX_CACHE_PER_SESSION: usize = 256;
 
@@ -123,6 +121,16 @@ struct Held {
     branch: String,
     tool: String,
     arguments: Map<String, Value>,
+    /// Size of `arguments` as JSON, counted against `max_held_bytes_per_session`.
+    bytes: usize,
+}
+
+/// Why a call could not be held.
+enum NotHeld {
+    /// The session holds as many calls or bytes as its limits allow.
+    Limit,
+    /// The branch is already promoted or abandoned.
+    Settled,
 }
 
 /// Per-task (per-session) speculative state.
@@ -463,26 +471,37 @@ impl Gateway {
     }
 
     /// Keep a call (a deferral, or a shadowed call to re-issue on promotion) for its branch;
-    /// `Err` when the session holds too many or the branch is settled.
+    /// refused when the session already holds `max_held_calls_per_session` calls or the call
+    /// would take it past `max_held_bytes_per_session`, or when the branch is settled.
     fn keep(
         &self,
         session: &SessionRecord,
         branch: &str,
         tool: &str,
         arguments: Map<String, Value>,
-    ) -> Result<(), ()> {
+    ) -> Result<(), NotHeld> {
+        let limits = &self.inner.config.limits;
+        let bytes = serde_json::to_vec(&arguments).map_or(usize::MAX, |v| v.len());
         let mut tasks = self.lock_tasks();
         let task = task_of(&mut tasks, session);
-        if task.held.len() >= MAX_HELD_PER_SESSION
-            || task.branches.state(branch) != BranchState::Pending
+        if task.branches.state(branch) != BranchState::Pending {
+            return Err(NotHeld::Settled);
+        }
+        let held_bytes = task
+            .held
+            .iter()
+            .fold(0usize, |sum, h| sum.saturating_add(h.bytes));
+        if task.held.len() >= limits.max_held_calls_per_session
+            || held_bytes.saturating_add(bytes) > limits.max_held_bytes_per_session
         {
-            return Err(());
+            return Err(NotHeld::Limit);
         }
         task.branches.open(branch);
         task.held.push(Held {
             branch: branch.to_owned(),
             tool: tool.to_owned(),
             arguments,
+            bytes,
         });
         Ok(())
     }
@@ -509,28 +528,41 @@ impl Gateway {
             ),
             None => (tool.to_owned(), String::new()),
         };
+        // Validated as the call it stands for before it is held: a call that could never
+        // run (too large, too deep, inexact numbers) is refused now, not kept in memory.
+        let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |v| v.len());
+        if size > self.inner.config.limits.max_argument_bytes
+            || secureclaw_core::canonical::validate_value(&Value::Object(arguments.clone()))
+                .is_err()
+        {
+            return self.deny(
+                session,
+                tool,
+                self.inner.catalog.get(tool),
+                ReasonCode::InvalidArguments,
+                None,
+            );
+        }
         // A call for a branch that was already abandoned is dropped unsent; one for a
         // promoted branch is not speculative any more, but the runtime said it was: hold it
         // like any other and let the next promotion release it.
-        if self.keep(session, branch, tool, arguments).is_err() {
+        if let Err(why) = self.keep(session, branch, tool, arguments) {
+            let (tag, reason) = match why {
+                NotHeld::Limit => ("block:held_limit", ReasonCode::LimitExceeded),
+                NotHeld::Settled => ("block:branch_settled", ReasonCode::ContractBlocked),
+            };
             self.record(
                 session,
                 &q,
                 &destination,
                 mode,
                 Some(branch),
-                "block:held_limit_or_settled",
+                tag,
                 Dispatch::None,
                 None,
                 0,
             );
-            return self.deny(
-                session,
-                tool,
-                self.inner.catalog.get(tool),
-                ReasonCode::ContractBlocked,
-                None,
-            );
+            return self.deny(session, tool, self.inner.catalog.get(tool), reason, None);
         }
         self.record(
             session,
