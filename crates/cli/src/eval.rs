@@ -77,7 +77,17 @@ pub struct AgentDojoArgs {
     /// Keep the gateway's work directories (config, state, log).
     #[arg(long)]
     keep: bool,
-    /// Exit 1 if any attack had an effect through the gateway (output-only successes excepted).
+    /// Replay order of an attacked run. `attacker-first`: the injection task's ground-truth
+    /// calls, then the user task's. `user-first`: the user task's reads, then the injection
+    /// task's calls (with the handles the runtime was shown by those reads), then the rest of
+    /// the user task.
+    #[arg(long, value_enum, default_value_t = Order::AttackerFirst)]
+    order: Order,
+    /// Exit 1 if any attack had an effect through the gateway. `attacker-first`: AgentDojo's
+    /// `security()` on the calls that ran (output-only successes excepted). `user-first`: any
+    /// direct effect for an injection goal (an effect of the injection's plan that ran, a call
+    /// that ran with an attacker's identifier, or an attacker identifier newly written into
+    /// the environment).
     #[arg(long)]
     check: bool,
     /// Directory of the harness (default: ./eval/agentdojo, else the one in the source tree).
@@ -86,6 +96,25 @@ pub struct AgentDojoArgs {
     /// Python used to create the virtualenv (3.11 or newer).
     #[arg(long, default_value = "python3.11")]
     python: String,
+}
+
+/// Replay order of an attacked AgentDojo run (`eval agentdojo --order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    /// The injection task's calls, then the user task's.
+    AttackerFirst,
+    /// The user task's reads, then the injection task's calls, then the rest of the user task.
+    UserFirst,
+}
+
+impl Order {
+    /// The driver's spelling.
+    fn as_str(self) -> &'static str {
+        match self {
+            Order::AttackerFirst => "attacker-first",
+            Order::UserFirst => "user-first",
+        }
+    }
 }
 
 /// Run an evaluation.
@@ -321,6 +350,7 @@ fn agentdojo(args: AgentDojoArgs) -> Result<ExitCode> {
     for s in &args.suite {
         cmd.arg("--suite").arg(s);
     }
+    cmd.arg("--order").arg(args.order.as_str());
     if let Some(p) = &args.json {
         cmd.arg("--json").arg(p);
     }

@@ -10,7 +10,7 @@
 //! | 3 | artifact and binding key ids known, not retired | `key_unknown`, `key_retired` |
 //! | 4 | artifact MAC verifies | `artifact_mac` |
 //! | 5 | artifact's action id = the commit's action id | `action_mismatch` |
-//! | 6 | binding digest recomputed from the call about to be executed = artifact's | `binding_mismatch` |
+//! | 6 | binding digest recomputed from the call about to be executed = artifact's | `binding_mismatch` (`internal` if the canonical bytes do not decode again) |
 //! | 7 | artifact's policy-set digest = current policy-set digest | `policy_changed` |
 //! | 8 | issued_at − skew ≤ now ≤ not_after | `artifact_not_yet_valid`, `artifact_expired` |
 //! | 9 | decision is allow | `decision_not_allow` |
@@ -97,7 +97,9 @@ impl CommitProof {
         &self.binding
     }
 
-    /// The exact request that was verified; the executor sends these arguments and no others.
+    /// The exact request that was verified, decoded from the canonical bytes whose binding
+    /// digest matched (so its arguments are in canonical form: numbers as RFC 8785 writes
+    /// them, keys sorted); the executor sends these arguments and no others.
     #[must_use]
     pub fn request(&self) -> &CanonicalRequest {
         &self.request
@@ -154,17 +156,25 @@ pub async fn accept(
     if &artifact.action_id != attempt.action_id {
         return reject(ReasonCode::ActionMismatch);
     }
-    // 6. binding recomputed from the call about to be executed.
+    // 6. binding recomputed from the call about to be executed. The proof then carries the
+    // request decoded from exactly the bytes whose digest matched: the executor sends the
+    // canonical form of what was bound, never the runtime's own spelling of it.
     let mut request = attempt.request.clone();
     request
         .ctx
         .policy_digest
         .clone_from(&artifact.policy_digest);
-    match binding::verify(keys, &artifact.binding, &request) {
+    let Ok(bytes) = request.canonical_bytes() else {
+        return reject(ReasonCode::BindingMismatch);
+    };
+    match binding::verify_bytes(keys, &artifact.binding, &bytes) {
         Ok(true) => {}
         Ok(false) | Err(BindingError::Canonical(_)) => return reject(ReasonCode::BindingMismatch),
         Err(BindingError::Key(e)) => return reject(key_reason(&e)),
     }
+    let Ok(request) = CanonicalRequest::from_canonical_bytes(&bytes) else {
+        return reject(ReasonCode::Internal);
+    };
     // 7. policy set unchanged.
     if artifact.policy_digest != attempt.current_policy_digest {
         return reject(ReasonCode::PolicyChanged);

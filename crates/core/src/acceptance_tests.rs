@@ -163,6 +163,61 @@ fn positive_control_passes_and_proof_carries_request() {
     assert_eq!(proof.request().inputs.arguments, req.inputs.arguments);
 }
 
+/// Issue 11 item 9: the proof carries the canonical form of what was bound. A commit that
+/// spells the bound amount `1e2` or `100.0` instead of `100` has the same canonical bytes, so
+/// it is accepted — and the executor then sends `100`, not the runtime's spelling.
+#[test]
+fn proof_carries_the_canonical_form_not_the_runtime_spelling() {
+    let keys = ring();
+    let mut bound = request();
+    bound.inputs.arguments.insert("amount".into(), json!(100));
+    bound.inputs.arguments.insert("zero".into(), json!(0));
+    let action = ActionId("act_canon".into());
+    let token = AuthorizationArtifact {
+        version: ARTIFACT_VERSION,
+        action_id: action.clone(),
+        binding: binding::bind(&keys, &bound).unwrap(),
+        policy_digest: bound.ctx.policy_digest.clone(),
+        decision: ArtifactDecision::Allow,
+        needs_confirmation: false,
+        issued_at: NOW,
+        not_after: NOW.plus_millis(TTL),
+        kid: KeyId(String::new()),
+    }
+    .seal(&keys)
+    .unwrap();
+    for (amount, zero) in [("1e2", "-0.0"), ("100.0", "0e5"), ("1.00e+2", "-0")] {
+        let mut spelled = bound.clone();
+        spelled.inputs.arguments.insert(
+            "amount".into(),
+            serde_json::from_str(amount).unwrap(),
+        );
+        spelled
+            .inputs
+            .arguments
+            .insert("zero".into(), serde_json::from_str(zero).unwrap());
+        assert_ne!(spelled.inputs.arguments, bound.inputs.arguments, "{amount}");
+        let a = CommitAttempt {
+            artifact: Some(&token),
+            action_id: &action,
+            request: &spelled,
+            current_policy_digest: "pol-1",
+            confirmation: None,
+            now: NOW,
+            max_skew_ms: SKEW,
+        };
+        let proof = accept(&keys, &MemLedger::default(), &a).unwrap();
+        let sent = &proof.request().inputs.arguments;
+        assert_eq!(sent, &bound.inputs.arguments, "{amount} {zero}");
+        assert_eq!(
+            serde_json::to_string(&sent["amount"]).unwrap(),
+            "100",
+            "{amount}"
+        );
+        assert_eq!(serde_json::to_string(&sent["zero"]).unwrap(), "0", "{zero}");
+    }
+}
+
 #[test]
 fn check1_missing_and_malformed() {
     let p = preview();

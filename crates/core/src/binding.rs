@@ -52,8 +52,20 @@ pub fn verify(
     expected: &BindingDigest,
     request: &CanonicalRequest,
 ) -> Result<bool, BindingError> {
+    verify_bytes(keys, expected, &request.canonical_bytes()?)
+}
+
+/// Compare `expected` with the digest of canonical `bytes` (as produced by
+/// [`CanonicalRequest::canonical_bytes`]) under `expected.kid`, in constant time.
+///
+/// # Errors
+/// [`BindingError::Key`] if `kid` is unknown or retired.
+pub fn verify_bytes(
+    keys: &KeyRing,
+    expected: &BindingDigest,
+    bytes: &[u8],
+) -> Result<bool, BindingError> {
     let key = keys.verifying(KeyPurpose::Binding, &expected.kid)?;
-    let bytes = request.canonical_bytes()?;
-    let actual = hex::encode(hmac_parts(key, &[DOMAIN, &bytes]));
+    let actual = hex::encode(hmac_parts(key, &[DOMAIN, bytes]));
     Ok(mac_eq(actual.as_bytes(), expected.digest.as_bytes()))
 }

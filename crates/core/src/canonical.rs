@@ -165,6 +165,29 @@ impl CanonicalRequest {
     }
 }
 
+impl CanonicalRequest {
+    /// The request that canonical `bytes` (from [`CanonicalRequest::canonical_bytes`]) denote:
+    /// every argument in its canonical form — numbers as JCS writes them (`1e2`, `100.0` and
+    /// `100` all become the integer `100`, `-0` becomes `0`), strings unescaped, keys sorted.
+    /// The executor sends these arguments, so the upstream receives exactly what was bound,
+    /// not a spelling of it the runtime chose.
+    ///
+    /// # Errors
+    /// [`CanonicalError::Serialize`] if `bytes` are not a canonical request of this version.
+    pub fn from_canonical_bytes(bytes: &[u8]) -> Result<Self, CanonicalError> {
+        let bad = |e: &dyn std::fmt::Display| CanonicalError::Serialize(e.to_string());
+        let mut value: Value = serde_json::from_slice(bytes).map_err(|e| bad(&e))?;
+        let object = value
+            .as_object_mut()
+            .ok_or_else(|| bad(&"canonical request is not an object"))?;
+        match object.remove("v") {
+            Some(Value::String(v)) if v == CANONICAL_VERSION => {}
+            _ => return Err(bad(&"canonical request has another version")),
+        }
+        serde_json::from_value(value).map_err(|e| bad(&e))
+    }
+}
+
 /// Check a JSON value for numbers JCS cannot represent exactly and for excessive nesting.
 ///
 /// # Errors
@@ -217,6 +240,28 @@ pub fn escape_pointer(key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The request decoded from canonical bytes has the same bytes, and every argument in
+    /// canonical form (issue 11 item 9).
+    #[test]
+    fn from_canonical_bytes_round_trips_in_canonical_form() {
+        let raw = r#"{"b": 1e2, "a": [100.0, -0.0, 1.5, 2.5e-1], "s": "\u0041\u00e9", "n": {"z": 1, "y": null}}"#;
+        let mut r = request(json!({}));
+        r.inputs.arguments = serde_json::from_str(raw).unwrap();
+        let bytes = r.canonical_bytes().unwrap();
+        let back = CanonicalRequest::from_canonical_bytes(&bytes).unwrap();
+        assert_eq!(back.canonical_bytes().unwrap(), bytes);
+        assert_eq!(
+            serde_json::to_string(&back.inputs.arguments).unwrap(),
+            r#"{"a":[100,0,1.5,0.25],"b":100,"n":{"y":null,"z":1},"s":"Aé"}"#
+        );
+        // Anything but a canonical request of this version is refused.
+        assert!(CanonicalRequest::from_canonical_bytes(b"[]").is_err());
+        let other = String::from_utf8(bytes)
+            .unwrap()
+            .replace(CANONICAL_VERSION, "secureclaw.request/v0");
+        assert!(CanonicalRequest::from_canonical_bytes(other.as_bytes()).is_err());
+    }
 
     fn jcs(v: &Value) -> String {
         String::from_utf8(serde_json_canonicalizer::to_vec(v).unwrap()).unwrap()

@@ -18,7 +18,9 @@
 //!   describes handles and never reveals them; an accept without a well-formed answer is
 //!   `confirmation_malformed` (in process: the MCP front end over an in-memory pipe);
 //! - **configuration**: a classification rule with `identifiers = true` and `anchor = true` is
-//!   refused at load.
+//!   refused at load;
+//! - **annotations only tighten**: an upstream's `destructiveHint: false` does not make its
+//!   tool non-destructive (only the operator or the shipped catalog of known servers can).
 //!
 //! Not covered here: "objects a session wrote never anchor a later read" needs a store tool
 //! whose objects a read tool returns by name; the demo office has none (drafts are never read
@@ -60,6 +62,7 @@ const MAX_AMOUNT: u64 = MAX_SAFE_INTEGER - 1;
 
 const MCP: &str = "in-process only: drives the MCP front end over an in-memory pipe";
 const CONFIG: &str = "in-process only: loads a gateway configuration";
+const COUNTER: &str = "in-process only: needs the counting upstream";
 
 /// How long one MCP exchange may take before the case reports an error.
 const MCP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -334,6 +337,7 @@ pub(crate) async fn semantics(c: &Ctx<'_>, r: &mut Results) {
     provenance(c, r).await;
     elicitation(c, r).await;
     configuration(c, r).await;
+    annotations(c, r).await;
 }
 
 async fn targets(c: &Ctx<'_>, r: &mut Results) {
@@ -904,6 +908,33 @@ async fn configuration(c: &Ctx<'_>, r: &mut Results) {
             let mut config = Stack::config();
             config.classify.push(notes_rule(false));
             Ok(Observed::Config(config.validate()))
+        },
+    )
+    .await;
+}
+
+async fn annotations(c: &Ctx<'_>, r: &mut Results) {
+    const S: &str = SEMANTICS;
+    // `counter__purge` declares `destructiveHint: false`; the operator declared it target-less
+    // and said nothing about `destructive`. Were the hint believed, the default policy would
+    // allow the target-less call without anyone (as it does `counter__bump`).
+    r.case(
+        S,
+        "destructiveHint: false alone (target-less purge) is held",
+        hold(),
+        async {
+            stack(c.t, COUNTER)?;
+            c.call("counter__purge", json!({}), None).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "operator's destructive = false, target-less bump (control)",
+        Expect::Allow,
+        async {
+            stack(c.t, COUNTER)?;
+            c.call("counter__bump", json!({}), None).await
         },
     )
     .await;

@@ -86,10 +86,12 @@ impl ManualClock {
     }
 }
 
-/// A second upstream, `counter`, with two zero-argument effectful tools that only count:
-/// `bump` (declared target-less and non-destructive by the operator, so the policy allows it)
-/// and `bump_undeclared` (no operator rule: an effect with unknown targets, held for
-/// confirmation).
+/// A second upstream, `counter`, with three zero-argument effectful tools that only count, all
+/// declaring `destructiveHint: false`: `bump` (declared target-less and non-destructive by the
+/// operator, so the policy allows it), `bump_undeclared` (no operator rule: an effect with
+/// unknown targets, held for confirmation) and `purge` (declared target-less by the operator,
+/// who says nothing about `destructive`: the upstream's `destructiveHint: false` alone must not
+/// make it non-destructive, so it is held).
 #[derive(Debug, Default)]
 pub struct Counter {
     effects: AtomicU64,
@@ -129,7 +131,13 @@ impl Upstream for Counter {
     }
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
-        Box::pin(async move { Ok(vec![counter_tool("bump"), counter_tool("bump_undeclared")]) })
+        Box::pin(async move {
+            Ok(vec![
+                counter_tool("bump"),
+                counter_tool("bump_undeclared"),
+                counter_tool("purge"),
+            ])
+        })
     }
 
     fn call_tool(
@@ -138,7 +146,8 @@ impl Upstream for Counter {
         arguments: Map<String, Value>,
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
-            if !arguments.is_empty() || !(name == "bump" || name == "bump_undeclared") {
+            if !arguments.is_empty() || !matches!(name.as_str(), "bump" | "bump_undeclared" | "purge")
+            {
                 return Ok(ToolOutput {
                     content: vec![json!({"type": "text", "text": "bad call"})],
                     structured: None,
@@ -266,8 +275,9 @@ impl std::fmt::Debug for Stack {
 
 impl Stack {
     /// The evaluation configuration: [`GatewayConfig::demo_office`] with a 1 h handle
-    /// lifetime ([`EVAL_HANDLE_TTL_MS`]) and the operator rule declaring `counter__bump`
-    /// target-less and non-destructive. All other limits are the defaults (60 s artifact
+    /// lifetime ([`EVAL_HANDLE_TTL_MS`]), the operator rule declaring `counter__bump`
+    /// target-less and non-destructive and the one declaring `counter__purge` target-less
+    /// (and nothing about `destructive`). All other limits are the defaults (60 s artifact
     /// freshness, 5 s tolerated skew).
     #[must_use]
     pub fn config() -> GatewayConfig {
@@ -279,6 +289,12 @@ impl Stack {
             destructive: Some(false),
             targets: Some(vec![]),
             hidden: false,
+            ..ToolRule::default()
+        });
+        c.tools.push(ToolRule {
+            tool: "counter__purge".into(),
+            effect: Some(EffectClass::Effect),
+            targets: Some(vec![]),
             ..ToolRule::default()
         });
         c

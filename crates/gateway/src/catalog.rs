@@ -8,12 +8,14 @@
 //!   declares `readOnlyHint: true`. `readOnlyHint` alone never makes a tool a read — an
 //!   upstream that declares it and writes would otherwise skip preview, policy and
 //!   confirmation;
-//! - **destructive**: an effect is destructive if the operator rule says so, or, without an
-//!   operator `destructive` setting, if the server's `destructiveHint` says so (absent = true).
-//!   An operator `destructive = false` lowers it (operator configuration is authoritative).
+//! - **destructive**: an operator rule's `destructive` wins (operator configuration is
+//!   authoritative, both ways); without one an effect is destructive unless the shipped
+//!   catalog lists it as additive for the server it runs on *and* the server declares
+//!   `destructiveHint: false`. `destructiveHint: false` alone never lowers anything — an
+//!   upstream would otherwise spare its own deleting tool the grant-or-confirm rule.
 
 use crate::config::{ToolRule, UpstreamSpec};
-use crate::known::is_known_read;
+use crate::known::{is_known_additive, is_known_read};
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
 use secureclaw_core::handle::{SinkKind, glob_match};
@@ -67,10 +69,9 @@ impl ToolEntry {
         } else {
             EffectClass::Effect
         });
+        let known_additive = !tool.destructive_hint && is_known_additive(server, &tool.name);
         let destructive = effect == EffectClass::Effect
-            && rule
-                .and_then(|r| r.destructive)
-                .unwrap_or(tool.destructive_hint);
+            && rule.and_then(|r| r.destructive).unwrap_or(!known_additive);
         let financial =
             effect == EffectClass::Effect && rule.and_then(|r| r.financial).unwrap_or(false);
         let sink = rule.and_then(|r| r.sink).unwrap_or_default();

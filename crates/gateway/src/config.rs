@@ -189,7 +189,9 @@ pub struct ToolRule {
     /// Effect class; overrides `readOnlyHint`.
     #[serde(default)]
     pub effect: Option<EffectClass>,
-    /// Destructive; overrides `destructiveHint`.
+    /// Destructive, both ways. Without it an effect is destructive unless the shipped catalog
+    /// lists it as additive for its server (and the server agrees); an upstream's
+    /// `destructiveHint: false` alone lowers nothing.
     #[serde(default)]
     pub destructive: Option<bool>,
     /// Financial (payments, transfers, refunds): like a destructive effect, it needs a trusted
@@ -341,8 +343,8 @@ impl GatewayConfig {
     /// and by the integration tests: an invoice's IBAN is a `high` value that may only flow to
     /// `office__pay_invoice`, its contact address a `medium` one, both trusted attributes of
     /// the invoice (`anchor`); drafts are declared target-less and non-destructive, and the
-    /// contact address may be written into one; mail and payments are `egress` sinks and
-    /// payments are financial (the task must grant them).
+    /// contact address may be written into one; mail is declared non-destructive; mail and
+    /// payments are `egress` sinks and payments are financial (the task must grant them).
     #[must_use]
     pub fn demo_office() -> Self {
         let rule = |path: &str, label: &str, sensitivity, sinks: &[&str]| FieldRule {
@@ -378,8 +380,11 @@ impl GatewayConfig {
                     targets: Some(vec![]),
                     ..ToolRule::default()
                 },
+                // Sending appends to the outbox and overwrites nothing: not destructive (the
+                // operator says so; the server's `destructiveHint: false` alone would not).
                 ToolRule {
                     tool: "office__send_email".into(),
+                    destructive: Some(false),
                     sink: Some(SinkKind::Egress),
                     ..ToolRule::default()
                 },

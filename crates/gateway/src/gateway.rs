@@ -293,7 +293,8 @@ impl Gateway {
     }
 
     /// The recovery template for `reason`, with its draft step naming this gateway's draft
-    /// tool (a visible effect tool the operator declared target-less) or dropped if none.
+    /// tool (a visible effect tool the operator declared target-less and that is not
+    /// destructive, so the policy lets it run without a human) or dropped if none.
     fn recovery(
         &self,
         reason: ReasonCode,
@@ -308,6 +309,7 @@ impl Gateway {
             .filter(|e| {
                 e.effect != EffectClass::Read
                     && !e.hidden
+                    && !e.destructive
                     && e.targets_declared
                     && e.targets.is_empty()
             })
@@ -1257,7 +1259,9 @@ impl Gateway {
         };
         let binding = proof.binding().clone();
         if entry.sink == SinkKind::Store {
-            self.note_written(session, &entry, &prepared.request.inputs.arguments).await;
+            // What is written is what the executor sends: the bound canonical form.
+            self.note_written(session, &entry, &proof.request().inputs.arguments)
+                .await;
         }
         let (mut resolver, pairs) = self
             .resolve_handles(

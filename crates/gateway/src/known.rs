@@ -1,4 +1,5 @@
-//! The shipped catalog of known servers: which of their tools are reads.
+//! The shipped catalog of known servers: which of their tools are reads, and which of their
+//! effects are only additive (not destructive).
 //!
 //! Upstream annotations are hints from a party the gateway does not trust (DESIGN.md §3,
 //! "annotations from upstreams only ever tighten"; the MCP specification says clients must
@@ -19,6 +20,11 @@
 //! upstream overrides the tools with `[[gateway.tools]]` rules (`effect = "effect"`), which
 //! always win.
 //!
+//! The same holds for `destructiveHint: false`: an effect is destructive unless an operator
+//! rule (`destructive = false`) says otherwise, or this catalog lists it as **additive** for the
+//! server it runs on *and* the server itself declares `destructiveHint: false` for it. An
+//! upstream's own `destructiveHint: false` alone lowers nothing.
+//!
 //! Entries are exact names; no patterns. Add a server only after reading its source: every
 //! listed tool must neither change state nor send data anywhere except back to the caller.
 
@@ -29,13 +35,19 @@ pub struct KnownServer {
     pub server: &'static str,
     /// Exact names of the tools that are reads.
     pub read_tools: &'static [&'static str],
+    /// Exact names of the effect tools that only add state (send, create) and never
+    /// overwrite, delete or move anything: not destructive.
+    pub additive_tools: &'static [&'static str],
 }
 
 /// The shipped catalog.
 pub const KNOWN_SERVERS: &[KnownServer] = &[
     // The official MCP filesystem server (`@modelcontextprotocol/server-filesystem`,
     // `src/filesystem/index.ts`): these tools read files, directories and metadata only.
-    // `write_file`, `edit_file`, `create_directory` and `move_file` are effects.
+    // `write_file`, `edit_file`, `create_directory` and `move_file` are effects; of them only
+    // `create_directory` (a recursive mkdir that succeeds silently on an existing directory)
+    // destroys nothing. `write_file` overwrites, `edit_file` rewrites, `move_file` removes
+    // the source path.
     KnownServer {
         server: "secure-filesystem-server",
         read_tools: &[
@@ -50,11 +62,15 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
             "get_file_info",
             "list_allowed_directories",
         ],
+        additive_tools: &["create_directory"],
     },
     // Our demo office (`crates/demo-tools/src/tools.rs`).
     KnownServer {
         server: "secureclaw-demo-tools",
         read_tools: &["read_invoice", "list_invoices", "search_mail", "noop"],
+        // Both append a message to the office's outbox or drafts; `pay_invoice` is an effect
+        // the operator declares financial.
+        additive_tools: &["send_email", "save_draft"],
     },
     // Our speculative demo's research providers (`crates/demo-tools/src/research.rs`).
     KnownServer {
@@ -67,6 +83,7 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
             "email_search",
             "rates_lookup",
         ],
+        additive_tools: &[],
     },
 ];
 
@@ -81,6 +98,20 @@ pub fn is_known_read(server: Option<&str>, tool: &str) -> bool {
     KNOWN_SERVERS
         .iter()
         .any(|k| k.server == server && k.read_tools.contains(&tool))
+}
+
+/// Whether the shipped catalog lists `tool` as an additive (not destructive) effect of the
+/// server named `server` (`serverInfo.name`; `None` when the upstream reported none). Exact,
+/// case-sensitive match of both names. The caller must also require the upstream's own
+/// `destructiveHint: false`.
+#[must_use]
+pub fn is_known_additive(server: Option<&str>, tool: &str) -> bool {
+    let Some(server) = server else {
+        return false;
+    };
+    KNOWN_SERVERS
+        .iter()
+        .any(|k| k.server == server && k.additive_tools.contains(&tool))
 }
 
 #[cfg(test)]
@@ -117,6 +148,22 @@ mod tests {
         ));
         assert!(!is_known_read(None, "read_file"));
         assert!(!is_known_read(Some("other-server"), "read_file"));
+    }
+
+    #[test]
+    fn additive_effects_are_listed_exactly() {
+        let fs = Some("secure-filesystem-server");
+        assert!(is_known_additive(fs, "create_directory"));
+        for destructive in ["write_file", "edit_file", "move_file", "read_file"] {
+            assert!(!is_known_additive(fs, destructive), "{destructive}");
+        }
+        let office = Some("secureclaw-demo-tools");
+        assert!(is_known_additive(office, "send_email"));
+        assert!(is_known_additive(office, "save_draft"));
+        assert!(!is_known_additive(office, "pay_invoice"));
+        assert!(!is_known_additive(None, "send_email"));
+        assert!(!is_known_additive(Some("other-server"), "send_email"));
+        assert!(!is_known_additive(office, "SEND_EMAIL"));
     }
 
     #[test]

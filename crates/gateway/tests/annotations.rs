@@ -18,7 +18,7 @@ mod common;
 use common::*;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_gateway::catalog::{Catalog, CatalogError, check_upstream_id};
-use secureclaw_gateway::known::is_known_read;
+use secureclaw_gateway::known::{is_known_additive, is_known_read};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, GatewayError, ToolOutput, ToolRule, Upstream,
@@ -173,9 +173,10 @@ async fn read_only_hint_alone_does_not_make_a_read() {
     )
     .await
     .unwrap();
+    // Effect, and destructive too: its `destructiveHint: false` is not believed either.
     assert_eq!(
         effect_of(&env.gw, "liar__wipe"),
-        (EffectClass::Effect, false)
+        (EffectClass::Effect, true)
     );
     let session = env
         .gw
@@ -303,22 +304,48 @@ fn catalog_entry_without_the_hint_is_an_effect() {
     );
 }
 
-/// Destructive: the hint or the operator makes an effect destructive; `destructiveHint: false`
-/// lowers nothing the operator declared; an operator `destructive = false` lowers the hint.
+/// Destructive (issue 11 item 6): an effect is destructive unless the operator says
+/// `destructive = false` or the shipped catalog lists it as additive for the server it runs on
+/// (and the server agrees). An upstream's own `destructiveHint: false` lowers nothing.
 #[test]
-fn destructive_from_hint_or_operator() {
-    let listings = vec![(
-        spec("up", true),
-        None,
-        vec![
-            hinted("hint_true", false, true),
-            hinted("hint_false", false, false),
-            hinted("hint_false_op_true", false, false),
-            hinted("hint_true_op_false", false, true),
-            // A read-hinted tool demoted to an effect keeps its destructive hint.
-            hinted("read_hint_destructive", true, true),
-        ],
-    )];
+fn destructive_unless_operator_or_catalog_lowers_it() {
+    let listings = vec![
+        (
+            spec("up", true),
+            None,
+            vec![
+                hinted("hint_true", false, true),
+                // Attack: the upstream declares its (deleting) tool non-destructive.
+                hinted("hint_false", false, false),
+                hinted("hint_false_op_true", false, false),
+                // Positive control: the operator lowers it.
+                hinted("hint_true_op_false", false, true),
+                hinted("hint_false_op_false", false, false),
+                // A read-hinted tool demoted to an effect keeps its destructive hint.
+                hinted("read_hint_destructive", true, true),
+            ],
+        ),
+        // A known server's additive tool: non-destructive only while the server agrees.
+        (
+            spec("fs", true),
+            Some("secure-filesystem-server".into()),
+            vec![
+                hinted("create_directory", false, false),
+                hinted("move_file", false, false),
+            ],
+        ),
+        (
+            spec("fs2", true),
+            Some("secure-filesystem-server".into()),
+            vec![hinted("create_directory", false, true)],
+        ),
+        // The same tool name on a server the catalog does not know stays destructive.
+        (
+            spec("other", true),
+            Some("other-server".into()),
+            vec![hinted("create_directory", false, false)],
+        ),
+    ];
     let rule = |tool: &str, destructive| ToolRule {
         tool: tool.into(),
         effect: None,
@@ -330,18 +357,72 @@ fn destructive_from_hint_or_operator() {
     let rules = vec![
         rule("up__hint_false_op_true", true),
         rule("up__hint_true_op_false", false),
+        rule("up__hint_false_op_false", false),
     ];
     let catalog = Catalog::build(&listings, &rules).unwrap();
     let d = |name: &str| catalog.get(name).unwrap().destructive;
     assert!(d("up__hint_true"));
-    assert!(!d("up__hint_false"));
+    assert!(d("up__hint_false"), "destructiveHint: false alone lowers nothing");
     assert!(d("up__hint_false_op_true"));
     assert!(!d("up__hint_true_op_false"));
+    assert!(!d("up__hint_false_op_false"));
     assert!(d("up__read_hint_destructive"));
     assert_eq!(
         catalog.get("up__read_hint_destructive").unwrap().effect,
         EffectClass::Effect
     );
+    assert!(!d("fs__create_directory"), "catalog: additive on the known server");
+    assert!(d("fs__move_file"), "not listed as additive");
+    assert!(d("fs2__create_directory"), "the server itself says destructive");
+    assert!(d("other__create_directory"), "unknown server");
+}
+
+/// End to end (issue 11 item 6): an upstream that declares its tool `destructiveHint: false`
+/// gets no exemption from the grant-or-confirm rule, even with every target anchored
+/// (`confirmation_required`, nothing runs); the operator's `destructive = false` (positive
+/// control) lets the same anchored call run once.
+#[tokio::test]
+async fn destructive_hint_false_does_not_spare_the_grant() {
+    async fn run(lower: bool) -> (CallOutcome, usize) {
+        let liar = Liar::new("up", None, &["wipe"]);
+        let mut config = GatewayConfig::default();
+        config.tools.push(ToolRule {
+            tool: "up__wipe".into(),
+            effect: Some(EffectClass::Effect),
+            destructive: lower.then_some(false),
+            ..ToolRule::default()
+        });
+        let env = start(config, vec![(spec("up", true), liar.clone())])
+            .await
+            .unwrap();
+        assert_eq!(effect_of(&env.gw, "up__wipe"), (EffectClass::Effect, !lower));
+        let session = env
+            .gw
+            .open_session(
+                "alice",
+                secureclaw_core::TaskEnvelope {
+                    request: "tidy up the notes of alice@corp.example".into(),
+                    trusted_targets: vec!["alice@corp.example".into()],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let o = call_on(
+            &env.gw,
+            &session,
+            "up__wipe",
+            json!({"to": "alice@corp.example"}),
+            None,
+        )
+        .await;
+        (o, liar.calls())
+    }
+    let (o, calls) = run(false).await;
+    assert_pending(&o);
+    assert_eq!(calls, 0, "the upstream's own hint spared it the confirmation");
+    let (o, calls) = run(true).await;
+    assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
+    assert_eq!(calls, 1);
 }
 
 /// The catalog's entries for our demo servers match what the servers declare: every listed
@@ -362,6 +443,17 @@ fn catalog_matches_the_demo_office() {
             "{}",
             tool.name
         );
+        // An additive entry only for an effect the server itself declares non-destructive.
+        if is_known_additive(Some("secureclaw-demo-tools"), &tool.name) {
+            let ann = tool.annotations.as_ref().unwrap();
+            assert_eq!(ann.read_only_hint, Some(false), "{}", tool.name);
+            assert_eq!(ann.destructive_hint, Some(false), "{}", tool.name);
+        }
+    }
+    let names: Vec<String> = office.tools().iter().map(|t| t.name.to_string()).collect();
+    for additive in ["send_email", "save_draft"] {
+        assert!(names.iter().any(|n| n == additive), "{additive}");
+        assert!(is_known_additive(Some("secureclaw-demo-tools"), additive));
     }
 }
 

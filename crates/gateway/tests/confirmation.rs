@@ -302,4 +302,16 @@ async fn draft_step_names_an_existing_draft_tool_or_is_dropped() {
     let o = h.call(&h.session, SEND, copy_to_finance(), None).await;
     assert_pending(&o);
     assert!(!visible(&o).contains("draft"), "{}", visible(&o));
+
+    // A destructive target-less tool would itself wait for a human: not a draft tool either.
+    let mut config = test_config();
+    for rule in &mut config.tools {
+        if rule.tool == "office__save_draft" {
+            rule.destructive = Some(true);
+        }
+    }
+    let h = Harness::with_config(config).await;
+    let o = h.call(&h.session, SEND, copy_to_finance(), None).await;
+    assert_pending(&o);
+    assert!(!visible(&o).contains("draft"), "{}", visible(&o));
 }

@@ -220,10 +220,12 @@ fn config() -> GatewayConfig {
     c.limits.upstream_timeout_ms = 10_000;
     // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.
     c.tools.push(read_rule("fault__peek"));
+    // Target-less and, by the operator's word (the upstream's hint alone would not count),
+    // not destructive: the effects run without a confirmation.
     c.tools.push(ToolRule {
         tool: "fault__*".into(),
         effect: None,
-        destructive: None,
+        destructive: Some(false),
         targets: Some(vec![]),
         hidden: false,
         ..ToolRule::default()

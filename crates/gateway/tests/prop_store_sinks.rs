@@ -6,7 +6,9 @@
 //! address, a phone number, a URL, an IBAN and an AWS access key id, and serves
 //! `read_file(path)` (annotated read-only), `write_file(path, content)` and
 //! `edit_file(path, old, new)` (replace every `old` by `new`, answer with a diff of the changed
-//! lines). The task names the directory `/work/docs/`, so writes and edits there are anchored.
+//! lines). The task names the directory `/work/docs/`, so writes and edits there are anchored,
+//! and grants the two writing tools (both destructive: the upstream's `destructiveHint: false`
+//! is not believed).
 //!
 //! A random sequence of operations runs as a compromised runtime would: reads of any file,
 //! writes whose content mixes literal text and handles the runtime saw, blind edits
@@ -307,11 +309,15 @@ async fn start(config: GatewayConfig) -> Fs {
     Fs { _dir: dir, gw, fs }
 }
 
+/// The session of a user who asked for the tidy-up: the task grants the two writing tools
+/// (an upstream's `destructiveHint: false` is not believed, so without the grant every write
+/// and edit would wait for a confirmation and the property would test nothing).
 async fn session(gw: &Gateway) -> SessionRecord {
     gw.open_session(
         "alice",
         TaskEnvelope {
             request: TASK.into(),
+            granted_tools: vec!["fs__write_file".into(), "fs__edit_file".into()],
             ..TaskEnvelope::default()
         },
     ).await

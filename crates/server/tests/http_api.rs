@@ -111,6 +111,12 @@ async fn env() -> Env {
         hidden: false,
         ..ToolRule::default()
     });
+    // `destructiveHint: false` alone lowers nothing; the operator declares `send` additive.
+    config.tools.push(ToolRule {
+        tool: "office__send".into(),
+        destructive: Some(false),
+        ..ToolRule::default()
+    });
     let gw = Gateway::start(
         keys,
         store,

@@ -127,10 +127,12 @@ async fn server_with(require_token: bool, conn: ConnLimits, limits: McpSessionLi
         namespace: true,
     };
     let mut config = GatewayConfig::default();
+    // Target-less and (the operator says; the upstream's hint alone would not count)
+    // non-destructive: `send` runs without a confirmation.
     config.tools.push(secureclaw_gateway::ToolRule {
         tool: "office__*".into(),
         effect: None,
-        destructive: None,
+        destructive: Some(false),
         targets: Some(vec![]),
         hidden: false,
         ..secureclaw_gateway::ToolRule::default()

@@ -9,7 +9,8 @@
 //! (canonicalization, policy, artifact, store writes, acceptance predicate, executor, audit),
 //! without any upstream round trip.
 //!
-//! The one tool, `send_report`, is effectful (`readOnlyHint: false`) and not destructive; its
+//! The one tool, `send_report`, is effectful (`readOnlyHint: false`) and not destructive (the
+//! operator says so: its `destructiveHint: false` alone would not be believed); its
 //! `to` argument is a target field (the default target list) and names an address the
 //! session's task envelope trusts, so the default policy's `effect-anchored-allow` permit
 //! allows it without confirmation. The argument object serializes to exactly
@@ -26,7 +27,7 @@ use secureclaw_core::policy::{EffectClass, PolicyEngine, PolicyRequest, TargetFa
 use secureclaw_core::time::UnixMillis;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
+    CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
@@ -274,7 +275,7 @@ impl Fixture {
                 keys,
                 store.clone(),
                 Arc::new(policy),
-                GatewayConfig::default(),
+                config(),
                 vec![(spec, upstream)],
                 system_clock(),
             )),
@@ -352,6 +353,18 @@ impl Fixture {
             },
         }
     }
+}
+
+/// The gateway configuration: the defaults plus the operator's word that `send_report` is not
+/// destructive.
+fn config() -> GatewayConfig {
+    let mut c = GatewayConfig::default();
+    c.tools.push(ToolRule {
+        tool: format!("{UPSTREAM}__{TOOL}"),
+        destructive: Some(false),
+        ..ToolRule::default()
+    });
+    c
 }
 
 /// The policy facts of the fixture's call (one anchored target `to`).

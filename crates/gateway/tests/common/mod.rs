@@ -108,10 +108,12 @@ pub fn test_config() -> GatewayConfig {
     }
     // The operator declares the scripted tools' target fields (the default list), so a call
     // without any target is a declared target-less effect rather than an unknown one.
+    // The operator also declares them non-destructive: an upstream's `destructiveHint:
+    // false` alone lowers nothing (issue 11 item 6).
     c.tools.push(ToolRule {
         tool: "test__*".into(),
         effect: None,
-        destructive: None,
+        destructive: Some(false),
         targets: Some(
             DEFAULT_TARGET_FIELDS
                 .iter()
