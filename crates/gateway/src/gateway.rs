@@ -343,7 +343,7 @@ impl Gateway {
     /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
     /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
     /// known and the tool if named. Metadata only; a failed append is logged.
-    pub fn audit_rejection(
+    pub async fn audit_rejection(
         &self,
         front_end: &str,
         reason: &str,
@@ -355,7 +355,7 @@ impl Gateway {
         ev.caller = session.map(|s| s.caller.clone());
         ev.tool = tool.map(str::to_owned);
         ev.detail = json!({"front_end": front_end, "reason": reason});
-        let _ = self.audit(ev);
+        let _ = self.audit(ev).await;
     }
 
     /// The policy set's digest.

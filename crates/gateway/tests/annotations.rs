@@ -406,6 +406,7 @@ async fn destructive_hint_false_does_not_spare_the_grant() {
                     ..Default::default()
                 },
             )
+            .await
             .unwrap();
         let o = call_on(
             &env.gw,

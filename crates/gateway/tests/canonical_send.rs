@@ -54,6 +54,7 @@ async fn two_phase_commit_sends_the_bound_form_not_the_runtime_spelling() {
             COUNT,
             json!({"to": APPROVER, "amount": 100, "ratio": 0.5, "zero": 0}),
         )
+        .await
         .unwrap();
     assert_eq!(p.decision, "allow");
     let spelled = raw(r#"{"zero": -0.0, "ratio": 5e-1, "amount": 1e2, "to": "approver@corp.example"}"#);
@@ -105,7 +106,7 @@ async fn approved_reissue_sends_what_was_approved() {
         )
         .await;
     let action = assert_pending(&first);
-    h.gw.decide_approval(&action, true, "user").unwrap();
+    h.gw.decide_approval(&action, true, "user").await.unwrap();
     let o = h
         .call(
             &h.session,

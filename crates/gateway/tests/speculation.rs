@@ -587,10 +587,10 @@ async fn held_calls_are_validated_and_bounded_by_count_and_bytes() {
     let o = echo(&h, s, json!({"text": "small"}), &spec("b2", 0.9)).await;
     assert_denied(&o, ReasonCode::LimitExceeded);
     // Another session is not affected.
-    let other = h.open_session("other");
+    let other = h.open_session("other").await;
     deferred_branch(&echo(&h, &other, json!({"text": "fine"}), &spec("b1", 0.9)).await);
     // Settling frees the room.
-    assert_eq!(h.gw.abandon_branch(s, "b1").unwrap(), 2);
+    assert_eq!(h.gw.abandon_branch(s, "b1").await.unwrap(), 2);
     deferred_branch(&echo(&h, s, json!({"text": chunk}), &spec("b3", 0.9)).await);
     assert_eq!(h.test.reads(), 0, "nothing held was sent");
 }

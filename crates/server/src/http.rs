@@ -212,14 +212,18 @@ async fn scan_body(
     // Refusals are audited in the session the bearer token names (an operator or
     // unauthenticated request is only logged: no peer can grow the audit log without a
     // session).
-    let audit = |reason: &str| match session_from(&gateway, &parts.headers) {
-        Ok(s) => gateway.audit_rejection("http-api", reason, Some(&s), None),
+    let audit = async |reason: &str| match session_from(&gateway, &parts.headers).await {
+        Ok(s) => {
+            gateway
+                .audit_rejection("http-api", reason, Some(&s), None)
+                .await;
+        }
         Err(_) => tracing::info!(reason, "refused an HTTP API request"),
     };
     let bytes = match axum::body::to_bytes(body, body_limit).await {
         Ok(bytes) => bytes,
         Err(e) if crate::conn::is_body_read_timeout(&e) => {
-            audit("body_read_timeout");
+            audit("body_read_timeout").await;
             return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "request_timeout",
@@ -228,7 +232,7 @@ async fn scan_body(
             .into_response();
         }
         Err(_) => {
-            audit("request_too_large");
+            audit("request_too_large").await;
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
@@ -246,7 +250,8 @@ async fn scan_body(
                     "request_too_deep"
                 } else {
                     "duplicate_key"
-                });
+                })
+                .await;
                 return ApiError::new(StatusCode::BAD_REQUEST, "invalid_arguments", e.to_string())
                     .into_response();
             }

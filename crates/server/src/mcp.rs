@@ -166,12 +166,22 @@ impl McpFrontEnd {
         let (gateway, fixed) = (self.gateway.clone(), session.clone());
         let on_refusal: crate::stdio_lines::OnRefusal = Arc::new(
             move |why: crate::stdio_lines::LineRefusal, _id: Option<&rmcp::model::RequestId>| {
-                gateway.audit_rejection("mcp-stdio", why.code(), fixed.as_ref(), None);
+                let (gateway, fixed, code) = (gateway.clone(), fixed.clone(), why.code());
+                tokio::spawn(async move {
+                    gateway
+                        .audit_rejection("mcp-stdio", code, fixed.as_ref(), None)
+                        .await;
+                });
             },
         );
         let (gateway, fixed) = (self.gateway.clone(), session);
         let on_duplicate = Arc::new(move || {
-            gateway.audit_rejection("mcp-stdio", "duplicate_id", fixed.as_ref(), None);
+            let (gateway, fixed) = (gateway.clone(), fixed.clone());
+            tokio::spawn(async move {
+                gateway
+                    .audit_rejection("mcp-stdio", "duplicate_id", fixed.as_ref(), None)
+                    .await;
+            });
         });
         let transport = crate::one_reply::OneReply::new(
             crate::stdio_lines::LineFramed::new(read, writer, self.max_message_bytes)

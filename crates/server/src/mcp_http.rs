@@ -124,12 +124,18 @@ fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Res
 /// Audit a refused request (metadata only) in the session its bearer token names. A request
 /// without a live session's token is only logged: an unauthenticated peer must not be able
 /// to grow the audit log.
-fn audit_rejection(guard: &Guard, headers: &HeaderMap, reason: &str) {
-    let session = bearer(headers).and_then(|t| guard.gateway.session(t).ok().flatten());
+async fn audit_rejection(guard: &Guard, headers: &HeaderMap, reason: &str) {
+    let session = match bearer(headers) {
+        Some(t) => guard.gateway.session(t).await.ok().flatten(),
+        None => None,
+    };
     match session {
-        Some(s) => guard
-            .gateway
-            .audit_rejection("mcp-http", reason, Some(&s), None),
+        Some(s) => {
+            guard
+                .gateway
+                .audit_rejection("mcp-http", reason, Some(&s), None)
+                .await;
+        }
         None => tracing::info!(reason, "refused an MCP request without a session"),
     }
 }
@@ -194,7 +200,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         let bytes = match axum::body::to_bytes(body, guard.max_body).await {
             Ok(b) => b,
             Err(e) if crate::conn::is_body_read_timeout(&e) => {
-                audit_rejection(&guard, &parts.headers, "body_read_timeout");
+                audit_rejection(&guard, &parts.headers, "body_read_timeout").await;
                 return jsonrpc_error(
                     StatusCode::REQUEST_TIMEOUT,
                     Value::Null,
@@ -203,7 +209,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                 );
             }
             Err(_) => {
-                audit_rejection(&guard, &parts.headers, "request_too_large");
+                audit_rejection(&guard, &parts.headers, "request_too_large").await;
                 return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
             }
         };
@@ -237,12 +243,12 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                 RawJsonError::TooDeep { .. } => "request_too_deep",
                 RawJsonError::DuplicateKey { .. } => "duplicate_key",
             };
-            audit_rejection(&guard, &parts.headers, reason);
+            audit_rejection(&guard, &parts.headers, reason).await;
             return jsonrpc_error(StatusCode::BAD_REQUEST, id, code, &text);
         }
         // MCP has no batches (since 2025-06-18): one answer for the whole array.
         if message.as_ref().is_some_and(Value::is_array) {
-            audit_rejection(&guard, &parts.headers, "batch");
+            audit_rejection(&guard, &parts.headers, "batch").await;
             return jsonrpc_error(
                 StatusCode::BAD_REQUEST,
                 Value::Null,
@@ -265,7 +271,9 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         return initialize(&guard, owner, id, request, next).await;
     };
     let method = request.method().clone();
-    let request_id = {
+    // Decided under the session table's lock; refusals are audited after it is released
+    // (the lock is not held across an await).
+    let checked: Result<Option<String>, &'static str> = {
         let mut sessions = guard.sessions();
         let Some(session) = sessions.get_mut(&session_id) else {
             return not_found();
@@ -275,32 +283,41 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         }
         session.last_used = std::time::Instant::now();
         if is_initialize {
-            drop(sessions);
-            audit_rejection(&guard, request.headers(), "reinitialize");
-            return jsonrpc_error(
-                StatusCode::BAD_REQUEST,
-                id.unwrap_or(Value::Null),
-                -32600,
-                "this MCP session is already initialized",
-            );
-        }
-        // A request (method and id) must not reuse an id that is still in flight.
-        match (&id, message.as_ref().and_then(|m| m.get("method"))) {
-            (Some(id), Some(_)) => {
-                let key = id.to_string();
-                if !session.in_flight.insert(key.clone()) {
-                    drop(sessions);
-                    audit_rejection(&guard, request.headers(), "duplicate_id");
-                    return jsonrpc_error(
-                        StatusCode::CONFLICT,
-                        id.clone(),
-                        -32600,
-                        "a request with this id is already in flight on this session",
-                    );
+            Err("reinitialize")
+        } else {
+            // A request (method and id) must not reuse an id that is still in flight.
+            match (&id, message.as_ref().and_then(|m| m.get("method"))) {
+                (Some(id), Some(_)) => {
+                    let key = id.to_string();
+                    if session.in_flight.insert(key.clone()) {
+                        Ok(Some(key))
+                    } else {
+                        Err("duplicate_id")
+                    }
                 }
-                Some(key)
+                _ => Ok(None),
             }
-            _ => None,
+        }
+    };
+    let request_id = match checked {
+        Ok(key) => key,
+        Err(reason) => {
+            audit_rejection(&guard, request.headers(), reason).await;
+            return if reason == "reinitialize" {
+                jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    id.unwrap_or(Value::Null),
+                    -32600,
+                    "this MCP session is already initialized",
+                )
+            } else {
+                jsonrpc_error(
+                    StatusCode::CONFLICT,
+                    id.unwrap_or(Value::Null),
+                    -32600,
+                    "a request with this id is already in flight on this session",
+                )
+            };
         }
     };
     let release = request_id.map(|key| Release {
@@ -386,7 +403,7 @@ async fn initialize(
         live >= limit
     };
     if full {
-        audit_rejection(guard, request.headers(), "mcp_session_limit");
+        audit_rejection(guard, request.headers(), "mcp_session_limit").await;
         return jsonrpc_error(
             StatusCode::TOO_MANY_REQUESTS,
             id,

@@ -541,7 +541,7 @@ impl Gateway {
                 self.inner.catalog.get(tool),
                 ReasonCode::InvalidArguments,
                 None,
-            );
+            ).await;
         }
         // A call for a branch that was already abandoned is dropped unsent; one for a
         // promoted branch is not speculative any more, but the runtime said it was: hold it
