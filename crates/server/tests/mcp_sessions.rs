@@ -468,9 +468,9 @@ async fn malformed_deep_and_duplicate_key_requests_get_one_answer() {
 }
 
 /// The audit log's rejection records: (front end, reason) for each.
-fn rejections(gw: &Gateway) -> Vec<(String, String)> {
-    gw.store()
-        .audit_records(1, 10_000)
+async fn rejections(gw: &Gateway) -> Vec<(String, String)> {
+    gw.audit_records(1, 10_000)
+        .await
         .unwrap()
         .into_iter()
         .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Rejection)
@@ -488,7 +488,7 @@ fn rejections(gw: &Gateway) -> Vec<(String, String)> {
 #[tokio::test]
 async fn refusals_are_audited_with_a_reason_and_nothing_else() {
     let s = server(true).await;
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     let sid = open(&s, Some(&alice)).await;
     let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), "{not json").await;
     assert_eq!(r.status, 400, "{r:?}");
@@ -509,7 +509,7 @@ async fn refusals_are_audited_with_a_reason_and_nothing_else() {
     )
     .await;
     assert_eq!(r.status, 400, "{r:?}");
-    let got = rejections(&s.gw);
+    let got = rejections(&s.gw).await;
     let reasons: Vec<&str> = got.iter().map(|(_, r)| r.as_str()).collect();
     assert_eq!(
         reasons,
@@ -517,7 +517,7 @@ async fn refusals_are_audited_with_a_reason_and_nothing_else() {
         "{got:?}"
     );
     assert!(got.iter().all(|(f, _)| f == "mcp-http"), "{got:?}");
-    let dump = serde_json::to_string(&s.gw.store().audit_records(1, 10_000).unwrap()).unwrap();
+    let dump = serde_json::to_string(&s.gw.audit_records(1, 10_000).await.unwrap()).unwrap();
     assert!(
         !dump.contains("secret-key"),
         "a request's content reached the audit log"
@@ -535,7 +535,7 @@ async fn mcp_sessions_per_token_are_bounded() {
         ..McpSessionLimits::default()
     };
     let s = server_with(true, ConnLimits::default(), limits).await;
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     let first = open(&s, Some(&alice)).await;
     open(&s, Some(&alice)).await;
     let r = request(
@@ -550,7 +550,7 @@ async fn mcp_sessions_per_token_are_bounded() {
     assert_eq!(r.messages[0]["id"], 3, "{r:?}");
     assert!(r.session.is_none(), "{r:?}");
     // Someone else is not affected.
-    let bob = s.token("bob");
+    let bob = s.token("bob").await;
     let sid = open(&s, Some(&bob)).await;
     assert_eq!(
         result_text(&call(&s, Some(&bob), &sid, 2, "office__send").await),
@@ -565,7 +565,7 @@ async fn mcp_sessions_per_token_are_bounded() {
     assert_eq!(r.status, 204, "{r:?}");
     open(&s, Some(&alice)).await;
     assert_eq!(
-        rejections(&s.gw),
+        rejections(&s.gw).await,
         [("mcp-http".to_owned(), "mcp_session_limit".to_owned())]
     );
 }
@@ -613,7 +613,7 @@ async fn slow_and_idle_connections_are_closed() {
         ..ConnLimits::default()
     };
     let s = server_with(true, conn, McpSessionLimits::default()).await;
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     // Nothing sent.
     let mut silent = tokio::net::TcpStream::connect(s.addr).await.unwrap();
     // Headers begun, never finished.
@@ -668,7 +668,7 @@ async fn connections_and_requests_per_peer_are_bounded() {
         ..ConnLimits::default()
     };
     let s = Arc::new(server_with(true, conn, McpSessionLimits::default()).await);
-    let alice = s.token("alice");
+    let alice = s.token("alice").await;
     // One request in flight (the slow tool waits for the gate)...
     let sid = open(&s, Some(&alice)).await;
     let first = {
