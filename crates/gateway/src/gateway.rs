@@ -754,10 +754,9 @@ impl Gateway {
             // nor the literal value anchors a later read of what the session wrote.
             if let [(_, id)] = find_handles(&Value::String(value.clone())).as_slice()
                 && id.0 == value
+                && let Some(r) = self.inner.store.handle(id).await.ok().flatten()
             {
-                if let Some(r) = self.inner.store.handle(id).await.ok().flatten() {
-                    values.extend(self.handle_plaintext(&r).await);
-                }
+                values.extend(self.handle_plaintext(&r).await);
             }
             values.push(value);
         }
@@ -1035,10 +1034,6 @@ impl Gateway {
     /// # Errors
     /// A [`Recovery`] for calls that cannot be previewed at all (unknown tool, invalid
     /// arguments, unavailable handles, store down).
-    #[expect(
-        clippy::result_large_err,
-        reason = "a denial is the common answer here; boxing it would only move the allocation"
-    )]
     pub async fn preview(
         &self,
         session: &SessionRecord,

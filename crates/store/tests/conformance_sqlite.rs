@@ -1,6 +1,13 @@
 //! The storage conformance suite ([`secureclaw_store::conformance`]) against the SQLite store:
 //! a file-backed database (WAL) per check, reopened through new connections as a second
 //! process would.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 use secureclaw_core::KeyRing;
 use secureclaw_core::store::Store;

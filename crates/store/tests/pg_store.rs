@@ -1,6 +1,13 @@
 //! PostgreSQL-specific properties beyond the conformance suite: versioned migrations,
 //! append-only and forward-only enforced by triggers, reservations attributed to replicas with
 //! leases, and failing closed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 mod common_pg;
 

@@ -4,7 +4,13 @@
 //! With `SECURECLAW_TEST_PG_URL` set, an unreachable server fails the test (CI sets it). Unset,
 //! the default server is tried and, if it is unreachable, the test is skipped with a message.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::sync::Arc;
 
