@@ -7,9 +7,9 @@ use clap::{Args, Subcommand};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::{KeyId, KeyPurpose};
+use secureclaw_core::store::ApprovalState;
 use secureclaw_gateway::{GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval};
 use secureclaw_server::{ApiState, McpFrontEnd, SessionSource};
-use secureclaw_core::store::ApprovalState;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -121,14 +121,16 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     let store_url = store_url.or(config.store.url.as_deref());
     let message_limit = message_limit(&config.gateway.limits);
     let gw = stack::start(state_dir, store_url, &policies, config.gateway, vec![spec]).await?;
-    let session = gw.open_session(
-        &args.caller,
-        TaskEnvelope {
-            request: args.task,
-            trusted_targets: args.trusted_targets,
-            granted_tools: args.granted_tools,
-        },
-    ).await?;
+    let session = gw
+        .open_session(
+            &args.caller,
+            TaskEnvelope {
+                request: args.task,
+                trusted_targets: args.trusted_targets,
+                granted_tools: args.granted_tools,
+            },
+        )
+        .await?;
     eprintln!(
         "secureclaw: serving on stdio; session {} ; approvals: secureclaw --state-dir {} approvals list",
         session.id,
@@ -197,13 +199,19 @@ pub async fn serve(
     .await?;
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
-        Some(task) => Some(gw.open_session(&config.server.default_caller, task.clone()).await?),
+        Some(task) => Some(
+            gw.open_session(&config.server.default_caller, task.clone())
+                .await?,
+        ),
         None => None,
     };
     if args.stdio {
         let s = match &default_session {
             Some(s) => s.clone(),
-            None => gw.open_session(&config.server.default_caller, TaskEnvelope::default()).await?,
+            None => {
+                gw.open_session(&config.server.default_caller, TaskEnvelope::default())
+                    .await?
+            }
         };
         let mcp = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(s))
             .with_trusted_client_confirmation(config.server.client_confirmation.is_trusted())
@@ -311,11 +319,13 @@ pub async fn approvals(
     let (keys, store) = stack::open_state(state_dir, store_url).await?;
     match cmd {
         ApprovalsCommand::List { all } => {
-            let list = store.list_approvals(if all {
-                None
-            } else {
-                Some(ApprovalState::Pending)
-            }).await?;
+            let list = store
+                .list_approvals(if all {
+                    None
+                } else {
+                    Some(ApprovalState::Pending)
+                })
+                .await?;
             if list.is_empty() {
                 println!("no {}approvals", if all { "" } else { "pending " });
             }
@@ -345,7 +355,8 @@ pub async fn approvals(
                 &ActionId(action_id.clone()),
                 true,
                 "cli",
-            ).await?;
+            )
+            .await?;
             println!("approved {action_id}: the runtime may now re-issue the identical call once");
         }
         ApprovalsCommand::Deny { action_id } => {
@@ -357,7 +368,8 @@ pub async fn approvals(
                 &ActionId(action_id.clone()),
                 false,
                 "cli",
-            ).await?;
+            )
+            .await?;
             println!("denied {action_id}");
         }
     }

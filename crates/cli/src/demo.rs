@@ -14,9 +14,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
-use secureclaw_gateway::{
-    Gateway, GatewayConfig, UpstreamSpec, UpstreamTransport,
-};
+use secureclaw_gateway::{Gateway, GatewayConfig, UpstreamSpec, UpstreamTransport};
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -178,14 +176,16 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
     };
     println!("SecureClaw demo: the paper's running example (invoice INV-42)\n");
     let gw = stack::start(&dir, None, &[], GatewayConfig::demo_office(), vec![spec]).await?;
-    let session = gw.open_session(
-        "alice",
-        TaskEnvelope {
-            request: TASK.into(),
-            trusted_targets: vec![],
-            ..TaskEnvelope::default()
-        },
-    ).await?;
+    let session = gw
+        .open_session(
+            "alice",
+            TaskEnvelope {
+                request: TASK.into(),
+                trusted_targets: vec![],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await?;
     println!(
         "operator opened session {} for caller `alice` with the task:\n  \"{TASK}\"\n",
         session.id

@@ -759,14 +759,16 @@ async fn run_once(dir: &Path, exe: &Path, variant: Variant) -> Result<RunReport>
         ),
     }
     let gw = stack::start(&run_dir, None, &[], gateway_config(variant), specs).await?;
-    let session = gw.open_session(
-        "alice",
-        TaskEnvelope {
-            request: TASK.into(),
-            trusted_targets: vec![],
-            ..TaskEnvelope::default()
-        },
-    ).await?;
+    let session = gw
+        .open_session(
+            "alice",
+            TaskEnvelope {
+                request: TASK.into(),
+                trusted_targets: vec![],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await?;
     println!("session {} (state: {})", session.id, run_dir.display());
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let front = McpFrontEnd::new(gw.clone(), SessionSource::Fixed(session.clone()));

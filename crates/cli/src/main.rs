@@ -33,7 +33,12 @@ struct Cli {
     /// and audit log in PostgreSQL, shared by several gateways, instead of the state
     /// directory's SQLite database (keys stay in the state directory or $SECURECLAW_KEYS[_FILE]).
     /// Overrides `[store] url`.
-    #[arg(long = "store", global = true, env = "SECURECLAW_STORE", value_name = "URL")]
+    #[arg(
+        long = "store",
+        global = true,
+        env = "SECURECLAW_STORE",
+        value_name = "URL"
+    )]
     store_url: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -180,9 +185,16 @@ fn main() -> ExitCode {
     let store_url = store_url.as_deref();
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Wrap(args) => commands::wrap(&state_dir, explicit_store.as_deref(), args).await,
+            Command::Wrap(args) => {
+                commands::wrap(&state_dir, explicit_store.as_deref(), args).await
+            }
             Command::Serve(args) => {
-                commands::serve(explicit_state_dir.as_deref(), explicit_store.as_deref(), args).await
+                commands::serve(
+                    explicit_state_dir.as_deref(),
+                    explicit_store.as_deref(),
+                    args,
+                )
+                .await
             }
             Command::Demo(args) => demo::run(args, explicit_state_dir).await,
             Command::Approvals(c) => commands::approvals(&state_dir, store_url, c).await,

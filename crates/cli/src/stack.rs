@@ -2,11 +2,11 @@
 
 use crate::state;
 use anyhow::{Context, Result, bail};
+use secureclaw_core::store::Store;
 use secureclaw_gateway::{
     Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
-use secureclaw_core::store::Store;
 use secureclaw_store::{PgStore, SqliteStore};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,6 @@
 //! One attack per check, each denied for its own reason, plus positive controls.
 
 use super::*;
-use std::future::Future;
 use crate::artifact::ARTIFACT_VERSION;
 use crate::canonical::{HandleBinding, Inputs, Intent, RequestContext};
 use crate::confirmation::ConfirmationClaims;
@@ -9,6 +8,7 @@ use crate::encoding::{b64url, b64url_decode};
 use crate::keys::KeyId;
 use serde_json::json;
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -188,10 +188,10 @@ fn proof_carries_the_canonical_form_not_the_runtime_spelling() {
     .unwrap();
     for (amount, zero) in [("1e2", "-0.0"), ("100.0", "0e5"), ("1.00e+2", "-0")] {
         let mut spelled = bound.clone();
-        spelled.inputs.arguments.insert(
-            "amount".into(),
-            serde_json::from_str(amount).unwrap(),
-        );
+        spelled
+            .inputs
+            .arguments
+            .insert("amount".into(), serde_json::from_str(amount).unwrap());
         spelled
             .inputs
             .arguments

@@ -415,8 +415,12 @@ pub trait LedgerStore: SingleUseLedger {
     ///
     /// # Errors
     /// As [`LedgerStore::mark_executed`].
-    async fn mark_failed(&self, id: &ActionId, reason: &str, at: UnixMillis)
-    -> Result<(), StoreError>;
+    async fn mark_failed(
+        &self,
+        id: &ActionId,
+        reason: &str,
+        at: UnixMillis,
+    ) -> Result<(), StoreError>;
 
     /// `reserved → outcome_unknown`: dispatched, outcome unknown, never retried. `reason` is an
     /// error class, never a value.
@@ -462,8 +466,11 @@ pub trait AuditSink: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
-    async fn audit_records(&self, from_seq: u64, limit: usize)
-    -> Result<Vec<AuditRecord>, StoreError>;
+    async fn audit_records(
+        &self,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// Verify the whole chain; the number of records verified (0 for an empty log).
     ///

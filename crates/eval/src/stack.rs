@@ -146,7 +146,8 @@ impl Upstream for Counter {
         arguments: Map<String, Value>,
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
-            if !arguments.is_empty() || !matches!(name.as_str(), "bump" | "bump_undeclared" | "purge")
+            if !arguments.is_empty()
+                || !matches!(name.as_str(), "bump" | "bump_undeclared" | "purge")
             {
                 return Ok(ToolOutput {
                     content: vec![json!({"type": "text", "text": "bad call"})],

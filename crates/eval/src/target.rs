@@ -10,8 +10,8 @@ use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
 use secureclaw_core::recovery::ReasonCode;
-use secureclaw_gateway::{CallOutcome, Gateway, PreviewOutcome};
 use secureclaw_core::store::SessionRecord;
+use secureclaw_gateway::{CallOutcome, Gateway, PreviewOutcome};
 use serde_json::{Map, Value, json};
 
 /// Errors that stop a case from producing an observation.
@@ -319,7 +319,8 @@ pub async fn preview_via(
         return Ok(Err(Verdict::Deny(reason)));
     }
     Ok(gateway
-        .preview(session.record()?, tool, &args.map()?).await
+        .preview(session.record()?, tool, &args.map()?)
+        .await
         .map(preview_of)
         .map_err(|r| Verdict::Deny(r.reason)))
 }
@@ -375,7 +376,8 @@ impl Target {
             Self::InProcess(s) => {
                 let r = s
                     .gateway
-                    .open_session(caller, envelope.clone()).await
+                    .open_session(caller, envelope.clone())
+                    .await
                     .map_err(|e| EvalError::Operator(e.to_string()))?;
                 Ok(Session {
                     token: r.id.clone(),
@@ -533,7 +535,8 @@ impl Target {
         match self {
             Self::InProcess(s) => s
                 .gateway
-                .decide_approval(&ActionId(action_id.to_owned()), approve, "bypass-suite").await
+                .decide_approval(&ActionId(action_id.to_owned()), approve, "bypass-suite")
+                .await
                 .map(|_| ())
                 .map_err(|e| EvalError::Operator(e.to_string())),
             Self::Http {
@@ -566,7 +569,8 @@ impl Target {
         match self {
             Self::InProcess(s) => s
                 .gateway
-                .revoke_handle(session.record()?, &HandleId(handle.to_owned())).await
+                .revoke_handle(session.record()?, &HandleId(handle.to_owned()))
+                .await
                 .map_err(|e| EvalError::Operator(e.to_string())),
             Self::Http { client, .. } => {
                 let (status, v) = client

@@ -21,11 +21,11 @@ use secureclaw_core::handle::{
     HandleClass, HandleId, HandleRecord, Sensitivity, handle_reuse_key, mint_handle_id,
 };
 use secureclaw_core::keys::KeyRing;
+use secureclaw_core::store::{SessionRecord, Store};
 use secureclaw_core::summary::{
     Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
 };
 use secureclaw_core::time::UnixMillis;
-use secureclaw_core::store::{SessionRecord, Store};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -224,7 +224,8 @@ impl Minter<'_, '_> {
         let reused = self
             .d
             .store
-            .reusable_handle(&self.session.id, &reuse_key, valid_until).await
+            .reusable_handle(&self.session.id, &reuse_key, valid_until)
+            .await
             .map_err(|_| ())?
             .filter(|r| {
                 r.usable(&self.session.caller, &self.session.id, self.d.now)
@@ -253,7 +254,8 @@ impl Minter<'_, '_> {
         .map_err(|_| ())?;
         self.d
             .store
-            .put_object(&object_id, 1, p.value.as_bytes(), random::<12>()).await
+            .put_object(&object_id, 1, p.value.as_bytes(), random::<12>())
+            .await
             .map_err(|_| ())?;
         let record = HandleRecord {
             id: id.clone(),
@@ -272,7 +274,8 @@ impl Minter<'_, '_> {
         };
         self.d
             .store
-            .put_handle_keyed(&record, Some(&reuse_key)).await
+            .put_handle_keyed(&record, Some(&reuse_key))
+            .await
             .map_err(|_| ())?;
         let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
         ev.session = Some(crate::gateway::audit_session_id(&self.session.id));

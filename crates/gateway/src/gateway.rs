@@ -26,10 +26,10 @@ use secureclaw_core::policy::{
     EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, Provenance, TargetFact,
 };
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
-use secureclaw_core::time::UnixMillis;
 use secureclaw_core::store::{
     ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, Store, StoreError, VaultStore,
 };
+use secureclaw_core::time::UnixMillis;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -280,13 +280,15 @@ impl Gateway {
         let dangling = gw
             .inner
             .store
-            .dangling_reservations().await
+            .dangling_reservations()
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         for entry in dangling {
             tracing::warn!(action = %entry.action_id, "reserved action was never marked executed (crash?); it will not run again");
             let mut ev = AuditEvent::new(AuditKind::CrashRecovery, gw.now());
             ev.action_id = Some(entry.action_id.0.clone());
-            gw.audit(ev).await
+            gw.audit(ev)
+                .await
                 .map_err(|()| GatewayError::Store("audit append failed".into()))?;
         }
         Ok(gw)
@@ -325,7 +327,8 @@ impl Gateway {
     async fn audit(&self, event: AuditEvent) -> Result<(), ()> {
         self.inner
             .store
-            .append_audit(event).await
+            .append_audit(event)
+            .await
             .map(|_| ())
             .map_err(|e| {
                 tracing::error!(error = %e, "audit append failed");
@@ -391,12 +394,14 @@ impl Gateway {
         };
         self.inner
             .store
-            .put_session(&record).await
+            .put_session(&record)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let mut ev = self.event(AuditKind::Session, &record, "");
         ev.tool = None;
         ev.detail = json!({"task_digest": record.envelope.digest(), "trusted_targets": record.envelope.trusted_targets.len()});
-        self.audit(ev).await
+        self.audit(ev)
+            .await
             .map_err(|()| GatewayError::Store("audit append failed".into()))?;
         Ok(record)
     }
@@ -409,7 +414,8 @@ impl Gateway {
         let s = self
             .inner
             .store
-            .session(id).await
+            .session(id)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         Ok(s.filter(|s| self.now() <= s.expires_at))
     }
@@ -500,7 +506,8 @@ impl Gateway {
             let rec = self
                 .inner
                 .store
-                .handle(&id).await
+                .handle(&id)
+                .await
                 .map_err(|_| ReasonCode::StoreUnavailable)?;
             let rec = rec.ok_or(ReasonCode::HandleUnavailable)?;
             rec.usable(&session.caller, &session.id, now)
@@ -836,7 +843,8 @@ impl Gateway {
     async fn handle_plaintext(&self, record: &HandleRecord) -> Option<String> {
         self.inner
             .store
-            .object_value_at(&record.object_id, record.version).await
+            .object_value_at(&record.object_id, record.version)
+            .await
             .ok()
             .flatten()
             .map(|v| String::from_utf8_lossy(&v).into_owned())
@@ -869,32 +877,40 @@ impl Gateway {
             handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
             now: self.now(),
         };
-        match d.declassify(session, entry, anchored, output, resolved).await {
+        match d
+            .declassify(session, entry, anchored, output, resolved)
+            .await
+        {
             Ok((output, handles)) => {
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
                 ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
                 if self.audit(ev).await.is_err() {
-                    return self.deny(
-                        session,
-                        &entry.exposed,
-                        Some(entry),
-                        failed,
-                        action.as_ref(),
-                    ).await;
+                    return self
+                        .deny(
+                            session,
+                            &entry.exposed,
+                            Some(entry),
+                            failed,
+                            action.as_ref(),
+                        )
+                        .await;
                 }
                 CallOutcome::Completed {
                     output,
                     action_id: action,
                 }
             }
-            Err(()) => self.deny(
-                session,
-                &entry.exposed,
-                Some(entry),
-                failed,
-                action.as_ref(),
-            ).await,
+            Err(()) => {
+                self.deny(
+                    session,
+                    &entry.exposed,
+                    Some(entry),
+                    failed,
+                    action.as_ref(),
+                )
+                .await
+            }
         }
     }
 
@@ -920,7 +936,8 @@ impl Gateway {
         // Only the error class: an upstream message may quote arguments after handles were
         // resolved, i.e. protected values.
         tracing::warn!(tool = %entry.exposed, error = err.class(), "execution failed");
-        self.deny(session, &entry.exposed, Some(entry), reason, action).await
+        self.deny(session, &entry.exposed, Some(entry), reason, action)
+            .await
     }
 
     /// An ordinary MCP `tools/call`: read tools are forwarded and declassified; effectful tools
@@ -943,7 +960,9 @@ impl Gateway {
         let (prepared, policy_request) = match self.prepare(session, tool, &arguments).await {
             Ok(p) => p,
             Err(reason) => {
-                return self.deny(session, tool, self.inner.catalog.get(tool), reason, None).await;
+                return self
+                    .deny(session, tool, self.inner.catalog.get(tool), reason, None)
+                    .await;
             }
         };
         let entry = prepared.entry.clone();
@@ -961,18 +980,22 @@ impl Gateway {
                             .any(|p| secureclaw_core::handle::glob_match(p, &qualified))
                     });
                     if !explicit {
-                        return self.deny(
-                            session,
-                            tool,
-                            Some(&entry),
-                            ReasonCode::HandleSinkForbidden,
-                            None,
-                        ).await;
+                        return self
+                            .deny(
+                                session,
+                                tool,
+                                Some(&entry),
+                                ReasonCode::HandleSinkForbidden,
+                                None,
+                            )
+                            .await;
                     }
-                    let anchored =
-                        self.read_anchored(session, &arguments, &prepared.handle_records).await;
-                    let (mut resolver, pairs) =
-                        self.resolve_handles(session, &entry, None, &arguments).await;
+                    let anchored = self
+                        .read_anchored(session, &arguments, &prepared.handle_records)
+                        .await;
+                    let (mut resolver, pairs) = self
+                        .resolve_handles(session, &entry, None, &arguments)
+                        .await;
                     let mut resolve = |id: &HandleId| resolver.next(id);
                     match self
                         .inner
@@ -987,20 +1010,25 @@ impl Gateway {
                         .await
                     {
                         Ok(output) => {
-                            self.finish(session, &entry, anchored, output, None, &pairs).await
+                            self.finish(session, &entry, anchored, output, None, &pairs)
+                                .await
                         }
                         Err(e) => self.exec_failure(session, &entry, &e, None).await,
                     }
                 }
                 PolicyDecision::Confirm { .. } => {
-                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None).await
+                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None)
+                        .await
                 }
                 PolicyDecision::Deny { reason, .. } => {
                     self.deny(session, tool, Some(&entry), reason, None).await
                 }
             };
         }
-        let preview = match self.preview_prepared(session, &prepared, &policy_request).await {
+        let preview = match self
+            .preview_prepared(session, &prepared, &policy_request)
+            .await
+        {
             Ok(p) => p,
             Err(reason) => return self.deny(session, tool, Some(&entry), reason, None).await,
         };
@@ -1017,13 +1045,16 @@ impl Gateway {
             _ => match preview.recovery {
                 Some(r) if r.reason == ReasonCode::ConfirmationRequired => CallOutcome::Pending(r),
                 Some(r) => CallOutcome::Denied(r),
-                None => self.deny(
-                    session,
-                    tool,
-                    Some(&entry),
-                    ReasonCode::Internal,
-                    Some(&preview.action_id),
-                ).await,
+                None => {
+                    self.deny(
+                        session,
+                        tool,
+                        Some(&entry),
+                        ReasonCode::Internal,
+                        Some(&preview.action_id),
+                    )
+                    .await
+                }
             },
         }
     }
@@ -1131,19 +1162,24 @@ impl Gateway {
         };
         self.inner
             .store
-            .put_action(&record).await
+            .put_action(&record)
+            .await
             .map_err(|_| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
         ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
             "effect": entry.effect, "destructive": entry.destructive});
-        self.audit(ev).await.map_err(|()| ReasonCode::StoreUnavailable)?;
+        self.audit(ev)
+            .await
+            .map_err(|()| ReasonCode::StoreUnavailable)?;
         let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
         ev.reason = deny_reason;
         ev.detail = json!({"decision": label, "policies": policies,
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
-        self.audit(ev).await.map_err(|()| ReasonCode::StoreUnavailable)?;
+        self.audit(ev)
+            .await
+            .map_err(|()| ReasonCode::StoreUnavailable)?;
         let recovery = match (&decision, needs_confirmation) {
             (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
@@ -1154,7 +1190,8 @@ impl Gateway {
             (_, true) => {
                 self.inner
                     .store
-                    .create_approval(&action_id, now).await
+                    .create_approval(&action_id, now)
+                    .await
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
                 Some(self.recovery(
                     ReasonCode::ConfirmationRequired,
@@ -1189,13 +1226,16 @@ impl Gateway {
                 self.commit_prepared(session, prepared, action_id, artifact)
                     .await
             }
-            Err(reason) => self.deny(
-                session,
-                tool,
-                self.inner.catalog.get(tool),
-                reason,
-                Some(action_id),
-            ).await,
+            Err(reason) => {
+                self.deny(
+                    session,
+                    tool,
+                    self.inner.catalog.get(tool),
+                    reason,
+                    Some(action_id),
+                )
+                .await
+            }
         }
     }
 
@@ -1208,26 +1248,30 @@ impl Gateway {
     ) -> CallOutcome {
         let entry = prepared.entry;
         if entry.effect == EffectClass::Read {
-            return self.deny(
-                session,
-                &entry.exposed,
-                Some(&entry),
-                ReasonCode::PolicyDeny,
-                Some(action_id),
-            ).await;
+            return self
+                .deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    ReasonCode::PolicyDeny,
+                    Some(action_id),
+                )
+                .await;
         }
         // The confirmation comes from the trusted approval store, never from the runtime.
         let confirmation: Option<Confirmation> = match self.inner.store.approval(action_id).await {
             Ok(Some(a)) if a.state == ApprovalState::Approved => a.confirmation,
             Ok(_) => None,
             Err(_) => {
-                return self.deny(
-                    session,
-                    &entry.exposed,
-                    Some(&entry),
-                    ReasonCode::StoreUnavailable,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        &entry.exposed,
+                        Some(&entry),
+                        ReasonCode::StoreUnavailable,
+                        Some(action_id),
+                    )
+                    .await;
             }
         };
         let current_policy = self.inner.policy.digest();
@@ -1243,13 +1287,15 @@ impl Gateway {
         let proof = match accept(&self.inner.keys, self.inner.store.as_ref(), &attempt).await {
             Ok(p) => p,
             Err(rejection) => {
-                return self.deny(
-                    session,
-                    &entry.exposed,
-                    Some(&entry),
-                    rejection.reason,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        &entry.exposed,
+                        Some(&entry),
+                        rejection.reason,
+                        Some(action_id),
+                    )
+                    .await;
             }
         };
         let binding = proof.binding().clone();
@@ -1278,18 +1324,21 @@ impl Gateway {
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
                 if self.audit(ev).await.is_err() {
-                    return self.deny(
-                        session,
-                        &entry.exposed,
-                        Some(&entry),
-                        ReasonCode::ResultWithheld,
-                        Some(action_id),
-                    ).await;
+                    return self
+                        .deny(
+                            session,
+                            &entry.exposed,
+                            Some(&entry),
+                            ReasonCode::ResultWithheld,
+                            Some(action_id),
+                        )
+                        .await;
                 }
                 if self
                     .inner
                     .store
-                    .mark_executed(action_id, &digest, self.now()).await
+                    .mark_executed(action_id, &digest, self.now())
+                    .await
                     .is_err()
                 {
                     tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
@@ -1301,7 +1350,8 @@ impl Gateway {
                     output,
                     Some(action_id.clone()),
                     &pairs,
-                ).await
+                )
+                .await
             }
             Err(err) if err.outcome_unknown() => {
                 // Dispatched, no outcome: recorded (audit first, then the ledger, as for a
@@ -1314,19 +1364,23 @@ impl Gateway {
                 if self
                     .inner
                     .store
-                    .mark_outcome_unknown(action_id, err.class(), self.now()).await
+                    .mark_outcome_unknown(action_id, err.class(), self.now())
+                    .await
                     .is_err()
                 {
                     tracing::error!(action = %action_id, "could not mark outcome_unknown; entry stays reserved and will be reported");
                 }
-                self.exec_failure(session, &entry, &err, Some(action_id)).await
+                self.exec_failure(session, &entry, &err, Some(action_id))
+                    .await
             }
             Err(err) => {
                 let _ = self
                     .inner
                     .store
-                    .mark_failed(action_id, err.class(), self.now()).await;
-                self.exec_failure(session, &entry, &err, Some(action_id)).await
+                    .mark_failed(action_id, err.class(), self.now())
+                    .await;
+                self.exec_failure(session, &entry, &err, Some(action_id))
+                    .await
             }
         }
     }
@@ -1348,33 +1402,43 @@ impl Gateway {
         ) {
             (Ok(Some(a)), Ok(Some(p))) => (a, p),
             (Ok(_), Ok(_)) => {
-                return self.deny(
-                    session,
-                    tool,
-                    entry,
-                    ReasonCode::ConfirmationInvalid,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        tool,
+                        entry,
+                        ReasonCode::ConfirmationInvalid,
+                        Some(action_id),
+                    )
+                    .await;
             }
             _ => {
-                return self.deny(
-                    session,
-                    tool,
-                    entry,
-                    ReasonCode::StoreUnavailable,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        tool,
+                        entry,
+                        ReasonCode::StoreUnavailable,
+                        Some(action_id),
+                    )
+                    .await;
             }
         };
         // The re-issued call must be exactly the approved one — checked before anything else,
         // so that an approval id cannot be attached to a different call (not even to obtain a
         // "pending" answer naming the approval).
         let Ok(original) = serde_json::from_str::<CanonicalRequest>(&action.request_json) else {
-            return self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)).await;
+            return self
+                .deny(session, tool, entry, ReasonCode::Internal, Some(action_id))
+                .await;
         };
         let (prepared, _) = match self.prepare(session, tool, &arguments).await {
             Ok(p) => p,
-            Err(reason) => return self.deny(session, tool, entry, reason, Some(action_id)).await,
+            Err(reason) => {
+                return self
+                    .deny(session, tool, entry, reason, Some(action_id))
+                    .await;
+            }
         };
         let mut reissued = prepared.request.clone();
         reissued
@@ -1384,13 +1448,15 @@ impl Gateway {
         match secureclaw_core::binding::verify(&self.inner.keys, &action.binding, &reissued) {
             Ok(true) => {}
             Ok(false) | Err(secureclaw_core::binding::BindingError::Canonical(_)) => {
-                return self.deny(
-                    session,
-                    tool,
-                    entry,
-                    ReasonCode::BindingMismatch,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        tool,
+                        entry,
+                        ReasonCode::BindingMismatch,
+                        Some(action_id),
+                    )
+                    .await;
             }
             Err(secureclaw_core::binding::BindingError::Key(e)) => {
                 let reason = if matches!(e, secureclaw_core::keys::KeyError::Retired(_)) {
@@ -1398,7 +1464,9 @@ impl Gateway {
                 } else {
                     ReasonCode::KeyUnknown
                 };
-                return self.deny(session, tool, entry, reason, Some(action_id)).await;
+                return self
+                    .deny(session, tool, entry, reason, Some(action_id))
+                    .await;
             }
         }
         match approval.state {
@@ -1411,13 +1479,15 @@ impl Gateway {
                 ));
             }
             ApprovalState::Denied => {
-                return self.deny(
-                    session,
-                    tool,
-                    entry,
-                    ReasonCode::ConfirmationDenied,
-                    Some(action_id),
-                ).await;
+                return self
+                    .deny(
+                        session,
+                        tool,
+                        entry,
+                        ReasonCode::ConfirmationDenied,
+                        Some(action_id),
+                    )
+                    .await;
             }
             ApprovalState::Approved => {}
         }
@@ -1439,7 +1509,10 @@ impl Gateway {
                 self.commit_prepared(session, prepared, action_id, Some(&token))
                     .await
             }
-            Err(_) => self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id)).await,
+            Err(_) => {
+                self.deny(session, tool, entry, ReasonCode::Internal, Some(action_id))
+                    .await
+            }
         }
     }
 
@@ -1455,7 +1528,8 @@ impl Gateway {
     ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, GatewayError> {
         self.inner
             .store
-            .list_approvals(state).await
+            .list_approvals(state)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))
     }
 
@@ -1495,7 +1569,8 @@ impl Gateway {
         let action = self
             .inner
             .store
-            .action(action_id).await
+            .action(action_id)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let Some(a) = action else {
             return Ok(None);
@@ -1521,7 +1596,8 @@ impl Gateway {
             self.inner.catalog.get(tool),
             ReasonCode::ConfirmationMalformed,
             Some(action_id),
-        ).await
+        )
+        .await
     }
 
     // ----------------------------------------------------------------- handles
@@ -1538,7 +1614,8 @@ impl Gateway {
         let rec = self
             .inner
             .store
-            .handle(id).await
+            .handle(id)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         match rec {
             Some(r) if r.caller == session.caller && r.session == session.id => Ok(r.describe()),
@@ -1558,12 +1635,14 @@ impl Gateway {
         self.describe_handle(session, id).await?;
         self.inner
             .store
-            .revoke_handle(id).await
+            .revoke_handle(id)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let mut ev = self.event(AuditKind::HandleRevoke, session, "");
         ev.tool = None;
         ev.detail = json!({"handle": id});
-        self.audit(ev).await
+        self.audit(ev)
+            .await
             .map_err(|()| GatewayError::Store("audit append failed".into()))
     }
 
@@ -1729,7 +1808,8 @@ pub async fn decide_approval(
     confirmer: &str,
 ) -> Result<ApprovalRecord, GatewayError> {
     let action = store
-        .action(action_id).await
+        .action(action_id)
+        .await
         .map_err(|e| GatewayError::Store(e.to_string()))?
         .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
     let confirmation = if approve {
@@ -1745,7 +1825,8 @@ pub async fn decide_approval(
         None
     };
     let record = store
-        .decide_approval(action_id, approve, confirmer, now, confirmation).await
+        .decide_approval(action_id, approve, confirmer, now, confirmation)
+        .await
         .map_err(|e| GatewayError::Conflict(e.to_string()))?;
     let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
     ev.session = Some(audit_session_id(&action.session));
@@ -1755,7 +1836,8 @@ pub async fn decide_approval(
     ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
     ev.detail = json!({"approved": approve, "confirmer": confirmer});
     store
-        .append_audit(ev).await
+        .append_audit(ev)
+        .await
         .map_err(|e| GatewayError::Store(e.to_string()))?;
     Ok(record)
 }
@@ -1784,7 +1866,10 @@ fn handle_ids(text: &str) -> Vec<HandleId> {
 fn replace_handles(text: &str, replacements: &BTreeMap<HandleId, String>) -> String {
     let mut value = Value::String(text.to_owned());
     let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
-        Ok(replacements.get(id).cloned().unwrap_or_else(|| id.0.clone()))
+        Ok(replacements
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.0.clone()))
     });
     match value {
         Value::String(s) => s,

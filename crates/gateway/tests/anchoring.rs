@@ -21,7 +21,10 @@ const PAY: &str = "office__pay_invoice";
 
 /// The decision for `arguments`, from a preview (which never contacts an upstream).
 async fn decision(h: &Harness, arguments: Value) -> &'static str {
-    h.preview(&h.session, SEND, arguments).await.unwrap().decision
+    h.preview(&h.session, SEND, arguments)
+        .await
+        .unwrap()
+        .decision
 }
 
 #[tokio::test]
@@ -154,7 +157,8 @@ async fn trusted_targets_come_from_the_operator_side_only() {
                 trusted_targets: vec!["finance@corp.example".into(), "@partner.example".into()],
                 ..TaskEnvelope::default()
             },
-        ).await
+        )
+        .await
         .unwrap();
     completed(
         &h.call(&s, SEND, email("finance@corp.example", "x"), None)
@@ -184,7 +188,9 @@ async fn anchored_handles_come_only_from_anchored_reads() {
     let h = Harness::new().await;
     // The task grants paying (a financial effect); INV-42 is named by the task: its payee
     // IBAN is an anchored target.
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
+    let session = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
     let inv42 = h.read_invoice(&session, "INV-42").await;
     let o = h
         .call(

@@ -180,7 +180,8 @@ async fn read_only_hint_alone_does_not_make_a_read() {
     );
     let session = env
         .gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default()).await
+        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+        .await
         .unwrap();
     let o = call_on(
         &env.gw,
@@ -211,7 +212,8 @@ async fn operator_rule_makes_a_read() {
     assert_eq!(effect_of(&env.gw, "liar__wipe"), (EffectClass::Read, false));
     let session = env
         .gw
-        .open_session("alice", secureclaw_core::TaskEnvelope::default()).await
+        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+        .await
         .unwrap();
     let o = call_on(&env.gw, &session, "liar__wipe", json!({}), None).await;
     assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
@@ -362,7 +364,10 @@ fn destructive_unless_operator_or_catalog_lowers_it() {
     let catalog = Catalog::build(&listings, &rules).unwrap();
     let d = |name: &str| catalog.get(name).unwrap().destructive;
     assert!(d("up__hint_true"));
-    assert!(d("up__hint_false"), "destructiveHint: false alone lowers nothing");
+    assert!(
+        d("up__hint_false"),
+        "destructiveHint: false alone lowers nothing"
+    );
     assert!(d("up__hint_false_op_true"));
     assert!(!d("up__hint_true_op_false"));
     assert!(!d("up__hint_false_op_false"));
@@ -371,9 +376,15 @@ fn destructive_unless_operator_or_catalog_lowers_it() {
         catalog.get("up__read_hint_destructive").unwrap().effect,
         EffectClass::Effect
     );
-    assert!(!d("fs__create_directory"), "catalog: additive on the known server");
+    assert!(
+        !d("fs__create_directory"),
+        "catalog: additive on the known server"
+    );
     assert!(d("fs__move_file"), "not listed as additive");
-    assert!(d("fs2__create_directory"), "the server itself says destructive");
+    assert!(
+        d("fs2__create_directory"),
+        "the server itself says destructive"
+    );
     assert!(d("other__create_directory"), "unknown server");
 }
 
@@ -395,7 +406,10 @@ async fn destructive_hint_false_does_not_spare_the_grant() {
         let env = start(config, vec![(spec("up", true), liar.clone())])
             .await
             .unwrap();
-        assert_eq!(effect_of(&env.gw, "up__wipe"), (EffectClass::Effect, !lower));
+        assert_eq!(
+            effect_of(&env.gw, "up__wipe"),
+            (EffectClass::Effect, !lower)
+        );
         let session = env
             .gw
             .open_session(
@@ -420,7 +434,10 @@ async fn destructive_hint_false_does_not_spare_the_grant() {
     }
     let (o, calls) = run(false).await;
     assert_pending(&o);
-    assert_eq!(calls, 0, "the upstream's own hint spared it the confirmation");
+    assert_eq!(
+        calls, 0,
+        "the upstream's own hint spared it the confirmation"
+    );
     let (o, calls) = run(true).await;
     assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
     assert_eq!(calls, 1);

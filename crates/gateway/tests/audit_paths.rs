@@ -39,7 +39,9 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     config.limits.handle_ttl_ms = 3_600_000;
     let h = Harness::with_config(config).await;
     // The task grants the payment this test makes (a financial effect).
-    let granted = h.open_granted_session("alice", &["office__pay_invoice"]).await;
+    let granted = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
     let s = &granted;
     let mut seen = BTreeSet::new();
     let mut note = |o: &secureclaw_gateway::CallOutcome| {
@@ -89,7 +91,9 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
     note(&h.call(s, SEND, finance.clone(), Some(&approved)).await);
     let o = h.call(s, SEND, email(ATTACKER, "INV-42"), None).await;
     let declined = assert_pending(&o);
-    h.gw.decide_approval(&declined, false, "user").await.unwrap();
+    h.gw.decide_approval(&declined, false, "user")
+        .await
+        .unwrap();
     note(
         &h.call(s, SEND, email(ATTACKER, "INV-42"), Some(&declined))
             .await,
@@ -176,7 +180,8 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
             s,
             SEND,
             json!({"to": APPROVER, "subject": "x", "body": iban}),
-        ).await
+        )
+        .await
         .unwrap();
     note(
         &h.commit(
@@ -223,7 +228,9 @@ async fn every_path_leaves_a_verifiable_audit_log_without_plaintext() {
         &h.call(&other_session, SEND, with_contact.clone(), None)
             .await,
     );
-    h.gw.revoke_handle(s, &HandleId(contact.clone())).await.unwrap();
+    h.gw.revoke_handle(s, &HandleId(contact.clone()))
+        .await
+        .unwrap();
     note(&h.call(s, SEND, with_contact, None).await);
 
     // Bad input and broken upstreams.

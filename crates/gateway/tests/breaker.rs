@@ -43,7 +43,8 @@ async fn session_with(h: &Harness, request: &str, trusted: &[&str]) -> SessionRe
             trusted_targets: trusted.iter().map(|s| (*s).to_owned()).collect(),
             ..TaskEnvelope::default()
         },
-    ).await
+    )
+    .await
     .unwrap()
 }
 
@@ -72,7 +73,8 @@ async fn pending_approval_cannot_be_relabelled_by_a_different_call() {
     let h = Harness::new().await;
     // 1. The runtime previews the attacker's call (HTTP /v1/preview — no elicitation there).
     let p = h
-        .preview(&h.session, SEND, email(ATTACKER, "exfil")).await
+        .preview(&h.session, SEND, email(ATTACKER, "exfil"))
+        .await
         .unwrap();
     assert_eq!(p.decision, "confirm");
     let a = p.action_id.clone();
@@ -85,7 +87,9 @@ async fn pending_approval_cannot_be_relabelled_by_a_different_call() {
         matches!(&o, CallOutcome::Pending(r) if r.action_id.as_deref() == Some(a.0.as_str()));
     if relabelled {
         // What mcp.rs does next: elicit with `benign` shown, human approves, A is approved.
-        h.gw.decide_approval(&a, true, "mcp-elicitation").await.unwrap();
+        h.gw.decide_approval(&a, true, "mcp-elicitation")
+            .await
+            .unwrap();
         let o = h
             .call(&h.session, SEND, email(ATTACKER, "exfil"), Some(&a))
             .await;
@@ -328,7 +332,8 @@ async fn numeric_selector_of_an_unnamed_object_is_not_anchored() {
                 trusted_targets: vec![],
                 ..TaskEnvelope::default()
             },
-        ).await
+        )
+        .await
         .unwrap();
     // Record 8 was never named by the user.
     let o =
@@ -372,7 +377,8 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
                 trusted_targets: vec![],
                 ..TaskEnvelope::default()
             },
-        ).await
+        )
+        .await
         .unwrap();
     let o =
         r.gw.call(
@@ -610,7 +616,10 @@ async fn two_phase_artifact_is_bound_to_session_and_arguments() {
     let h = Harness::new().await;
     let s2 = h.open_session("alice").await;
     let s3 = h.open_session("mallory").await;
-    let p = h.preview(&h.session, SEND, email(APPROVER, "x")).await.unwrap();
+    let p = h
+        .preview(&h.session, SEND, email(APPROVER, "x"))
+        .await
+        .unwrap();
     assert_eq!(p.decision, "allow");
     for s in [&s2, &s3] {
         let o = h
@@ -655,11 +664,13 @@ async fn a_denied_action_cannot_be_approved() {
             &h.session,
             SEND,
             json!({"to": APPROVER, "subject": "s", "body": iban}),
-        ).await
+        )
+        .await
         .unwrap();
     assert_eq!(p.decision, "deny");
     assert!(
-        h.gw.decide_approval(&p.action_id, true, "operator").await
+        h.gw.decide_approval(&p.action_id, true, "operator")
+            .await
             .is_err()
     );
     let o = h
@@ -757,10 +768,12 @@ async fn numeric_edge_cases_do_not_break_binding() {
     // Value-equal spellings share a binding (JCS); the upstream receives the spelling that was
     // committed — informational, value-equal only.
     let a = h
-        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1})).await
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1}))
+        .await
         .unwrap();
     let b = h
-        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1.0})).await
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1.0}))
+        .await
         .unwrap();
     assert_ne!(a.action_id, b.action_id);
     assert_eq!(h.test.effects(), 0);
@@ -887,7 +900,8 @@ async fn runtime_visible_surfaces_hold_no_plaintext() {
     let contact = handle_at(&inv, "contact_email");
     for id in [&iban, &contact] {
         let d =
-            h.gw.describe_handle(&h.session, &secureclaw_core::handle::HandleId(id.clone())).await
+            h.gw.describe_handle(&h.session, &secureclaw_core::handle::HandleId(id.clone()))
+                .await
                 .unwrap();
         assert_no_plaintext("describe_handle", &d.to_string());
     }

@@ -24,7 +24,8 @@ async fn sixty_four_concurrent_commits_of_one_action_execute_once() {
     let h = Harness::new().await;
     let second = h.restarted().await;
     let p = h
-        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1})).await
+        .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1}))
+        .await
         .unwrap();
     assert_eq!(p.decision, "allow");
     let mut tasks = Vec::new();
@@ -76,7 +77,8 @@ async fn a_thousand_concurrent_distinct_commits_each_execute_once() {
     let mut previews = Vec::new();
     for n in 0..n_commits {
         let p = h
-            .preview(&h.session, COUNT, json!({"to": APPROVER, "n": n})).await
+            .preview(&h.session, COUNT, json!({"to": APPROVER, "n": n}))
+            .await
             .unwrap();
         assert_eq!(p.decision, "allow");
         previews.push((n, p));

@@ -45,7 +45,10 @@ async fn unanchored_recipient_is_held_without_effect() {
 #[tokio::test]
 async fn two_phase_commit_without_approval_is_confirmation_missing() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, SEND, copy_to_finance()).await.unwrap();
+    let p = h
+        .preview(&h.session, SEND, copy_to_finance())
+        .await
+        .unwrap();
     assert_eq!(p.decision, "confirm");
     assert_eq!(
         p.recovery.as_ref().map(|r| r.reason),
@@ -63,7 +66,9 @@ async fn two_phase_commit_without_approval_is_confirmation_missing() {
     assert_denied(&o, ReasonCode::ConfirmationMissing);
     assert_eq!(h.sent(), 0);
     // A denied approval is no confirmation either.
-    h.gw.decide_approval(&p.action_id, false, "user").await.unwrap();
+    h.gw.decide_approval(&p.action_id, false, "user")
+        .await
+        .unwrap();
     let o = h
         .commit(
             &h.session,
@@ -76,8 +81,13 @@ async fn two_phase_commit_without_approval_is_confirmation_missing() {
     assert_denied(&o, ReasonCode::ConfirmationMissing);
     assert_eq!(h.sent(), 0);
     // Positive control: approved, the same two-phase commit runs once.
-    let q = h.preview(&h.session, SEND, copy_to_finance()).await.unwrap();
-    h.gw.decide_approval(&q.action_id, true, "user").await.unwrap();
+    let q = h
+        .preview(&h.session, SEND, copy_to_finance())
+        .await
+        .unwrap();
+    h.gw.decide_approval(&q.action_id, true, "user")
+        .await
+        .unwrap();
     completed(
         &h.commit(
             &h.session,
@@ -127,7 +137,10 @@ async fn the_runtime_cannot_confirm_itself() {
     assert_denied(&o, ReasonCode::BindingMismatch);
     assert_eq!(h.sent(), 0);
     assert_eq!(
-        h.gw.approvals(Some(ApprovalState::Approved)).await.unwrap().len(),
+        h.gw.approvals(Some(ApprovalState::Approved))
+            .await
+            .unwrap()
+            .len(),
         0
     );
     // An action id that was never previewed.
@@ -169,7 +182,10 @@ async fn approval_of_one_action_does_not_cover_another() {
         .await;
     assert_denied(&o, ReasonCode::BindingMismatch);
     // The identical call from another session of the same caller, and from another caller.
-    for s in [h.open_session("alice").await, h.open_session("mallory").await] {
+    for s in [
+        h.open_session("alice").await,
+        h.open_session("mallory").await,
+    ] {
         let o = h.call(&s, SEND, copy_to_finance(), Some(&a)).await;
         assert_denied(&o, ReasonCode::BindingMismatch);
     }

@@ -30,7 +30,10 @@ async fn an_effect_whose_commit_record_is_lost_stays_reserved_and_is_reported() 
     )
     .unwrap();
     let call = json!({"to": APPROVER, "n": 1});
-    let p = h.preview(&h.session, "test__count", call.clone()).await.unwrap();
+    let p = h
+        .preview(&h.session, "test__count", call.clone())
+        .await
+        .unwrap();
     let o = h
         .commit(
             &h.session,

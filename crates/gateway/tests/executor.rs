@@ -341,7 +341,8 @@ async fn expired_artifact() {
     let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
     // At the last instant of the window it is still fresh (checked with a second preview).
     let q = h
-        .preview(&h.session, SEND, email(APPROVER, "edge")).await
+        .preview(&h.session, SEND, email(APPROVER, "edge"))
+        .await
         .unwrap();
     h.clock.advance(ttl + 1);
     let o = h
@@ -378,7 +379,8 @@ async fn expired_artifact() {
         .await,
     );
     let edge = h
-        .preview(&h.session, SEND, email(APPROVER, "edge")).await
+        .preview(&h.session, SEND, email(APPROVER, "edge"))
+        .await
         .unwrap();
     h.clock.advance(ttl);
     completed(
@@ -483,7 +485,9 @@ async fn policy_changed_between_preview_and_commit() {
     .await;
     assert_denied(&o, ReasonCode::PolicyChanged);
     // And the other way round.
-    let q = preview_on(&changed, &h.session, SEND, email(APPROVER, "new policy")).await.unwrap();
+    let q = preview_on(&changed, &h.session, SEND, email(APPROVER, "new policy"))
+        .await
+        .unwrap();
     assert_eq!(q.decision, "allow");
     let o = h
         .commit(
@@ -536,7 +540,8 @@ async fn restart_keeps_the_ledger() {
         .await,
     );
     let pending = h
-        .preview(&h.session, SEND, email(APPROVER, "after restart")).await
+        .preview(&h.session, SEND, email(APPROVER, "after restart"))
+        .await
         .unwrap();
     let restarted = h.restarted().await;
     let o = commit_on(
@@ -651,7 +656,8 @@ async fn read_tools_cannot_be_previewed_or_committed() {
             &h.session,
             "office__read_invoice",
             json!({"invoice_id": "INV-42"}),
-        ).await
+        )
+        .await
         .unwrap_err();
     assert_eq!(r.reason, ReasonCode::PolicyDeny);
     let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
@@ -666,7 +672,8 @@ async fn read_tools_cannot_be_previewed_or_committed() {
         .await;
     assert_denied(&o, ReasonCode::PolicyDeny);
     let r = h
-        .preview(&h.session, "office__nope", to_approver()).await
+        .preview(&h.session, "office__nope", to_approver())
+        .await
         .unwrap_err();
     assert_eq!(r.reason, ReasonCode::UnknownTool);
     // The legitimate commit is unaffected.
@@ -686,7 +693,10 @@ async fn read_tools_cannot_be_previewed_or_committed() {
 #[tokio::test]
 async fn a_commit_interrupted_mid_effect_never_runs_again() {
     let h = Harness::new().await;
-    let p = h.preview(&h.session, "test__gated", json!({})).await.unwrap();
+    let p = h
+        .preview(&h.session, "test__gated", json!({}))
+        .await
+        .unwrap();
     assert_eq!(p.decision, "allow");
     let gw = h.gw.clone();
     let session = h.session.clone();

@@ -146,7 +146,8 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
     // An effectful call that hangs: timed out after dispatch, so its outcome is unknown; its
     // action id is spent (at most once) and the runtime is not invited to retry.
     let p = h
-        .preview(&h.session, "test__hang_effect", json!({})).await
+        .preview(&h.session, "test__hang_effect", json!({}))
+        .await
         .unwrap();
     assert_eq!(p.decision, "allow");
     let o = h
@@ -200,7 +201,8 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
     assert_denied(&o, ReasonCode::OutcomeUnknown);
     assert!(!visible(&o).contains("try again"));
     let p = h
-        .preview(&h.session, "test__crash_effect", json!({})).await
+        .preview(&h.session, "test__crash_effect", json!({}))
+        .await
         .unwrap();
     assert_denied(
         &h.commit(
@@ -266,7 +268,8 @@ async fn an_unavailable_store_fails_closed_and_recovers() {
     assert_eq!(h.test.effects(), 1);
     // B: previewed while the store was up; the ledger cannot be marked at commit.
     let p = h
-        .preview(&h.session, "test__count", json!({"k": 1})).await
+        .preview(&h.session, "test__count", json!({"k": 1}))
+        .await
         .unwrap();
     let lock = h.lock_store();
     let o = h
@@ -334,7 +337,9 @@ async fn audit_after_failures_verifies_and_holds_no_plaintext() {
     config.limits.max_argument_bytes = 1024;
     let h = Harness::with_config(config).await;
     // The task grants the payment this test makes (a financial effect).
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
+    let session = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     let contact = handle_at(&inv, "contact_email");
@@ -407,7 +412,8 @@ async fn hidden_tools_are_unknown() {
         ReasonCode::UnknownTool,
     );
     assert_eq!(
-        h.preview(&h.session, "office__pay_invoice", pay).await
+        h.preview(&h.session, "office__pay_invoice", pay)
+            .await
             .unwrap_err()
             .reason,
         ReasonCode::UnknownTool

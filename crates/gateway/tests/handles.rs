@@ -54,7 +54,8 @@ async fn reading_inv_42_yields_handles_not_values() {
     assert!(!text.contains(IBAN) && !text.contains(CONTACT) && !text.contains(ATTACKER));
     // The runtime may describe its handle (label, sensitivity, sinks), never read it.
     let d =
-        h.gw.describe_handle(&h.session, &HandleId(iban.clone())).await
+        h.gw.describe_handle(&h.session, &HandleId(iban.clone()))
+            .await
             .unwrap();
     assert_eq!(d["label"], "payee_iban");
     assert_eq!(d["sensitivity"], "high");
@@ -89,7 +90,10 @@ async fn a_guessed_handle_is_unavailable() {
     ] {
         let o = h.call(&h.session, SEND, body_with(&guess), None).await;
         assert_denied(&o, ReasonCode::HandleUnavailable);
-        let r = h.preview(&h.session, SEND, body_with(&guess)).await.unwrap_err();
+        let r = h
+            .preview(&h.session, SEND, body_with(&guess))
+            .await
+            .unwrap_err();
         assert_eq!(r.reason, ReasonCode::HandleUnavailable);
         // Also as a read argument and as the recipient.
         let o = h
@@ -107,7 +111,8 @@ async fn a_guessed_handle_is_unavailable() {
     assert_eq!(h.sent(), 0);
     // Describing a guessed handle gives the same generic answer as a foreign one.
     assert!(matches!(
-        h.gw.describe_handle(&h.session, &HandleId(format!("hdl_em_{}", "a".repeat(32)))).await,
+        h.gw.describe_handle(&h.session, &HandleId(format!("hdl_em_{}", "a".repeat(32))))
+            .await,
         Err(GatewayError::NotFound(_))
     ));
 }
@@ -160,9 +165,13 @@ async fn a_revoked_handle_is_unavailable() {
     let inv = h.read_invoice(&h.session, "INV-42").await;
     let contact = handle_at(&inv, "contact_email");
     // Previewed before revocation, committed after: the executor re-checks at resolution.
-    let p = h.preview(&h.session, SEND, body_with(&contact)).await.unwrap();
+    let p = h
+        .preview(&h.session, SEND, body_with(&contact))
+        .await
+        .unwrap();
     assert_eq!(p.decision, "allow");
-    h.gw.revoke_handle(&h.session, &HandleId(contact.clone())).await
+    h.gw.revoke_handle(&h.session, &HandleId(contact.clone()))
+        .await
         .unwrap();
     let o = h
         .commit(
@@ -195,7 +204,10 @@ async fn an_expired_handle_is_unavailable() {
     let iban = handle_at(&inv, "iban");
     h.clock.advance(600_000);
     // Live through its last instant.
-    let p = h.preview(&h.session, SEND, body_with(&contact)).await.unwrap();
+    let p = h
+        .preview(&h.session, SEND, body_with(&contact))
+        .await
+        .unwrap();
     assert_eq!(p.decision, "allow");
     h.clock.advance(1);
     let o = h
@@ -267,7 +279,9 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
     assert_eq!(h.payments(), 0);
     // The user's task grants paying: the anchored payment runs.
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
+    let session = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     let o = h.call(&session, PAY, pay(&iban), None).await;
@@ -296,7 +310,9 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
 #[tokio::test]
 async fn a_resolved_value_echoed_in_a_tool_error_is_declassified_again() {
     let h = Harness::new().await;
-    let session = h.open_granted_session("alice", &["office__pay_invoice"]).await;
+    let session = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");
     // pay_invoice is an allowed sink for the IBAN; the strict demo server rejects the
@@ -424,7 +440,8 @@ async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
     );
     let em = email_handle_in(notes).unwrap();
     let d =
-        h.gw.describe_handle(&h.session, &HandleId(em.clone())).await
+        h.gw.describe_handle(&h.session, &HandleId(em.clone()))
+            .await
             .unwrap();
     assert_eq!(d["label"], "email");
     assert_eq!(d["sensitivity"], "high");

@@ -264,7 +264,10 @@ async fn deploy(upstream: Arc<dyn Upstream>) -> Deployment {
     )
     .await
     .unwrap();
-    let session = gw.open_session("alice", TaskEnvelope::default()).await.unwrap();
+    let session = gw
+        .open_session("alice", TaskEnvelope::default())
+        .await
+        .unwrap();
     Deployment {
         _dir: dir,
         store,

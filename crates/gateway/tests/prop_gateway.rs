@@ -119,7 +119,8 @@ fn gateway_commit_of_changed_call_is_binding_mismatch() {
         };
         rt.block_on(async {
             let p =
-                h.gw.preview(&h.session, "test__count", &args).await
+                h.gw.preview(&h.session, "test__count", &args)
+                    .await
                     .map_err(|r| TestCaseError::fail(format!("preview failed: {r:?}")))?;
             prop_assert_eq!(p.decision, "allow", "{:?}", p.recovery);
             let before = (h.test.effects(), h.test.received.lock().unwrap().len());

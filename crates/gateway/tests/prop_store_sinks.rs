@@ -320,7 +320,8 @@ async fn session(gw: &Gateway) -> SessionRecord {
             granted_tools: vec!["fs__write_file".into(), "fs__edit_file".into()],
             ..TaskEnvelope::default()
         },
-    ).await
+    )
+    .await
     .unwrap()
 }
 

@@ -438,7 +438,8 @@ impl Deployment {
                     ],
                     ..TaskEnvelope::default()
                 },
-            ).await
+            )
+            .await
             .unwrap()
     }
 
@@ -790,7 +791,8 @@ async fn an_ungranted_destructive_write_asks_even_when_anchored() {
                 request: TASK.into(),
                 ..TaskEnvelope::default()
             },
-        ).await
+        )
+        .await
         .unwrap();
     let user = d
         .read(

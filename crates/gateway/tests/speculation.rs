@@ -356,7 +356,9 @@ async fn exposure_counts_ghosts_only() {
         "the deferral is logged as a decision, without its arguments"
     );
     // the same report comes from the store alone (what `secureclaw trace exposure` reads)
-    let again = secureclaw_gateway::session_exposure(h.store.as_ref(), &s.id).await.unwrap();
+    let again = secureclaw_gateway::session_exposure(h.store.as_ref(), &s.id)
+        .await
+        .unwrap();
     assert_eq!(again, report);
 }
 

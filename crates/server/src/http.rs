@@ -34,8 +34,8 @@ use axum::{Json, Router};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
-use secureclaw_gateway::{CallMeta, Gateway};
 use secureclaw_core::store::{ApprovalState, SessionRecord};
+use secureclaw_gateway::{CallMeta, Gateway};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -133,7 +133,10 @@ fn operator(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
 ///
 /// # Errors
 /// 401 without a live session.
-pub async fn session_from(gateway: &Gateway, headers: &HeaderMap) -> Result<SessionRecord, ApiError> {
+pub async fn session_from(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+) -> Result<SessionRecord, ApiError> {
     let id = bearer(headers).ok_or_else(|| {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -339,7 +342,8 @@ async fn decide(
     operator(s, headers)?;
     let record = s
         .gateway
-        .decide_approval(&ActionId(id), approve, "operator-api").await?;
+        .decide_approval(&ActionId(id), approve, "operator-api")
+        .await?;
     Ok(Json(
         json!({"action_id": record.action_id, "state": record.state.as_str()}),
     ))
@@ -515,7 +519,11 @@ async fn preview(
     let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     Ok(Json(
-        match s.gateway.preview(&session, &body.tool, &body.arguments).await {
+        match s
+            .gateway
+            .preview(&session, &body.tool, &body.arguments)
+            .await
+        {
             Ok(p) => serde_json::to_value(&p).unwrap_or(Value::Null),
             Err(recovery) => json!({"status": "denied", "recovery": recovery}),
         },
@@ -560,7 +568,9 @@ async fn describe_handle(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let session = session_from(&s.gateway, &headers).await?;
-    Ok(Json(s.gateway.describe_handle(&session, &HandleId(id)).await?))
+    Ok(Json(
+        s.gateway.describe_handle(&session, &HandleId(id)).await?,
+    ))
 }
 
 async fn revoke_handle(
@@ -569,7 +579,9 @@ async fn revoke_handle(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let session = session_from(&s.gateway, &headers).await?;
-    s.gateway.revoke_handle(&session, &HandleId(id.clone())).await?;
+    s.gateway
+        .revoke_handle(&session, &HandleId(id.clone()))
+        .await?;
     Ok(Json(json!({"handle": id, "revoked": true})))
 }
 

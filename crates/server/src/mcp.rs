@@ -26,8 +26,8 @@ use rmcp::service::{ElicitationError, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::policy::EffectClass;
-use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
 use secureclaw_core::store::SessionRecord;
+use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -415,11 +415,10 @@ impl ServerHandler for McpFrontEnd {
                         // An accept without the answer's content, or with content that is not
                         // the answer's shape, decides nothing.
                         Err(ElicitationError::NoContent | ElicitationError::ParseError { .. }) => {
-                            outcome = self.gateway.confirmation_malformed(
-                                &session,
-                                &request.name,
-                                &action,
-                            ).await;
+                            outcome = self
+                                .gateway
+                                .confirmation_malformed(&session, &request.name, &action)
+                                .await;
                             None
                         }
                         // The client could not be asked: the approval stays pending.
@@ -428,7 +427,8 @@ impl ServerHandler for McpFrontEnd {
                     if let Some(approve) = decided
                         && self
                             .gateway
-                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)").await
+                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)")
+                            .await
                             .is_ok()
                     {
                         outcome = self

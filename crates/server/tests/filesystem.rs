@@ -215,7 +215,8 @@ async fn filesystem_server_behind_secureclaw() {
                 // overwrites) write tool; without the grant every write would ask.
                 granted_tools: vec!["fs__write_file".into()],
             },
-        ).await
+        )
+        .await
         .unwrap();
     let front = McpFrontEnd::new(gateway.clone(), SessionSource::Fixed(session));
     let (server_io, client_io) = tokio::io::duplex(256 * 1024);
@@ -404,7 +405,8 @@ async fn filesystem_server_behind_secureclaw() {
 
     // -- d. approve, re-issue the identical call: it runs, once
     gateway
-        .decide_approval(&ActionId(action.clone()), true, "test").await
+        .decide_approval(&ActionId(action.clone()), true, "test")
+        .await
         .unwrap();
     let approved = call(
         &client,

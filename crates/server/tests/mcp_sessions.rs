@@ -94,7 +94,8 @@ struct Server {
 impl Server {
     async fn token(&self, caller: &str) -> String {
         self.gw
-            .open_session(caller, TaskEnvelope::default()).await
+            .open_session(caller, TaskEnvelope::default())
+            .await
             .unwrap()
             .id
     }
@@ -151,7 +152,8 @@ async fn server_with(require_token: bool, conn: ConnLimits, limits: McpSessionLi
         None
     } else {
         Some(
-            gw.open_session("local-user", TaskEnvelope::default()).await
+            gw.open_session("local-user", TaskEnvelope::default())
+                .await
                 .unwrap(),
         )
     };

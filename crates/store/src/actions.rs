@@ -11,8 +11,8 @@ use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::keys::KeyId;
-use secureclaw_core::{ActionId, UnixMillis};
 use secureclaw_core::store::{ActionRecord, ApprovalRecord, ApprovalState};
+use secureclaw_core::{ActionId, UnixMillis};
 
 const ACTION_COLUMNS: &str = "a.action_id, a.session, a.caller, a.tool, a.binding_kid, a.binding, a.needs_confirmation, a.created_at, \
      a.request_json, a.display";

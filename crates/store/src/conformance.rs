@@ -163,7 +163,10 @@ pub async fn sessions(s: &dyn Subject) -> Outcome {
     let rec = session("ses_a", 5_000);
     store.put_session(&rec).await.map_err(fail("put_session"))?;
     let back = store.session("ses_a").await.map_err(fail("session"))?;
-    ensure!(back.as_ref() == Some(&rec), "session read back differs: {back:?}");
+    ensure!(
+        back.as_ref() == Some(&rec),
+        "session read back differs: {back:?}"
+    );
     let mut other = rec.clone();
     other.caller = "mallory".into();
     let again = store.put_session(&other).await;
@@ -172,8 +175,14 @@ pub async fn sessions(s: &dyn Subject) -> Outcome {
         "a second session with the same id must be a conflict, got {again:?}"
     );
     let back = store.session("ses_a").await.map_err(fail("session"))?;
-    ensure!(back.as_ref() == Some(&rec), "the first session was overwritten");
-    let none = store.session("ses_missing").await.map_err(fail("session"))?;
+    ensure!(
+        back.as_ref() == Some(&rec),
+        "the first session was overwritten"
+    );
+    let none = store
+        .session("ses_missing")
+        .await
+        .map_err(fail("session"))?;
     ensure!(none.is_none(), "unknown session answered {none:?}");
     Ok(())
 }
@@ -193,7 +202,10 @@ pub async fn vault(s: &dyn Subject) -> Outcome {
         .put_object("obj-1", 2, b"second", [2; 12])
         .await
         .map_err(fail("put_object v2"))?;
-    let newest = store.object_value("obj-1").await.map_err(fail("object_value"))?;
+    let newest = store
+        .object_value("obj-1")
+        .await
+        .map_err(fail("object_value"))?;
     ensure!(
         newest.as_deref().map(Vec::as_slice) == Some(b"second".as_slice()),
         "object_value must return the highest version"
@@ -221,7 +233,10 @@ pub async fn vault(s: &dyn Subject) -> Outcome {
         matches!(reused, Err(StoreError::Invalid(_))),
         "a reused nonce must be refused, got {reused:?}"
     );
-    let none = store.object_value("obj-none").await.map_err(fail("object_value"))?;
+    let none = store
+        .object_value("obj-none")
+        .await
+        .map_err(fail("object_value"))?;
     ensure!(none.is_none(), "an unknown object must be None");
     Ok(())
 }
@@ -284,7 +299,10 @@ pub async fn handles(s: &dyn Subject) -> Outcome {
         "a second handle with the same id must be a conflict, got {again:?}"
     );
     let back = store.handle(&h1.id).await.map_err(fail("handle"))?;
-    ensure!(back.as_ref() == Some(&h1), "handle read back differs: {back:?}");
+    ensure!(
+        back.as_ref() == Some(&h1),
+        "handle read back differs: {back:?}"
+    );
     let listed = store
         .handles_for_session("s1")
         .await
@@ -297,17 +315,26 @@ pub async fn handles(s: &dyn Subject) -> Outcome {
         .reusable_handle("s1", "reuse-key", UnixMillis(500))
         .await
         .map_err(fail("reusable_handle"))?;
-    ensure!(reuse.as_ref() == Some(&h2), "the keyed handle must be reusable");
+    ensure!(
+        reuse.as_ref() == Some(&h2),
+        "the keyed handle must be reusable"
+    );
     let too_late = store
         .reusable_handle("s1", "reuse-key", UnixMillis(5_000))
         .await
         .map_err(fail("reusable_handle"))?;
-    ensure!(too_late.is_none(), "a handle expiring too soon must not be reused");
+    ensure!(
+        too_late.is_none(),
+        "a handle expiring too soon must not be reused"
+    );
     let other_session = store
         .reusable_handle("s2", "reuse-key", UnixMillis(0))
         .await
         .map_err(fail("reusable_handle"))?;
-    ensure!(other_session.is_none(), "reuse must stay within the session");
+    ensure!(
+        other_session.is_none(),
+        "reuse must stay within the session"
+    );
     ensure!(
         store.revoke_handle(&h2.id).await.map_err(fail("revoke"))?,
         "the first revocation must report true"
@@ -345,7 +372,12 @@ pub async fn expired_records_stay_until_checked(s: &dyn Subject) -> Outcome {
     let store = s.store();
     let rec = session("ses_old", 11);
     store.put_session(&rec).await.map_err(fail("put_session"))?;
-    let h = handle("hdl_ib_dddddddddddddddddddddddddddddddd", "ses_old", "o4", 1);
+    let h = handle(
+        "hdl_ib_dddddddddddddddddddddddddddddddd",
+        "ses_old",
+        "o4",
+        1,
+    );
     store.put_handle(&h).await.map_err(fail("put_handle"))?;
     let other = s.reopen().await?;
     ensure!(
@@ -371,7 +403,10 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
     let keys = s.keys();
     let (a1, a2, a3) = (act(1), act(2), act(3));
     for id in [&a1, &a2, &a3] {
-        store.put_action(&action(id)).await.map_err(fail("put_action"))?;
+        store
+            .put_action(&action(id))
+            .await
+            .map_err(fail("put_action"))?;
     }
     let again = store.put_action(&action(&a1)).await;
     ensure!(
@@ -379,9 +414,16 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
         "a second action with the same id must be a conflict, got {again:?}"
     );
     let back = store.action(&a1).await.map_err(fail("action"))?;
-    ensure!(back == Some(action(&a1)), "action read back differs: {back:?}");
     ensure!(
-        store.action(&act(99)).await.map_err(fail("action"))?.is_none(),
+        back == Some(action(&a1)),
+        "action read back differs: {back:?}"
+    );
+    ensure!(
+        store
+            .action(&act(99))
+            .await
+            .map_err(fail("action"))?
+            .is_none(),
         "an unknown action must be None"
     );
     let orphan = store.create_approval(&act(99), UnixMillis(1)).await;
@@ -391,8 +433,14 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
     );
     for (i, id) in [&a1, &a2, &a3].into_iter().enumerate() {
         let at = UnixMillis(150 + u64::try_from(i).unwrap_or(0));
-        store.create_approval(id, at).await.map_err(fail("create_approval"))?;
-        store.create_approval(id, UnixMillis(999)).await.map_err(fail("create_approval again"))?;
+        store
+            .create_approval(id, at)
+            .await
+            .map_err(fail("create_approval"))?;
+        store
+            .create_approval(id, UnixMillis(999))
+            .await
+            .map_err(fail("create_approval again"))?;
     }
     let p = store.approval(&a1).await.map_err(fail("approval"))?;
     ensure!(
@@ -410,7 +458,13 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
         "a confirmation for another action must be refused, got {wrong:?}"
     );
     let deny_with = store
-        .decide_approval(&a2, false, "operator", UnixMillis(200), Some(confirmation(&keys, &a2)?))
+        .decide_approval(
+            &a2,
+            false,
+            "operator",
+            UnixMillis(200),
+            Some(confirmation(&keys, &a2)?),
+        )
         .await;
     ensure!(
         matches!(deny_with, Err(StoreError::Invalid(_))),
@@ -438,22 +492,33 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
         .decide_approval(&a2, false, "operator", UnixMillis(210), None)
         .await
         .map_err(fail("deny"))?;
-    let none = store.decide_approval(&act(98), true, "operator", UnixMillis(1), None).await;
+    let none = store
+        .decide_approval(&act(98), true, "operator", UnixMillis(1), None)
+        .await;
     ensure!(
         matches!(none, Err(StoreError::NotFound(_))),
         "deciding without an approval must be NotFound, got {none:?}"
     );
     let stored = store.approval(&a1).await.map_err(fail("approval"))?;
-    ensure!(stored == Some(decided), "the decision must read back unchanged");
+    ensure!(
+        stored == Some(decided),
+        "the decision must read back unchanged"
+    );
     let pending = store
         .list_approvals(Some(ApprovalState::Pending))
         .await
         .map_err(fail("list_approvals"))?;
     ensure!(
-        pending.len() == 1 && pending.iter().all(|(p, a)| p.action_id == a3 && a.action_id == a3),
+        pending.len() == 1
+            && pending
+                .iter()
+                .all(|(p, a)| p.action_id == a3 && a.action_id == a3),
         "only the third approval is pending, got {pending:?}"
     );
-    let all = store.list_approvals(None).await.map_err(fail("list_approvals"))?;
+    let all = store
+        .list_approvals(None)
+        .await
+        .map_err(fail("list_approvals"))?;
     let order: Vec<&ActionId> = all.iter().map(|(p, _)| &p.action_id).collect();
     ensure!(
         order == vec![&a1, &a2, &a3],
@@ -469,19 +534,35 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
 pub async fn approval_decided_once_under_concurrency(s: &dyn Subject) -> Outcome {
     let store = s.store();
     let id = act(7);
-    store.put_action(&action(&id)).await.map_err(fail("put_action"))?;
-    store.create_approval(&id, UnixMillis(1)).await.map_err(fail("create_approval"))?;
+    store
+        .put_action(&action(&id))
+        .await
+        .map_err(fail("put_action"))?;
+    store
+        .create_approval(&id, UnixMillis(1))
+        .await
+        .map_err(fail("create_approval"))?;
     let mut stores = vec![store];
     for _ in 0..2 {
         stores.push(s.reopen().await?);
     }
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..24u64 {
-        let st = Arc::clone(stores.get(usize::try_from(i % 3).unwrap_or(0)).ok_or("no store")?);
+        let st = Arc::clone(
+            stores
+                .get(usize::try_from(i % 3).unwrap_or(0))
+                .ok_or("no store")?,
+        );
         let id = id.clone();
         tasks.spawn(async move {
-            st.decide_approval(&id, i % 2 == 0, &format!("confirmer-{i}"), UnixMillis(i), None)
-                .await
+            st.decide_approval(
+                &id,
+                i % 2 == 0,
+                &format!("confirmer-{i}"),
+                UnixMillis(i),
+                None,
+            )
+            .await
         });
     }
     let mut wins = 0;
@@ -492,7 +573,10 @@ pub async fn approval_decided_once_under_concurrency(s: &dyn Subject) -> Outcome
             Err(e) => return Err(format!("a losing decision must be a conflict, got {e}")),
         }
     }
-    ensure!(wins == 1, "exactly one concurrent decision must win, {wins} did");
+    ensure!(
+        wins == 1,
+        "exactly one concurrent decision must win, {wins} did"
+    );
     Ok(())
 }
 
@@ -527,10 +611,16 @@ pub async fn single_use_under_concurrency(s: &dyn Subject) -> Outcome {
                 Err(e) => return Err(format!("a reservation must not fail: {e}")),
             }
         }
-        ensure!(wins == 1, "round {round}: exactly one reservation must win, {wins} did");
+        ensure!(
+            wins == 1,
+            "round {round}: exactly one reservation must win, {wins} did"
+        );
         let late = s.reopen().await?;
         ensure!(
-            !late.reserve(&id, &binding(), UnixMillis(6)).await.map_err(|e| e.to_string())?,
+            !late
+                .reserve(&id, &binding(), UnixMillis(6))
+                .await
+                .map_err(|e| e.to_string())?,
             "round {round}: a reservation after the race must lose"
         );
     }
@@ -549,68 +639,114 @@ pub async fn ledger_transitions(s: &dyn Subject) -> Outcome {
     let (e, f, u, r) = (act(11), act(12), act(13), act(14));
     for (id, at) in [(&e, 40), (&f, 30), (&u, 20), (&r, 10)] {
         ensure!(
-            store.reserve(id, &binding(), UnixMillis(at)).await.map_err(|x| x.to_string())?,
+            store
+                .reserve(id, &binding(), UnixMillis(at))
+                .await
+                .map_err(|x| x.to_string())?,
             "the first reservation of {id} must win"
         );
     }
     let entry = store.ledger_entry(&r).await.map_err(fail("ledger_entry"))?;
     ensure!(
-        entry.as_ref().is_some_and(|x| x.state == LedgerState::Reserved
-            && x.binding == binding()
-            && x.reserved_at == UnixMillis(10)
-            && x.finished_at.is_none()),
+        entry
+            .as_ref()
+            .is_some_and(|x| x.state == LedgerState::Reserved
+                && x.binding == binding()
+                && x.reserved_at == UnixMillis(10)
+                && x.finished_at.is_none()),
         "a new entry must be reserved with its binding and time, got {entry:?}"
     );
-    store.mark_executed(&e, "digest-e", UnixMillis(41)).await.map_err(fail("mark_executed"))?;
-    store.mark_failed(&f, "upstream_call", UnixMillis(31)).await.map_err(fail("mark_failed"))?;
+    store
+        .mark_executed(&e, "digest-e", UnixMillis(41))
+        .await
+        .map_err(fail("mark_executed"))?;
+    store
+        .mark_failed(&f, "upstream_call", UnixMillis(31))
+        .await
+        .map_err(fail("mark_failed"))?;
     store
         .mark_outcome_unknown(&u, "upstream_timeout", UnixMillis(21))
         .await
         .map_err(fail("mark_outcome_unknown"))?;
     let got = store.ledger_entry(&e).await.map_err(fail("ledger_entry"))?;
     ensure!(
-        got.as_ref().is_some_and(|x| x.state == LedgerState::Executed
-            && x.result_digest.as_deref() == Some("digest-e")
-            && x.finished_at == Some(UnixMillis(41))),
+        got.as_ref()
+            .is_some_and(|x| x.state == LedgerState::Executed
+                && x.result_digest.as_deref() == Some("digest-e")
+                && x.finished_at == Some(UnixMillis(41))),
         "executed entry differs: {got:?}"
     );
     let got = store.ledger_entry(&f).await.map_err(fail("ledger_entry"))?;
     ensure!(
-        got.as_ref().is_some_and(|x| x.state == LedgerState::Failed
-            && x.failure.as_deref() == Some("upstream_call")),
+        got.as_ref().is_some_and(
+            |x| x.state == LedgerState::Failed && x.failure.as_deref() == Some("upstream_call")
+        ),
         "failed entry differs: {got:?}"
     );
     let got = store.ledger_entry(&u).await.map_err(fail("ledger_entry"))?;
     ensure!(
-        got.as_ref().is_some_and(|x| x.state == LedgerState::OutcomeUnknown
-            && x.failure.as_deref() == Some("upstream_timeout")),
+        got.as_ref()
+            .is_some_and(|x| x.state == LedgerState::OutcomeUnknown
+                && x.failure.as_deref() == Some("upstream_timeout")),
         "outcome_unknown entry differs: {got:?}"
     );
     // Every transition out of a final state is refused, and leaves the entry as it was.
     for id in [&e, &f, &u] {
         let before = store.ledger_entry(id).await.map_err(fail("ledger_entry"))?;
         let x = store.mark_executed(id, "other", UnixMillis(99)).await;
-        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: executed again gave {x:?}");
-        let x = store.mark_failed(id, "other", UnixMillis(99)).await;
-        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: failed again gave {x:?}");
-        let x = store.mark_outcome_unknown(id, "other", UnixMillis(99)).await;
-        ensure!(matches!(x, Err(StoreError::Conflict(_))), "{id}: outcome_unknown again gave {x:?}");
-        let after = store.ledger_entry(id).await.map_err(fail("ledger_entry"))?;
-        ensure!(before == after, "{id}: a refused transition changed the entry");
         ensure!(
-            !store.reserve(id, &binding(), UnixMillis(100)).await.map_err(|x| x.to_string())?,
+            matches!(x, Err(StoreError::Conflict(_))),
+            "{id}: executed again gave {x:?}"
+        );
+        let x = store.mark_failed(id, "other", UnixMillis(99)).await;
+        ensure!(
+            matches!(x, Err(StoreError::Conflict(_))),
+            "{id}: failed again gave {x:?}"
+        );
+        let x = store
+            .mark_outcome_unknown(id, "other", UnixMillis(99))
+            .await;
+        ensure!(
+            matches!(x, Err(StoreError::Conflict(_))),
+            "{id}: outcome_unknown again gave {x:?}"
+        );
+        let after = store.ledger_entry(id).await.map_err(fail("ledger_entry"))?;
+        ensure!(
+            before == after,
+            "{id}: a refused transition changed the entry"
+        );
+        ensure!(
+            !store
+                .reserve(id, &binding(), UnixMillis(100))
+                .await
+                .map_err(|x| x.to_string())?,
             "{id}: a spent id must never be reserved again"
         );
     }
     let unknown = act(19);
     let x = store.mark_executed(&unknown, "d", UnixMillis(1)).await;
-    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: executed gave {x:?}");
-    let x = store.mark_failed(&unknown, "d", UnixMillis(1)).await;
-    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: failed gave {x:?}");
-    let x = store.mark_outcome_unknown(&unknown, "d", UnixMillis(1)).await;
-    ensure!(matches!(x, Err(StoreError::NotFound(_))), "unknown id: outcome_unknown gave {x:?}");
     ensure!(
-        store.ledger_entry(&unknown).await.map_err(fail("ledger_entry"))?.is_none(),
+        matches!(x, Err(StoreError::NotFound(_))),
+        "unknown id: executed gave {x:?}"
+    );
+    let x = store.mark_failed(&unknown, "d", UnixMillis(1)).await;
+    ensure!(
+        matches!(x, Err(StoreError::NotFound(_))),
+        "unknown id: failed gave {x:?}"
+    );
+    let x = store
+        .mark_outcome_unknown(&unknown, "d", UnixMillis(1))
+        .await;
+    ensure!(
+        matches!(x, Err(StoreError::NotFound(_))),
+        "unknown id: outcome_unknown gave {x:?}"
+    );
+    ensure!(
+        store
+            .ledger_entry(&unknown)
+            .await
+            .map_err(fail("ledger_entry"))?
+            .is_none(),
         "an unknown id must have no entry"
     );
     let dangling = store
@@ -618,7 +754,10 @@ pub async fn ledger_transitions(s: &dyn Subject) -> Outcome {
         .await
         .map_err(fail("dangling_reservations"))?;
     let ids: Vec<&ActionId> = dangling.iter().map(|x| &x.action_id).collect();
-    ensure!(ids == vec![&r], "only the reserved entry is dangling, got {ids:?}");
+    ensure!(
+        ids == vec![&r],
+        "only the reserved entry is dangling, got {ids:?}"
+    );
     Ok(())
 }
 
@@ -635,15 +774,30 @@ pub async fn audit_chain(s: &dyn Subject) -> Outcome {
     );
     let mut appended = Vec::new();
     for n in 1..=12u64 {
-        let rec = store.append_audit(event(n)).await.map_err(fail("append_audit"))?;
+        let rec = store
+            .append_audit(event(n))
+            .await
+            .map_err(fail("append_audit"))?;
         ensure!(rec.seq == n, "record {n} got sequence number {}", rec.seq);
         appended.push(rec);
     }
-    let all = store.audit_records(0, usize::MAX).await.map_err(fail("audit_records"))?;
-    ensure!(all == appended, "records read back differ from those appended");
-    let page = store.audit_records(5, 3).await.map_err(fail("audit_records"))?;
+    let all = store
+        .audit_records(0, usize::MAX)
+        .await
+        .map_err(fail("audit_records"))?;
+    ensure!(
+        all == appended,
+        "records read back differ from those appended"
+    );
+    let page = store
+        .audit_records(5, 3)
+        .await
+        .map_err(fail("audit_records"))?;
     let seqs: Vec<u64> = page.iter().map(|r| r.seq).collect();
-    ensure!(seqs == vec![5, 6, 7], "a page from 5 of 3 records, got {seqs:?}");
+    ensure!(
+        seqs == vec![5, 6, 7],
+        "a page from 5 of 3 records, got {seqs:?}"
+    );
     let other = s.reopen().await?;
     ensure!(
         other.verify_audit().await.map_err(fail("verify_audit"))? == 12,
@@ -679,7 +833,10 @@ pub async fn audit_chain_under_concurrent_appenders(s: &dyn Subject) -> Outcome 
     }
     let store = s.store();
     let n = store.verify_audit().await.map_err(fail("verify_audit"))?;
-    ensure!(n == 100, "100 appends must make a chain of 100 records, got {n}");
+    ensure!(
+        n == 100,
+        "100 appends must make a chain of 100 records, got {n}"
+    );
     let seqs: Vec<u64> = store
         .audit_records(0, usize::MAX)
         .await

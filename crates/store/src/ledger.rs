@@ -16,8 +16,8 @@ use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::acceptance::LedgerError;
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::keys::KeyId;
-use secureclaw_core::{ActionId, UnixMillis};
 use secureclaw_core::store::{LedgerEntry, LedgerState};
+use secureclaw_core::{ActionId, UnixMillis};
 
 const COLUMNS: &str =
     "action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest, failure";

@@ -10,8 +10,8 @@ use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::handle::{HandleId, HandleRecord};
 use secureclaw_core::store::{
-    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry,
-    LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerStore,
+    SessionRecord, SessionStore, StoreError, VaultStore,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;

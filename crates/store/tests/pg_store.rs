@@ -12,6 +12,7 @@
 mod common_pg;
 
 use common_pg::Scratch;
+use secureclaw_core::acceptance::SingleUseLedger;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::keys::KeyId;
@@ -20,7 +21,6 @@ use secureclaw_core::store::{
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use secureclaw_store::PgStore;
-use secureclaw_core::acceptance::SingleUseLedger;
 
 fn binding() -> BindingDigest {
     BindingDigest {
@@ -59,7 +59,13 @@ async fn migrations_are_versioned_idempotent_and_newer_databases_refused() {
         .unwrap();
     let newer = PgStore::connect(&db.url, keys).await;
     assert!(
-        matches!(newer, Err(StoreError::SchemaTooNew { found: 99, supported: 1 })),
+        matches!(
+            newer,
+            Err(StoreError::SchemaTooNew {
+                found: 99,
+                supported: 1
+            })
+        ),
         "{newer:?}"
     );
 }

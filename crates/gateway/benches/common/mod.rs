@@ -27,8 +27,8 @@ use secureclaw_core::policy::{EffectClass, PolicyEngine, PolicyRequest, TargetFa
 use secureclaw_core::time::UnixMillis;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError, UpstreamSpec,
-    UpstreamTool, UpstreamTransport, system_clock,
+    CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError,
+    UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{SessionRecord, SqliteStore};

@@ -25,8 +25,8 @@ use secureclaw_core::labeler::Labeler;
 use secureclaw_core::monitor;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
-use secureclaw_core::time::UnixMillis;
 use secureclaw_core::store::{AuditSink, SessionRecord};
+use secureclaw_core::time::UnixMillis;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -285,13 +285,15 @@ impl Gateway {
                 BranchState::Promoted => mode = Mode::Committed,
                 // Nothing more is sent for a dropped branch.
                 BranchState::Abandoned => {
-                    return self.deny(
-                        session,
-                        tool,
-                        self.inner.catalog.get(tool),
-                        ReasonCode::ContractBlocked,
-                        None,
-                    ).await;
+                    return self
+                        .deny(
+                            session,
+                            tool,
+                            self.inner.catalog.get(tool),
+                            ReasonCode::ContractBlocked,
+                            None,
+                        )
+                        .await;
                 }
                 BranchState::Pending => {}
             }
@@ -310,15 +312,17 @@ impl Gateway {
         let branch = meta.branch.clone();
         if !enabled {
             let branch = branch.unwrap_or_else(|| format!("call-{}", self.next_seq(session)));
-            return self.hold(
-                session,
-                &entry.exposed,
-                class,
-                mode,
-                &branch,
-                arguments,
-                "defer:speculation_disabled",
-            ).await;
+            return self
+                .hold(
+                    session,
+                    &entry.exposed,
+                    class,
+                    mode,
+                    &branch,
+                    arguments,
+                    "defer:speculation_disabled",
+                )
+                .await;
         }
         let destination = self
             .inner
@@ -363,19 +367,22 @@ impl Gateway {
                     Dispatch::None,
                     None,
                     0,
-                ).await;
+                )
+                .await;
                 self.deny(
                     session,
                     tool,
                     Some(&entry),
                     ReasonCode::ContractBlocked,
                     None,
-                ).await
+                )
+                .await
             }
             Verdict::Defer(reason) => {
                 let b = branch_or_seq();
                 let tag = format!("defer:{}", reason.as_str());
-                self.hold(session, &entry.exposed, class, mode, &b, arguments, &tag).await
+                self.hold(session, &entry.exposed, class, mode, &b, arguments, &tag)
+                    .await
             }
             Verdict::Shadow => {
                 let reissue = kappa.is_some_and(|k| {
@@ -400,7 +407,8 @@ impl Gateway {
                     Dispatch::Substitute,
                     None,
                     ms,
-                ).await;
+                )
+                .await;
                 CallOutcome::Shadowed { output }
             }
             Verdict::Allow | Verdict::Rewrite { .. } => {
@@ -449,7 +457,8 @@ impl Gateway {
                     dispatch,
                     fields,
                     ms,
-                ).await;
+                )
+                .await;
                 outcome
             }
         }
@@ -535,13 +544,15 @@ impl Gateway {
             || secureclaw_core::canonical::validate_value(&Value::Object(arguments.clone()))
                 .is_err()
         {
-            return self.deny(
-                session,
-                tool,
-                self.inner.catalog.get(tool),
-                ReasonCode::InvalidArguments,
-                None,
-            ).await;
+            return self
+                .deny(
+                    session,
+                    tool,
+                    self.inner.catalog.get(tool),
+                    ReasonCode::InvalidArguments,
+                    None,
+                )
+                .await;
         }
         // A call for a branch that was already abandoned is dropped unsent; one for a
         // promoted branch is not speculative any more, but the runtime said it was: hold it
@@ -561,7 +572,8 @@ impl Gateway {
                 Dispatch::None,
                 None,
                 0,
-            ).await;
+            )
+            .await;
             return self
                 .deny(session, tool, self.inner.catalog.get(tool), reason, None)
                 .await;
@@ -576,7 +588,8 @@ impl Gateway {
             Dispatch::None,
             None,
             0,
-        ).await;
+        )
+        .await;
         CallOutcome::Deferred(Recovery::deferred(class, tool, branch))
     }
 
@@ -727,7 +740,8 @@ impl Gateway {
             task.held = rest;
             mine
         };
-        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0).await;
+        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0)
+            .await;
         let mut released = Vec::with_capacity(held.len());
         for h in held {
             let meta = CallMeta {
@@ -765,7 +779,8 @@ impl Gateway {
             task.held.retain(|h| h.branch != branch);
             before - task.held.len()
         };
-        self.record_branch(session, branch, BranchState::Abandoned, 0, n).await;
+        self.record_branch(session, branch, BranchState::Abandoned, 0, n)
+            .await;
         Ok(n)
     }
 
@@ -863,7 +878,8 @@ pub async fn session_trace(
     let mut from = 0u64;
     loop {
         let page = store
-            .audit_records(from, 1000).await
+            .audit_records(from, 1000)
+            .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let Some(last) = page.last() else { break };
         from = last.seq + 1;

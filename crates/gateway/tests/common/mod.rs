@@ -552,7 +552,8 @@ impl Harness {
                     trusted_targets: vec![],
                     ..TaskEnvelope::default()
                 },
-            ).await
+            )
+            .await
             .unwrap()
     }
 
@@ -567,7 +568,8 @@ impl Harness {
                     granted_tools: tools.iter().map(|t| (*t).to_owned()).collect(),
                     ..TaskEnvelope::default()
                 },
-            ).await
+            )
+            .await
             .unwrap()
     }
 

@@ -48,8 +48,8 @@ use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::store::{
-    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry,
-    LedgerState, LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerState,
+    LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
 };
 use secureclaw_core::vault::{self, SealedValue, VaultError};
 use secureclaw_core::{ActionId, UnixMillis};

@@ -162,10 +162,7 @@ pub(super) fn supported() -> u32 {
 /// The applied schema version (0 for an empty database).
 pub(super) async fn version(client: &tokio_postgres::Transaction<'_>) -> Result<u32, StoreError> {
     let exists: bool = client
-        .query_one(
-            "SELECT to_regclass('secureclaw_schema') IS NOT NULL",
-            &[],
-        )
+        .query_one("SELECT to_regclass('secureclaw_schema') IS NOT NULL", &[])
         .await
         .map_err(db)?
         .try_get(0)

@@ -23,7 +23,9 @@ pub fn with_database(url: &str, name: &str) -> String {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),
     };
-    let (prefix, _) = base.rsplit_once('/').expect("a postgres:// URL with a database");
+    let (prefix, _) = base
+        .rsplit_once('/')
+        .expect("a postgres:// URL with a database");
     match query {
         Some(q) => format!("{prefix}/{name}?{q}"),
         None => format!("{prefix}/{name}"),
