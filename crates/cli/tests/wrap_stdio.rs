@@ -260,17 +260,23 @@ fn no_elicitation_means_the_client_is_never_asked() {
 }
 
 impl Wrapped {
-    /// Every message until one with `last_id` has arrived, and then until `nulls` messages
-    /// with `"id": null` have been seen (answers to refused lines are sent by a separate task,
-    /// so they may arrive after later answers). None if that does not happen in time (a
-    /// liveness bound, not a timing assertion).
-    fn collect(&self, last_id: i64, nulls: usize) -> Option<Vec<Value>> {
+    /// Read answers until every id in `ids` and at least `nulls` answers with id `null` have
+    /// arrived, then keep reading briefly so a duplicate answer would be seen. None if that
+    /// does not happen in time (a liveness bound, not a timing assertion). Answers to
+    /// lines refused before rmcp are sent on their own task, so they may overtake or trail
+    /// rmcp's answers: order is not checked (JSON-RPC does not promise it).
+    fn collect(&self, ids: &[i64], nulls: usize) -> Option<Vec<Value>> {
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         let mut seen = Vec::new();
         loop {
-            let done = seen.iter().any(|v: &Value| v["id"] == json!(last_id))
+            let done = ids
+                .iter()
+                .all(|id| seen.iter().any(|v: &Value| v["id"] == json!(id)))
                 && seen.iter().filter(|v| v["id"].is_null()).count() >= nulls;
             if done {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(300)) {
+                    seen.push(serde_json::from_str(&line).unwrap_or(Value::Null));
+                }
                 return Some(seen);
             }
             let left = deadline.checked_duration_since(std::time::Instant::now())?;
@@ -321,7 +327,7 @@ fn every_line_gets_exactly_one_answer() {
     w.send_raw(b"[1,2,3]");
     // Still serving, in order.
     w.send(&json!({"jsonrpc": "2.0", "id": 25, "method": "ping"}));
-    let seen = w.collect(25, 4).expect("every line answered");
+    let seen = w.collect(&[20, 21, 22, 23, 24, 25], 4).expect("every line answered");
     let answers =
         |id: i64| -> Vec<&Value> { seen.iter().filter(|v| v["id"] == json!(id)).collect() };
     let nulls: Vec<&Value> = seen.iter().filter(|v| v["id"].is_null()).collect();
@@ -365,7 +371,7 @@ fn every_line_gets_exactly_one_answer() {
     assert!(answers(30).is_empty(), "{seen:?}");
     // No second answer to anything, and the connection still works.
     w.send(&json!({"jsonrpc": "2.0", "id": 26, "method": "tools/call", "params": {"name": "noop", "arguments": {}}}));
-    let later = w.collect(26, 0).expect("still serving");
+    let later = w.collect(&[26], 0).expect("still serving");
     assert_eq!(later.len(), 1, "{later:?}");
     assert_eq!(later[0]["result"]["isError"], false, "{later:?}");
     // Every refusal is audited in the session, with a reason and nothing of the request.
