@@ -13,12 +13,20 @@
 //!
 //! The default policy set ships in the binary; operators add `.cedar` files. Every set is
 //! validated against the schema at load (strict mode); an invalid set is an error that stops
-//! start-up.
+//! start-up, and so is an `@confirm` other than `"true"`/`"false"` or an `@reason` that is
+//! not a reason code (before, an unknown reason silently became `policy_deny`).
+//!
+//! The decision path does no parsing (issue 14 item 4): entity type and action names are
+//! parsed once at load, the `@confirm`/`@reason` annotations are read once into a table, and
+//! the context is built from typed values ([`RestrictedExpression`]s) rather than from JSON.
+//! The request is still validated against the schema on every call, so a context that drifts
+//! from `schema.cedarschema` is an error (and for an effect a deny), never a silent allow.
 
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, EntityUid, PolicyId, PolicySet, Request, Schema,
-    ValidationMode, Validator,
+    Authorizer, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid, PolicyId,
+    PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
 };
+use std::collections::HashMap;
 use secureclaw_core::policy::{EffectClass, PolicyDecision, PolicyEngine, PolicyRequest};
 use secureclaw_core::recovery::ReasonCode;
 use serde_json::json;
@@ -58,6 +66,49 @@ pub enum PolicyError {
     /// An entity id could not be built.
     #[error("invalid entity id `{0}`")]
     Entity(String),
+    /// An `@confirm` or `@reason` annotation has a value the gateway does not understand.
+    #[error("policy `{policy}`: {message}")]
+    Annotation {
+        /// The policy id (file-prefixed for operator files).
+        policy: String,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+}
+
+/// What a policy's annotations ask of a decision it determines, read once at load.
+#[derive(Debug, Clone, Copy, Default)]
+struct Annotations {
+    /// `@confirm("true")`: an allow needs a trusted confirmation.
+    confirm: bool,
+    /// `@reason("…")`: the reason code of a deny.
+    reason: Option<ReasonCode>,
+}
+
+impl Annotations {
+    fn read(policies: &PolicySet, id: &PolicyId) -> Result<Self, PolicyError> {
+        let bad = |message: String| PolicyError::Annotation {
+            policy: id.to_string(),
+            message,
+        };
+        let confirm = match policies.annotation(id, "confirm") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(bad(format!(
+                    "@confirm(\"{other}\") is neither \"true\" nor \"false\""
+                )));
+            }
+        };
+        let reason = match policies.annotation(id, "reason") {
+            None => None,
+            Some(r) => Some(
+                serde_json::from_value::<ReasonCode>(json!(r))
+                    .map_err(|_| bad(format!("@reason(\"{r}\") is not a reason code")))?,
+            ),
+        };
+        Ok(Self { confirm, reason })
+    }
 }
 
 /// A loaded, validated Cedar policy set.
@@ -69,6 +120,9 @@ pub struct CedarPolicy {
     authorizer: Authorizer,
     read_action: EntityUid,
     effect_action: EntityUid,
+    caller_type: EntityTypeName,
+    tool_type: EntityTypeName,
+    annotations: HashMap<PolicyId, Annotations>,
 }
 
 impl CedarPolicy {
@@ -78,8 +132,8 @@ impl CedarPolicy {
     /// file name for operator files, so decisions name where a policy lives.
     ///
     /// # Errors
-    /// [`PolicyError`] for unparsable files, duplicate ids, or a set that fails strict
-    /// validation.
+    /// [`PolicyError`] for unparsable files, duplicate ids, a set that fails strict
+    /// validation, or an `@confirm`/`@reason` value the gateway does not understand.
     pub fn load(extra: &[(String, String)]) -> Result<Self, PolicyError> {
         let schema = Schema::from_cedarschema_str(SCHEMA)
             .map_err(|e| PolicyError::Schema(e.to_string()))?
@@ -129,6 +183,14 @@ impl CedarPolicy {
             .map_err(|_| PolicyError::Entity("read".into()))?;
         let effect_action = EntityUid::from_str(r#"Action::"effect""#)
             .map_err(|_| PolicyError::Entity("effect".into()))?;
+        let caller_type =
+            EntityTypeName::from_str("Caller").map_err(|_| PolicyError::Entity("Caller".into()))?;
+        let tool_type =
+            EntityTypeName::from_str("Tool").map_err(|_| PolicyError::Entity("Tool".into()))?;
+        let annotations = policies
+            .policies()
+            .map(|p| Ok((p.id().clone(), Annotations::read(&policies, p.id())?)))
+            .collect::<Result<_, PolicyError>>()?;
         Ok(Self {
             schema,
             policies,
@@ -136,6 +198,9 @@ impl CedarPolicy {
             authorizer: Authorizer::new(),
             read_action,
             effect_action,
+            caller_type,
+            tool_type,
+            annotations,
         })
     }
 
@@ -144,20 +209,12 @@ impl CedarPolicy {
         self.policies.policies().map(|p| p.id().to_string())
     }
 
-    fn entity(type_name: &str, id: &str) -> Option<EntityUid> {
-        let eid = cedar_policy::EntityId::new(id);
-        let tn = cedar_policy::EntityTypeName::from_str(type_name).ok()?;
-        Some(EntityUid::from_type_name_and_id(tn, eid))
-    }
-
-    fn evaluate(&self, req: &PolicyRequest) -> Result<PolicyDecision, String> {
-        let action = match req.effect {
-            EffectClass::Read => &self.read_action,
-            EffectClass::Effect => &self.effect_action,
+    /// The Cedar context of the schema's `context` record, built from typed values.
+    fn context(req: &PolicyRequest) -> Result<Context, String> {
+        let string = |s: &str| RestrictedExpression::new_string(s.to_owned());
+        let strings = |items: Vec<&str>| {
+            RestrictedExpression::new_set(items.into_iter().map(|s| string(s)))
         };
-        let principal = Self::entity("Caller", &req.caller).ok_or("caller id")?;
-        let resource =
-            Self::entity("Tool", &format!("{}__{}", req.upstream, req.tool)).ok_or("tool id")?;
         let unanchored: Vec<&str> = req
             .targets
             .iter()
@@ -165,26 +222,49 @@ impl CedarPolicy {
             .map(|t| t.field.as_str())
             .collect();
         let labels: Vec<&str> = req.handles.iter().map(|h| h.label.as_str()).collect();
-        let context = Context::from_json_value(
-            json!({
-                "upstream": req.upstream,
-                "tool": req.tool,
-                "known_tool": req.known_tool,
-                "listing": req.listing,
-                "destructive": req.destructive,
-                "financial": req.financial,
-                "granted": req.granted,
-                "sink": req.sink.as_str(),
-                "targets_declared": req.targets_declared,
-                "target_count": i64::try_from(req.targets.len()).unwrap_or(i64::MAX),
-                "all_targets_anchored": req.all_targets_anchored(),
-                "unanchored_fields": unanchored,
-                "handle_sink_violation": req.handle_sink_violation(),
-                "handle_labels": labels,
-            }),
-            Some((&self.schema, action)),
-        )
-        .map_err(|e| e.to_string())?;
+        let pairs = [
+            ("upstream", string(&req.upstream)),
+            ("tool", string(&req.tool)),
+            ("known_tool", RestrictedExpression::new_bool(req.known_tool)),
+            ("listing", RestrictedExpression::new_bool(req.listing)),
+            ("destructive", RestrictedExpression::new_bool(req.destructive)),
+            ("financial", RestrictedExpression::new_bool(req.financial)),
+            ("granted", RestrictedExpression::new_bool(req.granted)),
+            ("sink", string(req.sink.as_str())),
+            (
+                "targets_declared",
+                RestrictedExpression::new_bool(req.targets_declared),
+            ),
+            (
+                "target_count",
+                RestrictedExpression::new_long(i64::try_from(req.targets.len()).unwrap_or(i64::MAX)),
+            ),
+            (
+                "all_targets_anchored",
+                RestrictedExpression::new_bool(req.all_targets_anchored()),
+            ),
+            ("unanchored_fields", strings(unanchored)),
+            (
+                "handle_sink_violation",
+                RestrictedExpression::new_bool(req.handle_sink_violation()),
+            ),
+            ("handle_labels", strings(labels)),
+        ];
+        Context::from_pairs(pairs.map(|(k, v)| (k.to_owned(), v))).map_err(|e| e.to_string())
+    }
+
+    fn evaluate(&self, req: &PolicyRequest) -> Result<PolicyDecision, String> {
+        let action = match req.effect {
+            EffectClass::Read => &self.read_action,
+            EffectClass::Effect => &self.effect_action,
+        };
+        let principal =
+            EntityUid::from_type_name_and_id(self.caller_type.clone(), EntityId::new(&req.caller));
+        let resource = EntityUid::from_type_name_and_id(
+            self.tool_type.clone(),
+            EntityId::new(format!("{}__{}", req.upstream, req.tool)),
+        );
+        let context = Self::context(req)?;
         let request = Request::new(
             principal,
             action.clone(),
@@ -206,30 +286,24 @@ impl CedarPolicy {
                 policies: ids,
             });
         }
+        let mut annotations = determining
+            .iter()
+            .filter_map(|id| self.annotations.get(id))
+            .copied();
         Ok(match response.decision() {
             Decision::Allow => {
-                let confirm = determining.iter().any(|id| {
-                    self.policies
-                        .annotation(id, "confirm")
-                        .is_some_and(|v| v == "true")
-                });
-                if confirm {
+                if annotations.clone().any(|a| a.confirm) {
                     PolicyDecision::Confirm { policies: ids }
                 } else {
                     PolicyDecision::Allow { policies: ids }
                 }
             }
-            Decision::Deny => {
-                let reason = determining
-                    .iter()
-                    .find_map(|id| self.policies.annotation(id, "reason"))
-                    .and_then(|r| serde_json::from_value::<ReasonCode>(json!(r)).ok())
-                    .unwrap_or(ReasonCode::PolicyDeny);
-                PolicyDecision::Deny {
-                    reason,
-                    policies: ids,
-                }
-            }
+            Decision::Deny => PolicyDecision::Deny {
+                reason: annotations
+                    .find_map(|a| a.reason)
+                    .unwrap_or(ReasonCode::PolicyDeny),
+                policies: ids,
+            },
         })
     }
 }

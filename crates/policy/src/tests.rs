@@ -244,3 +244,77 @@ fn store_sinks_refuse_unnamed_handles() {
         "positive control"
     );
 }
+
+/// Annotations are read at load: a misspelt `@reason` or an `@confirm` that is neither
+/// `"true"` nor `"false"` stops the load and names the policy (before, the first silently
+/// became `policy_deny` and the second silently meant "no confirmation").
+#[test]
+fn unknown_annotation_values_are_refused_at_load() {
+    let typo = r#"@id("no-pay") @reason("policy_dney") forbid(principal, action, resource == Tool::"office__pay_invoice");"#;
+    let err = CedarPolicy::load(&[("ops.cedar".into(), typo.into())])
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("ops.cedar:no-pay") && e.contains("policy_dney")),
+        "{err:?}"
+    );
+    let vague = r#"@id("pay") @confirm("yes") permit(principal, action, resource == Tool::"office__pay_invoice");"#;
+    let err = CedarPolicy::load(&[("ops.cedar".into(), vague.into())])
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("ops.cedar:pay") && e.contains("yes")),
+        "{err:?}"
+    );
+    // Positive control: the accepted spellings load and act.
+    let ok = r#"@id("pay") @confirm("true") permit(principal, action == Action::"effect", resource == Tool::"office__pay_invoice");
+@id("quiet") @confirm("false") permit(principal, action == Action::"read", resource);
+@id("nope") @reason("unknown_tool") forbid(principal, action, resource == Tool::"office__wipe");"#;
+    let p = match CedarPolicy::load(&[("ops.cedar".into(), ok.into())]) {
+        Ok(p) => p,
+        Err(e) => unreachable!("{e}"),
+    };
+    let mut r = req(EffectClass::Effect);
+    r.tool = "pay_invoice".into();
+    r.targets = vec![target(true)];
+    assert!(
+        matches!(p.decide(&r), PolicyDecision::Confirm { .. }),
+        "{:?}",
+        p.decide(&r)
+    );
+    r.tool = "wipe".into();
+    assert!(matches!(
+        p.decide(&r),
+        PolicyDecision::Deny {
+            reason: ReasonCode::UnknownTool,
+            ..
+        }
+    ));
+}
+
+/// The typed context matches the schema for every shape of facts: the evaluation never
+/// errors (an error would be a deny for effects and a skipped policy for reads).
+#[test]
+fn typed_context_validates_against_the_schema() {
+    let p = engine();
+    for effect in [EffectClass::Read, EffectClass::Effect] {
+        for sink in [SinkKind::Egress, SinkKind::Store] {
+            let mut r = req(effect);
+            r.sink = sink;
+            r.targets = vec![target(true), target(false)];
+            r.handles = vec![HandleFact {
+                label: "iban".into(),
+                sensitivity: Sensitivity::High,
+                sink_allowed: false,
+            }];
+            r.caller = "caller with \"quotes\" and ::".into();
+            r.tool = "tool::\"odd\"".into();
+            assert!(p.evaluate(&r).is_ok(), "{:?}", p.evaluate(&r));
+            r.targets.clear();
+            r.handles.clear();
+            assert!(p.evaluate(&r).is_ok(), "{:?}", p.evaluate(&r));
+        }
+    }
+}

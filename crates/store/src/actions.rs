@@ -6,6 +6,7 @@
 //! `UPDATE … WHERE state = 'pending'` is the atomic check, and a trigger refuses any later
 //! change to a decided approval.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::binding::BindingDigest;
@@ -113,7 +114,7 @@ impl SqliteStore {
     pub fn put_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
         let conn = self.conn()?;
         let inserted = conn
-            .execute(
+            .execute_cached(
                 "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding, needs_confirmation,
                                       created_at, request_json, display)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -148,7 +149,7 @@ impl SqliteStore {
     pub fn action(&self, id: &ActionId) -> Result<Option<ActionRecord>, StoreError> {
         let conn = self.conn()?;
         let raw = conn
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {ACTION_COLUMNS} FROM actions a WHERE a.action_id = ?1"),
                 [&id.0],
                 |r| RawAction::from_row(r, 0),
@@ -169,7 +170,7 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let known = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT 1 FROM actions WHERE action_id = ?1",
                 [&id.0],
                 |_| Ok(()),
@@ -180,7 +181,7 @@ impl SqliteStore {
         if !known {
             return Err(StoreError::NotFound(format!("action `{id}`")));
         }
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO approvals (action_id, state, created_at) VALUES (?1, 'pending', ?2)
              ON CONFLICT (action_id) DO NOTHING",
             params![id.0, int(at.0)],
@@ -196,7 +197,7 @@ impl SqliteStore {
     pub fn approval(&self, id: &ActionId) -> Result<Option<ApprovalRecord>, StoreError> {
         let conn = self.conn()?;
         let raw = conn
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = ?1"),
                 [&id.0],
                 RawApproval::from_row,
@@ -217,7 +218,7 @@ impl SqliteStore {
     ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(&format!(
+            .prepare_cached(&format!(
                 "SELECT {APPROVAL_COLUMNS}, {ACTION_COLUMNS} FROM approvals p JOIN actions a ON a.action_id = p.action_id
                  WHERE ?1 IS NULL OR p.state = ?1
                  ORDER BY p.created_at, p.action_id"
@@ -273,14 +274,14 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let changed = tx
-            .execute(
+            .execute_cached(
                 "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4, confirmation = ?5
                  WHERE action_id = ?1 AND state = 'pending'",
                 params![id.0, state.as_str(), int(at.0), by, confirmation_json],
             )
             .map_err(sql)?;
         let raw = tx
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = ?1"),
                 [&id.0],
                 RawApproval::from_row,

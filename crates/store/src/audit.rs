@@ -5,6 +5,7 @@
 //! offers no update or delete, and triggers refuse both in SQL. Events are stored as JSON and
 //! re-canonicalized for verification.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
@@ -62,7 +63,7 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let last: Option<(i64, String)> = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -75,7 +76,7 @@ impl SqliteStore {
             .filter(|s| i64::try_from(*s).is_ok())
             .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
         let record = audit::chain(&self.keys, &prev_mac, seq, event)?;
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO audit (seq, kid, prev, mac, kind, at, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![int(seq), record.kid.0, record.prev, record.mac, kind, at, event_json],
         )
@@ -97,7 +98,7 @@ impl SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(&format!(
+            .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM audit WHERE seq >= ?1 ORDER BY seq LIMIT ?2"
             ))
             .map_err(sql)?;
@@ -124,7 +125,7 @@ impl SqliteStore {
     pub fn verify_audit(&self) -> Result<u64, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
             .map_err(sql)?;
         let mut rows = stmt.query([]).map_err(sql)?;
         let mut records = Vec::new();

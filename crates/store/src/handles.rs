@@ -4,6 +4,7 @@
 //! session, expiry, sinks) is decided by [`secureclaw_core::handle::check_resolution`] and the
 //! gateway, which must also check ownership before revoking.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{OptionalExtension, Row, params};
 use secureclaw_core::UnixMillis;
@@ -101,7 +102,7 @@ impl SqliteStore {
             .map_err(|e| corrupt("handle allowed sinks", e))?;
         let conn = self.conn()?;
         let inserted = conn
-            .execute(
+            .execute_cached(
                 &format!(
                     "INSERT INTO handles ({COLUMNS}, reuse_key)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
@@ -142,7 +143,7 @@ impl SqliteStore {
     pub fn handle(&self, id: &HandleId) -> Result<Option<HandleRecord>, StoreError> {
         let conn = self.conn()?;
         let raw = conn
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {COLUMNS} FROM handles WHERE id = ?1"),
                 [&id.0],
                 RawHandle::from_row,
@@ -167,7 +168,7 @@ impl SqliteStore {
     ) -> Result<Option<HandleRecord>, StoreError> {
         let conn = self.conn()?;
         let raw = conn
-            .query_row(
+            .query_row_cached(
                 &format!(
                     "SELECT {COLUMNS} FROM handles
                      WHERE session = ?1 AND reuse_key = ?2 AND revoked = 0 AND expires_at >= ?3
@@ -190,7 +191,7 @@ impl SqliteStore {
     pub fn revoke_handle(&self, id: &HandleId) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let changed = conn
-            .execute(
+            .execute_cached(
                 "UPDATE handles SET revoked = 1 WHERE id = ?1 AND revoked = 0",
                 [&id.0],
             )
@@ -205,7 +206,7 @@ impl SqliteStore {
     pub fn handles_for_session(&self, session: &str) -> Result<Vec<HandleRecord>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(&format!(
+            .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM handles WHERE session = ?1 ORDER BY created_at, id"
             ))
             .map_err(sql)?;

@@ -11,6 +11,7 @@
 //! reservation and outcome leaves `reserved`: reported by
 //! [`SqliteStore::dangling_reservations`], never executed again.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::acceptance::LedgerError;
@@ -79,7 +80,7 @@ impl SqliteStore {
     ) -> Result<bool, LedgerError> {
         let conn = self.conn().map_err(|e| LedgerError(e.to_string()))?;
         let inserted = conn
-            .execute(
+            .execute_cached(
                 "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at)
                  VALUES (?1, ?2, ?3, 'reserved', ?4)
                  ON CONFLICT (action_id) DO NOTHING",
@@ -159,12 +160,12 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
-        let changed = tx.execute(update, params).map_err(sql)?;
+        let changed = tx.execute_cached(update, params).map_err(sql)?;
         if changed == 1 {
             return tx.commit().map_err(sql);
         }
         let state: Option<String> = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT state FROM ledger WHERE action_id = ?1",
                 [&id.0],
                 |r| r.get(0),
@@ -186,7 +187,7 @@ impl SqliteStore {
     pub fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError> {
         let conn = self.conn()?;
         let raw = conn
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {COLUMNS} FROM ledger WHERE action_id = ?1"),
                 [&id.0],
                 RawEntry::from_row,
@@ -207,7 +208,7 @@ impl SqliteStore {
     pub fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(&format!("SELECT {COLUMNS} FROM ledger WHERE state = 'reserved' ORDER BY reserved_at, action_id"))
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM ledger WHERE state = 'reserved' ORDER BY reserved_at, action_id"))
             .map_err(sql)?;
         let raws = stmt
             .query_map([], RawEntry::from_row)

@@ -1,5 +1,6 @@
 //! Sessions and their trusted task envelopes.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{OptionalExtension, params};
 use secureclaw_core::UnixMillis;
@@ -16,7 +17,7 @@ impl SqliteStore {
             serde_json::to_string(&record.envelope).map_err(|e| corrupt("task envelope", e))?;
         let conn = self.conn()?;
         let inserted = conn
-            .execute(
+            .execute_cached(
                 "INSERT INTO sessions (id, caller, envelope, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (id) DO NOTHING",
                 params![record.id, record.caller, envelope, int(record.created_at.0), int(record.expires_at.0)],
@@ -38,7 +39,7 @@ impl SqliteStore {
     pub fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let conn = self.conn()?;
         let row = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT caller, envelope, created_at, expires_at FROM sessions WHERE id = ?1",
                 [id],
                 |r| {

@@ -5,6 +5,7 @@
 //! `<object id>@v<version>`, so a ciphertext copied to another object or another version of the
 //! same object does not decrypt. A unique index on (key id, nonce) refuses a reused nonce.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use secureclaw_core::keys::KeyId;
@@ -41,7 +42,7 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let nonce_used = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT 1 FROM vault_objects WHERE kid = ?1 AND nonce = ?2",
                 params![sealed.kid.0, sealed.nonce],
                 |_| Ok(()),
@@ -56,7 +57,7 @@ impl SqliteStore {
             )));
         }
         let inserted = tx
-            .execute(
+            .execute_cached(
                 "INSERT INTO vault_objects (object_id, version, kid, nonce, ciphertext) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (object_id, version) DO NOTHING",
                 params![object_id, int(version), sealed.kid.0, sealed.nonce, sealed.ciphertext],
@@ -100,7 +101,7 @@ impl SqliteStore {
     ) -> Result<Option<Zeroizing<Vec<u8>>>, StoreError> {
         let conn = self.conn()?;
         let row = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT version, kid, nonce, ciphertext FROM vault_objects
                  WHERE object_id = ?1 AND (?2 IS NULL OR version = ?2)
                  ORDER BY version DESC LIMIT 1",
