@@ -32,6 +32,9 @@
     missing_docs
 )]
 
+mod common_pg;
+
+use common_pg::{Scratch, admin_url, query};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -47,7 +50,6 @@ const OPERATOR: &str = "replica-operator-token-0123456789";
 const APPROVER: &str = "approver@corp.example";
 const BODY: &str = "Invoice INV-42 for sign-off.";
 const SEND: &str = "office__send_email";
-const DEFAULT_PG: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 fn full() -> bool {
     std::env::var("SECURECLAW_REPLICA_FULL").is_ok_and(|v| v == "1")
@@ -78,108 +80,6 @@ fn seed() -> u64 {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1)
         })
-}
-
-// ---------------------------------------------------------------------------------------------
-// PostgreSQL: a scratch database per test.
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
-async fn connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
-    Ok(client)
-}
-
-/// Run `sql` on the database at `url`; the rows.
-fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
-    block_on(async {
-        connect(url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach {url}: {e}"))
-            .query(sql, &[])
-            .await
-            .unwrap_or_else(|e| panic!("`{sql}` failed: {e}"))
-    })
-}
-
-/// The administrative URL, or `None` (after saying why) to skip.
-fn admin_url() -> Option<String> {
-    if let Ok(url) = std::env::var("SECURECLAW_TEST_PG_URL") {
-        return Some(url);
-    }
-    match block_on(connect(DEFAULT_PG)) {
-        Ok(_) => Some(DEFAULT_PG.to_owned()),
-        Err(e) => {
-            eprintln!(
-                "SKIPPED: no PostgreSQL server at {DEFAULT_PG} ({e}) and SECURECLAW_TEST_PG_URL \
-                 is unset; set it to run the replica tests"
-            );
-            None
-        }
-    }
-}
-
-/// A database created for one test, dropped (with its connections) on drop.
-struct Scratch {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Scratch {
-    fn create(admin: &str) -> Self {
-        let mut b = [0u8; 8];
-        getrandom::fill(&mut b).unwrap();
-        let name = format!(
-            "sc_replicas_{}",
-            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-        );
-        query(admin, &format!("CREATE DATABASE {name}"));
-        let (base, q) = admin
-            .split_once('?')
-            .map_or((admin, None), |(b, q)| (b, Some(q)));
-        let prefix = base.rsplit_once('/').unwrap().0;
-        let url = match q {
-            Some(q) => format!("{prefix}/{name}?{q}"),
-            None => format!("{prefix}/{name}"),
-        };
-        Self {
-            admin: admin.to_owned(),
-            name,
-            url,
-        }
-    }
-
-    /// Terminate every connection to the scratch database but this one's own: what the
-    /// replicas see when the database server restarts.
-    fn terminate_backends(&self) -> usize {
-        query(
-            &self.admin,
-            &format!(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE datname = '{}' AND pid <> pg_backend_pid()",
-                self.name
-            ),
-        )
-        .len()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let done = block_on(async { connect(&self.admin).await?.batch_execute(&sql).await });
-        if let Err(e) = done {
-            eprintln!("warning: scratch database {} not dropped: {e}", self.name);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -526,10 +426,7 @@ impl Cluster {
         for i in 0..self.replicas.len() {
             self.kill_replica(i);
         }
-        query(
-            &self.scratch().url,
-            "UPDATE replicas SET lease_until = now() - interval '1 second'",
-        );
+        common_pg::lapse_leases(&self.scratch().url);
         self.start_replica(0);
     }
 
