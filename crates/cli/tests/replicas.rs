@@ -177,9 +177,11 @@ fn orphan_alive(needle: &str) -> bool {
     })
 }
 
-/// Where the replicas keep their state: PostgreSQL (the scratch database).
+/// Where the replicas keep their state: PostgreSQL (the scratch database) or, for the
+/// benchmark's single-gateway baseline, the state directory's SQLite file.
 enum Backing {
     Postgres(Scratch),
+    Sqlite,
 }
 
 struct Cluster {
@@ -248,12 +250,14 @@ impl Cluster {
     fn url(&self) -> Option<&str> {
         match &self.backing {
             Backing::Postgres(s) => Some(&s.url),
+            Backing::Sqlite => None,
         }
     }
 
     fn scratch(&self) -> &Scratch {
         match &self.backing {
             Backing::Postgres(s) => s,
+            Backing::Sqlite => panic!("not on PostgreSQL"),
         }
     }
 
@@ -832,4 +836,112 @@ fn database_connections_lost_under_load_fail_closed_then_recover() {
         .collect();
     let effects = c.check(&by_subject);
     assert!(effects >= 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load driver (BENCHMARKS.md §8), behind SECURECLAW_REPLICA_BENCH=1.
+
+/// `/proc/loadavg`'s first three fields.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Median and 90th percentile (µs) of 200 `write(4 KiB) + fdatasync` on a file in `dir`.
+fn fsync_latency(dir: &Path) -> (u128, u128) {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block = [0x5au8; 4096];
+    let mut us: Vec<u128> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            f.write_all(&block).unwrap();
+            f.sync_data().unwrap();
+            t.elapsed().as_micros()
+        })
+        .collect();
+    us.sort_unstable();
+    let _ = std::fs::remove_file(&path);
+    (us[us.len() / 2], us[us.len() * 9 / 10])
+}
+
+/// `clients` threads preview and commit fresh e-mails for `secs` seconds, each action
+/// previewed on one replica and committed on the next (round robin); returns the number of
+/// completed commits, after checking that each ran exactly once.
+fn drive_load(c: &Cluster, clients: usize, secs: u64, tag: &str) -> usize {
+    let next = AtomicUsize::new(0);
+    let completed = AtomicUsize::new(0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    std::thread::scope(|s| {
+        for _ in 0..clients {
+            s.spawn(|| {
+                while Instant::now() < deadline {
+                    let k = next.fetch_add(1, Ordering::SeqCst);
+                    let args = mail(&format!("{tag} load {k}"));
+                    let (action, artifact) = c.preview(k, &args).unwrap();
+                    let a = ok(c.commit(k + 1, &args, &action, &artifact));
+                    assert_eq!(a["status"], "completed", "{a}");
+                    completed.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let n = completed.into_inner();
+    let effects = c.effects();
+    assert_eq!(effects.values().sum::<usize>(), n);
+    assert!(effects.values().all(|k| *k == 1));
+    n
+}
+
+/// Durable commits per second with SQLite (one gateway) and with 1, 2 and 3 replicas on
+/// PostgreSQL, in one run: `SECURECLAW_REPLICA_BENCH=1` (else returns at once), with
+/// `SECURECLAW_BENCH_CLIENTS` concurrent HTTP clients (default 16) for
+/// `SECURECLAW_BENCH_SECS` seconds per configuration (default 20). Prints one table row per
+/// configuration, the load average and this disk's fsync latency before and after.
+#[test]
+fn bench_commits_per_second() {
+    if std::env::var("SECURECLAW_REPLICA_BENCH").is_err() {
+        return;
+    }
+    let Some(admin) = admin_url() else { return };
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let clients = usize::try_from(env("SECURECLAW_BENCH_CLIENTS", 16)).unwrap();
+    let secs = env("SECURECLAW_BENCH_SECS", 20);
+    let probe = tempfile::tempdir().unwrap();
+    let (p50, p90) = fsync_latency(probe.path());
+    eprintln!(
+        "bench: {clients} clients, {secs} s per configuration; load average {}; \
+         fsync (4 KiB + fdatasync, temp dir) p50 {p50} µs, p90 {p90} µs",
+        load_average()
+    );
+    eprintln!("| store | replicas | commits | commits/s | load average at start |");
+    eprintln!("|---|---:|---:|---:|---|");
+    for (name, n) in [
+        ("SQLite (WAL, synchronous=FULL)", 1),
+        ("PostgreSQL", 1),
+        ("PostgreSQL", 2),
+        ("PostgreSQL", 3),
+    ] {
+        let c = if name.starts_with("SQLite") {
+            Cluster::start_on(Backing::Sqlite, n)
+        } else {
+            Cluster::start(&admin, n)
+        };
+        let load = load_average();
+        let started = Instant::now();
+        let done = drive_load(&c, clients, secs, &format!("{name} {n}"));
+        let rate = done as f64 / started.elapsed().as_secs_f64();
+        eprintln!("| {name} | {n} | {done} | {rate:.1} | {load} |");
+    }
+    let (p50, p90) = fsync_latency(probe.path());
+    eprintln!(
+        "bench: end; load average {}; fsync p50 {p50} µs, p90 {p90} µs",
+        load_average()
+    );
 }
