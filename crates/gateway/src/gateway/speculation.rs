@@ -4,11 +4,11 @@
 //!
 //! Order of a call: label (pure, in memory) → `decide` → REWRITE / re-label / A3 check →
 //! charge budget → then, and only then, the first trace record and the dispatch. The budget is
-//! kept in the store ([`secureclaw_core::store::SpeculationStore`]): spent once across every replica on the database,
-//! and kept across a restart. Raw
-//! pre-commit arguments live only in memory: a deferred call is held in the session's task
-//! state until its branch is promoted (re-decided as committed, then dispatched) or abandoned
-//! (discarded unsent); a gateway restart abandons every held call. The trace written to the
+//! kept in the store ([`secureclaw_core::store::SpeculationStore`]): spent once across every
+//! replica on the database, and kept across a restart. Raw pre-commit arguments live only in
+//! memory: a deferred call is held in the session's task state until its branch is promoted
+//! (re-decided as committed, then dispatched) or abandoned (discarded unsent); a gateway
+//! restart abandons every held call. The trace written to the
 //! audit log holds the decision and the fields *as dispatched* — for committed calls only
 //! their digests, which is all the committed-only counterfactual needs.
 
@@ -503,9 +503,9 @@ impl Gateway {
         }
     }
 
-    /// How many sessions have speculative state (held calls, budget, branch table, result
-    /// cache) in memory. The state of an expired session is dropped on the first call after
-    /// it expires, at most a minute late.
+    /// How many sessions have speculative state (held calls, branch table, result cache) in
+    /// memory (the budget is in the store). The state of an expired session is dropped on the
+    /// first call after it expires, at most a minute late.
     #[must_use]
     pub fn speculative_sessions(&self) -> usize {
         self.lock_tasks().len()
