@@ -1,5 +1,8 @@
 //! `secureclaw bypass --url`: the suite against a running `secureclaw serve` (the demo office
-//! behind it over stdio), through the HTTP API only. In-process-only cases must say SKIP.
+//! behind it over stdio), through the HTTP API only. In-process-only cases must say SKIP. Run
+//! twice: with the default SQLite store, and with `--store postgres://…` on a scratch database
+//! (skipped with a message when no PostgreSQL server is configured or reachable; see
+//! `common_pg`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -7,6 +10,8 @@
     clippy::indexing_slicing,
     missing_docs
 )]
+
+mod common_pg;
 
 use serde_json::Value;
 use std::net::TcpStream;
@@ -86,6 +91,25 @@ args = ["demo-tools", "--state", {office:?}]
 
 #[test]
 fn bypass_suite_against_a_running_server() {
+    bypass_suite(None);
+}
+
+/// The same suite, the server keeping its state in PostgreSQL (issue 13).
+#[test]
+fn bypass_suite_against_a_running_server_on_postgres() {
+    let Some(admin) = common_pg::admin_url() else {
+        return;
+    };
+    let db = common_pg::Scratch::create(&admin);
+    bypass_suite(Some(&db.url));
+    // The server kept its state there: sessions, the ledger and the audit chain.
+    for table in ["sessions", "ledger", "audit"] {
+        let n = common_pg::query(&db.url, &format!("SELECT count(*) FROM {table}"));
+        assert!(n[0].get::<_, i64>(0) > 0, "nothing in `{table}`");
+    }
+}
+
+fn bypass_suite(store: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = dir.path().join("secureclaw.toml");
@@ -94,9 +118,12 @@ fn bypass_suite_against_a_running_server() {
         demo_office_config(port, &dir.path().join("office.json")),
     )
     .unwrap();
-    let child = Command::new(EXE)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
+    let mut cmd = Command::new(EXE);
+    cmd.arg("--state-dir").arg(dir.path().join("state"));
+    if let Some(url) = store {
+        cmd.args(["--store", url]);
+    }
+    let child = cmd
         .args(["serve", "--config"])
         .arg(&config)
         .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)

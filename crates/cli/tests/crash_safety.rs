@@ -10,6 +10,12 @@
 //!
 //! Trials: `SECURECLAW_CRASH_TRIALS` (default 12; the full run uses 200). Kill times come from
 //! `SECURECLAW_CRASH_SEED` (default: the clock), printed so that a failure can be replayed.
+//!
+//! `SECURECLAW_CRASH_PG=1` runs the same harness with the gateway's state in PostgreSQL
+//! (`serve --store` on a scratch database of the server in `SECURECLAW_TEST_PG_URL`, see
+//! `common_pg`). Every restart is a new replica: before it starts, the killed process's lease is
+//! made to lapse (as 30 s without renewal would), so that its crash recovery claims what the
+//! killed one left in flight.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,6 +23,8 @@
     clippy::indexing_slicing,
     missing_docs
 )]
+
+mod common_pg;
 
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::keys::{KeyRing, KeyRingFile};
@@ -94,10 +102,12 @@ struct Deployment {
     state: PathBuf,
     office: PathBuf,
     port: u16,
+    /// The scratch database when the state is kept in PostgreSQL.
+    pg: Option<common_pg::Scratch>,
 }
 
 impl Deployment {
-    fn new(dir: &Path) -> Self {
+    fn new(dir: &Path, pg: Option<common_pg::Scratch>) -> Self {
         let port = free_port();
         let office = dir.join("office.json");
         let config = dir.join("secureclaw.toml");
@@ -114,13 +124,27 @@ impl Deployment {
             state: dir.join("state"),
             office,
             port,
+            pg,
         }
     }
 
+    /// `secureclaw --state-dir …` with `--store` when the state is in PostgreSQL.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(EXE);
+        cmd.arg("--state-dir").arg(&self.state);
+        if let Some(db) = &self.pg {
+            cmd.args(["--store", &db.url]);
+        }
+        cmd
+    }
+
     fn start(&self) -> Server {
-        let child = Command::new(EXE)
-            .arg("--state-dir")
-            .arg(&self.state)
+        if let Some(db) = &self.pg {
+            // The previous process is dead (killed and reaped): its lease may lapse.
+            common_pg::lapse_leases(&db.url);
+        }
+        let child = self
+            .command()
             .args(["serve", "--config"])
             .arg(&self.config)
             .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
@@ -251,32 +275,21 @@ fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
     for (subject, n) in &per_subject {
         assert_eq!(*n, 1, "action `{subject}` executed {n} times");
     }
-    let keys: KeyRingFile =
-        serde_json::from_str(&std::fs::read_to_string(d.state.join("keys.json")).unwrap()).unwrap();
-    let keys = Arc::new(KeyRing::from_file(&keys).unwrap());
-    let store = SqliteStore::open(&d.state.join("secureclaw.db"), keys).unwrap();
-    let audited: BTreeSet<String> =
-        serde_json::to_value(store.audit_records(0, usize::MAX).unwrap())
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["event"]["kind"] == "commit" || r["event"]["kind"] == "crash_recovery")
-            .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned))
-            .collect();
+    let (ledger, audited, reserved) = match &d.pg {
+        Some(db) => pg_state(&db.url),
+        None => sqlite_state(d, attempts),
+    };
     let by_subject: BTreeMap<&str, &Attempt> =
         attempts.iter().map(|a| (a.subject.as_str(), a)).collect();
     for subject in per_subject.keys() {
         let a = by_subject
             .get(subject)
             .unwrap_or_else(|| panic!("effect `{subject}` belongs to no previewed action"));
-        let entry = store
-            .ledger_entry(&ActionId(a.action_id.clone()))
-            .unwrap()
+        let state = ledger
+            .get(&a.action_id)
             .unwrap_or_else(|| panic!("effect `{subject}` has no ledger entry"));
         assert_ne!(
-            entry.state,
-            secureclaw_store::LedgerState::Failed,
+            state, "failed",
             "effect `{subject}` ran but its ledger entry says failed"
         );
         assert!(
@@ -285,18 +298,70 @@ fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
             a.action_id
         );
     }
-    store.verify_audit().unwrap();
-    let reserved = store.dangling_reservations().unwrap().len();
     (office.sent.len(), reserved)
 }
 
+/// (ledger state per action id, action ids with a `commit` or `crash_recovery` audit record,
+/// entries still reserved) of the SQLite store; verifies its chain.
+fn sqlite_state(
+    d: &Deployment,
+    attempts: &[Attempt],
+) -> (BTreeMap<String, String>, BTreeSet<String>, usize) {
+    let keys: KeyRingFile =
+        serde_json::from_str(&std::fs::read_to_string(d.state.join("keys.json")).unwrap()).unwrap();
+    let keys = Arc::new(KeyRing::from_file(&keys).unwrap());
+    let store = SqliteStore::open(&d.state.join("secureclaw.db"), keys).unwrap();
+    let records = serde_json::to_value(store.audit_records(0, usize::MAX).unwrap()).unwrap();
+    let audited: BTreeSet<String> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["event"]["kind"] == "commit" || r["event"]["kind"] == "crash_recovery")
+        .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned))
+        .collect();
+    let ledger = attempts
+        .iter()
+        .filter_map(|a| {
+            let e = store
+                .ledger_entry(&ActionId(a.action_id.clone()))
+                .unwrap()?;
+            let state = if e.state == secureclaw_store::LedgerState::Failed {
+                "failed"
+            } else {
+                "not failed"
+            };
+            Some((a.action_id.clone(), state.to_owned()))
+        })
+        .collect();
+    store.verify_audit().unwrap();
+    let reserved = store.dangling_reservations().unwrap().len();
+    (ledger, audited, reserved)
+}
+
+/// As [`sqlite_state`], from the PostgreSQL database (the chain is verified by
+/// `secureclaw audit verify --store`).
+fn pg_state(url: &str) -> (BTreeMap<String, String>, BTreeSet<String>, usize) {
+    let ledger: BTreeMap<String, String> =
+        common_pg::query(url, "SELECT action_id, state FROM ledger")
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect();
+    let audited = common_pg::query(
+        url,
+        "SELECT event FROM audit WHERE kind IN ('commit', 'crash_recovery')",
+    )
+    .iter()
+    .filter_map(|r| {
+        let e: Value = serde_json::from_str(&r.get::<_, String>(0)).ok()?;
+        e["action_id"].as_str().map(str::to_owned)
+    })
+    .collect();
+    let reserved = ledger.values().filter(|s| *s == "reserved").count();
+    (ledger, audited, reserved)
+}
+
 fn audit_verify(d: &Deployment) {
-    let out = Command::new(EXE)
-        .arg("--state-dir")
-        .arg(&d.state)
-        .args(["audit", "verify"])
-        .output()
-        .unwrap();
+    let out = d.command().args(["audit", "verify"]).output().unwrap();
     assert!(
         out.status.success(),
         "secureclaw audit verify failed: {}{}",
@@ -322,8 +387,19 @@ fn sigkill_at_random_points_never_executes_an_action_twice() {
         });
     eprintln!("crash safety: {trials} trials, SECURECLAW_CRASH_SEED={seed}");
     let mut rng = Rng(seed | 1);
+    let pg = std::env::var("SECURECLAW_CRASH_PG")
+        .is_ok_and(|v| v == "1")
+        .then(|| {
+            let admin = common_pg::admin_url()
+                .expect("SECURECLAW_CRASH_PG=1 needs a PostgreSQL server (SECURECLAW_TEST_PG_URL)");
+            common_pg::Scratch::create(&admin)
+        });
+    eprintln!(
+        "crash safety: state in {}",
+        if pg.is_some() { "PostgreSQL" } else { "SQLite" }
+    );
     let dir = tempfile::tempdir().unwrap();
-    let d = Deployment::new(dir.path());
+    let d = Deployment::new(dir.path(), pg);
     let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
     let mut session = String::new();
     let mut crashed_mid_commit = 0;

@@ -13,6 +13,8 @@
 //!   ([`SingleUseLedger`]) with its `reserved → executed | failed | outcome_unknown`
 //!   transitions;
 //! - [`AuditSink`]: the hash-chained audit log;
+//! - [`SpeculationStore`]: speculation state shared by replicas (the per-session disclosure
+//!   budget);
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
 //!
 //! The traits are asynchronous because the implementations do I/O; they are object safe
@@ -480,8 +482,36 @@ pub trait AuditSink: Send + Sync {
     async fn verify_audit(&self) -> Result<u64, StoreError>;
 }
 
+/// Speculation state shared by every gateway on the store (Ghost Tool Calls §4; issue 13
+/// item 4): the per-session disclosure budget. Kept in the store, not in a gateway's memory,
+/// so that a budget is spent once across replicas and survives a restart: a replica cannot
+/// re-spend what another (or its own earlier process) spent. Counters only ever grow.
+#[async_trait]
+pub trait SpeculationStore: Send + Sync {
+    /// Budgeted dispatches charged to `session` so far; 0 for a session never charged.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn budget_spent(&self, session: &str) -> Result<u32, StoreError>;
+
+    /// Charge one budgeted dispatch to `session` if fewer than `limit` are charged, in one
+    /// atomic step across every connection and replica: of callers racing for the last unit,
+    /// exactly one is charged. Returns the count after charging, or `None` when `limit` was
+    /// already reached (nothing is charged; `limit` 0 never charges).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError>;
+}
+
 /// Everything the gateway stores, as one object (`Arc<dyn Store>`). Implemented for every
 /// type that implements the parts.
-pub trait Store: SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink {}
+pub trait Store:
+    SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink + SpeculationStore
+{
+}
 
-impl<T> Store for T where T: SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink {}
+impl<T> Store for T where
+    T: SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink + SpeculationStore
+{
+}

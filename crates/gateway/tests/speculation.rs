@@ -19,7 +19,9 @@ use secureclaw_core::contract::{
 use secureclaw_core::exposure::Observation;
 use secureclaw_core::labeler::{DestinationRule, EffectRule};
 use secureclaw_core::recovery::ReasonCode;
-use secureclaw_gateway::{CallMeta, CallOutcome, GatewayConfig, SubstituteKind, SubstituteRule};
+use secureclaw_gateway::{
+    CallMeta, CallOutcome, Gateway, GatewayConfig, SubstituteKind, SubstituteRule,
+};
 use secureclaw_store::SessionRecord;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -595,4 +597,92 @@ async fn held_calls_are_validated_and_bounded_by_count_and_bytes() {
     assert_eq!(h.gw.abandon_branch(s, "b1").await.unwrap(), 2);
     deferred_branch(&echo(&h, s, json!({"text": chunk}), &spec("b3", 0.9)).await);
     assert_eq!(h.test.reads(), 0, "nothing held was sent");
+}
+
+/// Issue 13 item 4: the disclosure budget is kept in the store, so another gateway on the same
+/// database (a replica, or this one after a restart) cannot re-spend it. Positive controls: the
+/// second gateway spends what is left, and unbudgeted (public) events still pass everywhere.
+#[tokio::test]
+async fn budget_is_spent_once_across_gateways_and_restarts() {
+    let h = Harness::with_config(enabled(contract())).await; // b = 2
+    let s = &h.session;
+    let call = |gw: &Gateway, text: &str| budgeted(gw.clone(), s.clone(), text.to_owned());
+    completed(&call(&h.gw, "lawyer 1").await);
+    let replica = h.restarted().await;
+    completed(&call(&replica, "lawyer 2").await);
+    assert_eq!(h.test.reads(), 2);
+    // Spent: neither gateway, nor one started later, dispatches another budgeted call.
+    deferred_branch(&call(&replica, "lawyer 3").await);
+    deferred_branch(&call(&h.gw, "lawyer 4").await);
+    let later = h.restarted().await;
+    deferred_branch(&call(&later, "lawyer 5").await);
+    assert_eq!(
+        h.test.reads(),
+        2,
+        "a deferred call must not reach the provider"
+    );
+    completed(&call(&later, "weather").await);
+    assert_eq!(h.store.budget_spent(&s.id).unwrap(), 2);
+}
+
+/// A speculative `test__echo` of `text` on branch `b` with confidence 0.9.
+async fn budgeted(gw: Gateway, s: SessionRecord, text: String) -> CallOutcome {
+    gw.call_with(
+        &s,
+        "test__echo",
+        args(json!({"text": text})),
+        &spec("b", 0.9),
+    )
+    .await
+}
+
+/// Budgeted calls raced through two gateways on one database: exactly `b` are dispatched.
+#[tokio::test]
+async fn budget_raced_across_two_gateways_is_spent_once() {
+    let h = Harness::with_config(enabled(contract())).await; // b = 2
+    let replica = h.restarted().await;
+    let gateways = [h.gw.clone(), replica];
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..8usize {
+        let gw = gateways[i % 2].clone();
+        let s = h.session.clone();
+        tasks.spawn(async move {
+            gw.call_with(
+                &s,
+                "test__echo",
+                args(json!({"text": format!("lawyer {i}")})),
+                &spec("b", 0.9),
+            )
+            .await
+        });
+    }
+    let mut dispatched = 0;
+    while let Some(o) = tasks.join_next().await {
+        match o.unwrap() {
+            CallOutcome::Completed { .. } => dispatched += 1,
+            other => {
+                deferred_branch(&other);
+            }
+        }
+    }
+    assert_eq!(dispatched, 2);
+    assert_eq!(h.test.reads(), 2);
+}
+
+/// The budget cannot be read or charged (database locked by another writer): the budgeted call
+/// is refused with `store_unavailable` and not sent; once the lock is gone the same call runs.
+#[tokio::test]
+async fn budget_store_failure_fails_closed() {
+    let h = Harness::with_config(enabled(contract())).await;
+    let s = &h.session;
+    let lock = h.lock_store();
+    let o = echo(&h, s, json!({"text": "lawyer"}), &spec("b", 0.9)).await;
+    match &o {
+        CallOutcome::Denied(r) => assert_eq!(r.reason, ReasonCode::StoreUnavailable),
+        other => panic!("expected store_unavailable, got {other:?}"),
+    }
+    assert_eq!(h.test.reads(), 0);
+    lock.release();
+    completed(&echo(&h, s, json!({"text": "lawyer"}), &spec("b", 0.9)).await);
+    assert_eq!(h.test.reads(), 1);
 }

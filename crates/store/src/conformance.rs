@@ -18,6 +18,8 @@
 //!   other one ([`ledger_transitions`]);
 //! - one audit chain under concurrent appenders on independent connections
 //!   ([`audit_chain_under_concurrent_appenders`]);
+//! - the speculation budget ([`speculation_budget`]), charged once under concurrency
+//!   ([`budget_charged_once_under_concurrency`]);
 //! - vault plaintext never in the stored bytes ([`vault_ciphertext_never_in_clear`]);
 //! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
 //!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
@@ -851,6 +853,118 @@ pub async fn audit_chain_under_concurrent_appenders(s: &dyn Subject) -> Outcome 
     Ok(())
 }
 
+/// The speculation budget: 0 for a session never charged; each charge under the limit adds one
+/// and returns the new count; at the limit nothing is charged (`None`); limit 0 never charges;
+/// counters are per session and seen through another connection (another replica, or the
+/// same gateway after a restart).
+///
+/// # Errors
+/// The broken contract.
+pub async fn speculation_budget(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    ensure!(
+        store
+            .budget_spent("s1")
+            .await
+            .map_err(fail("budget_spent"))?
+            == 0,
+        "a session never charged has spent 0"
+    );
+    ensure!(
+        store
+            .charge_budget("s1", 0)
+            .await
+            .map_err(fail("charge"))?
+            .is_none(),
+        "limit 0 never charges"
+    );
+    for n in 1..=3u32 {
+        let got = store.charge_budget("s1", 3).await.map_err(fail("charge"))?;
+        ensure!(
+            got == Some(n),
+            "charge {n} under the limit must return {n}, got {got:?}"
+        );
+    }
+    let over = store.charge_budget("s1", 3).await.map_err(fail("charge"))?;
+    ensure!(
+        over.is_none(),
+        "a charge at the limit must be refused, got {over:?}"
+    );
+    let other = s.reopen().await?;
+    ensure!(
+        other
+            .budget_spent("s1")
+            .await
+            .map_err(fail("budget_spent"))?
+            == 3,
+        "another connection sees the spent budget"
+    );
+    ensure!(
+        other
+            .charge_budget("s1", 3)
+            .await
+            .map_err(fail("charge"))?
+            .is_none(),
+        "another connection cannot re-spend it"
+    );
+    ensure!(
+        other.charge_budget("s1", 4).await.map_err(fail("charge"))? == Some(4),
+        "a higher limit charges on from the stored count"
+    );
+    ensure!(
+        store
+            .budget_spent("s2")
+            .await
+            .map_err(fail("budget_spent"))?
+            == 0,
+        "budgets are per session"
+    );
+    Ok(())
+}
+
+/// Many tasks on several independent connections race to charge one session's budget of 5:
+/// exactly 5 charges succeed, each count from 1 to 5 is returned once, and the stored count is 5.
+///
+/// # Errors
+/// The broken contract.
+pub async fn budget_charged_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..32usize {
+        let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            st.charge_budget("raced", 5).await
+        });
+    }
+    let mut counts = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined.map_err(|e| format!("task: {e}"))? {
+            Ok(Some(n)) => counts.push(n),
+            Ok(None) => {}
+            Err(e) => return Err(format!("a charge must not fail: {e}")),
+        }
+    }
+    counts.sort_unstable();
+    ensure!(
+        counts == [1, 2, 3, 4, 5],
+        "exactly 5 charges must succeed with counts 1..=5, got {counts:?}"
+    );
+    let spent = s
+        .reopen()
+        .await?
+        .budget_spent("raced")
+        .await
+        .map_err(fail("budget_spent"))?;
+    ensure!(spent == 5, "the stored count must be 5, is {spent}");
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -862,7 +976,8 @@ macro_rules! conformance_tests {
             sessions, vault, vault_ciphertext_never_in_clear, handles,
             expired_records_stay_until_checked, actions_and_approvals,
             approval_decided_once_under_concurrency, single_use_under_concurrency,
-            ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders);
+            ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders,
+            speculation_budget, budget_charged_once_under_concurrency);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

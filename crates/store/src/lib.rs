@@ -12,7 +12,9 @@
 //!   and their **approvals**;
 //! - the **single-use ledger** behind the executor's acceptance predicate
 //!   ([`secureclaw_core::acceptance::SingleUseLedger`], check 11);
-//! - the **audit log**, a keyed hash chain ([`secureclaw_core::audit`]).
+//! - the **audit log**, a keyed hash chain ([`secureclaw_core::audit`]);
+//! - **speculation budgets**: per-session disclosure counters, shared by every process on the
+//!   file and kept across restarts.
 //!
 //! ## Durability and crash safety
 //!
@@ -60,6 +62,7 @@ mod ledger;
 pub mod postgres;
 mod schema;
 mod sessions;
+mod speculation;
 mod vault;
 
 mod traits;

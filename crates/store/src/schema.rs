@@ -169,8 +169,28 @@ CREATE INDEX handles_reuse ON handles (session, reuse_key, created_at)
     WHERE reuse_key IS NOT NULL;
 ";
 
+/// Version 4, "shared speculation budget" (issue 13 item 4): the per-session disclosure budget
+/// of the speculative contracts, kept in the database so that it is spent once across every
+/// process on the file and survives a restart. Counters only grow: decreasing or deleting one
+/// would let a session re-spend its budget.
+const V4_SPECULATION_BUDGET: &str = r"
+CREATE TABLE speculation_budget (
+    session  TEXT PRIMARY KEY,
+    spent    INTEGER NOT NULL CHECK (spent >= 1)
+);
+CREATE TRIGGER speculation_budget_grows BEFORE UPDATE ON speculation_budget
+    WHEN NEW.spent < OLD.spent OR NEW.session IS NOT OLD.session
+BEGIN
+    SELECT RAISE(ABORT, 'budget counters only grow');
+END;
+CREATE TRIGGER speculation_budget_no_delete BEFORE DELETE ON speculation_budget
+BEGIN
+    SELECT RAISE(ABORT, 'budget counters cannot be deleted');
+END;
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE];
+const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE, V4_SPECULATION_BUDGET];
 
 /// `PRAGMA user_version`.
 pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -230,7 +250,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 3);
+        assert_eq!(user_version(&conn).unwrap(), 4);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -273,7 +293,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 3);
+        assert_eq!(user_version(&conn).unwrap(), 4);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

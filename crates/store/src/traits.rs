@@ -11,7 +11,7 @@ use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::handle::{HandleId, HandleRecord};
 use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerStore,
-    SessionRecord, SessionStore, StoreError, VaultStore,
+    SessionRecord, SessionStore, SpeculationStore, StoreError, VaultStore,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;
@@ -189,5 +189,16 @@ impl AuditSink for SqliteStore {
 
     async fn verify_audit(&self) -> Result<u64, StoreError> {
         SqliteStore::verify_audit(self)
+    }
+}
+
+#[async_trait]
+impl SpeculationStore for SqliteStore {
+    async fn budget_spent(&self, session: &str) -> Result<u32, StoreError> {
+        SqliteStore::budget_spent(self, session)
+    }
+
+    async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError> {
+        SqliteStore::charge_budget(self, session, limit)
     }
 }

@@ -3,10 +3,12 @@
 //! DESIGN.md §3 "Speculative contracts").
 //!
 //! Order of a call: label (pure, in memory) → `decide` → REWRITE / re-label / A3 check →
-//! charge budget → then, and only then, the first trace record and the dispatch. Raw
-//! pre-commit arguments live only in memory: a deferred call is held in the session's task
-//! state until its branch is promoted (re-decided as committed, then dispatched) or abandoned
-//! (discarded unsent); a gateway restart abandons every held call. The trace written to the
+//! charge budget → then, and only then, the first trace record and the dispatch. The budget is
+//! kept in the store ([`secureclaw_core::store::SpeculationStore`]): spent once across every
+//! replica on the database, and kept across a restart. Raw pre-commit arguments live only in
+//! memory: a deferred call is held in the session's task state until its branch is promoted
+//! (re-decided as committed, then dispatched) or abandoned (discarded unsent); a gateway
+//! restart abandons every held call. The trace written to the
 //! audit log holds the decision and the fields *as dispatched* — for committed calls only
 //! their digests, which is all the committed-only counterfactual needs.
 
@@ -16,7 +18,7 @@ use crate::upstream::ToolOutput;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::audit::AuditKind;
 use secureclaw_core::contract::{
-    BranchState, BranchTable, Budget, Contract, EffectLabel, Mode, Verdict, qualified,
+    BranchState, BranchTable, Budget, Contract, DeferReason, EffectLabel, Mode, Verdict, qualified,
     recorded_fields, select, value_digest,
 };
 use secureclaw_core::exposure::{Dispatch, ObserverExposure, TraceEvent, exposure};
@@ -141,7 +143,6 @@ struct TaskState {
     expires_at: Option<UnixMillis>,
     started: Option<UnixMillis>,
     seq: u64,
-    budget: Budget,
     branches: BranchTable,
     held: Vec<Held>,
     cache: HashMap<String, ToolOutput>,
@@ -343,12 +344,50 @@ impl Gateway {
         );
         let contracts = &self.inner.config.speculation.contracts;
         let kappa: Option<&Contract> = select(contracts, &q);
-        let (verdict, dispatched_args) = {
-            let mut tasks = self.lock_tasks();
-            let task = task_of(&mut tasks, session);
-            let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut task.budget);
-            (issued.verdict, issued.arguments)
+        // The disclosure budget lives in the store, shared by every replica and kept across
+        // restarts: read it only when the contract bounds it and the call is pre-commit (the
+        // only events it can defer), then charge it with one atomic conditional increment. Of
+        // replicas racing for the last unit, one is charged; the others defer as exhausted.
+        let limit = kappa.and_then(|k| k.budget);
+        let spent = match limit {
+            Some(_) if mode.is_pre_commit() => {
+                match self.inner.store.budget_spent(&session.id).await {
+                    Ok(n) => n,
+                    Err(_) => {
+                        return self
+                            .deny(
+                                session,
+                                tool,
+                                Some(&entry),
+                                ReasonCode::StoreUnavailable,
+                                None,
+                            )
+                            .await;
+                    }
+                }
+            }
+            _ => 0,
         };
+        let mut budget = Budget { spent };
+        let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut budget);
+        let (mut verdict, dispatched_args) = (issued.verdict, issued.arguments);
+        if let (Some(limit), true) = (limit, budget.spent > spent) {
+            match self.inner.store.charge_budget(&session.id, limit).await {
+                Ok(Some(_)) => {}
+                Ok(None) => verdict = Verdict::Defer(DeferReason::BudgetExhausted),
+                Err(_) => {
+                    return self
+                        .deny(
+                            session,
+                            tool,
+                            Some(&entry),
+                            ReasonCode::StoreUnavailable,
+                            None,
+                        )
+                        .await;
+                }
+            }
+        }
         let branch_or_seq = || {
             branch
                 .clone()
@@ -464,9 +503,9 @@ impl Gateway {
         }
     }
 
-    /// How many sessions have speculative state (held calls, budget, branch table, result
-    /// cache) in memory. The state of an expired session is dropped on the first call after
-    /// it expires, at most a minute late.
+    /// How many sessions have speculative state (held calls, branch table, result cache) in
+    /// memory (the budget is in the store). The state of an expired session is dropped on the
+    /// first call after it expires, at most a minute late.
     #[must_use]
     pub fn speculative_sessions(&self) -> usize {
         self.lock_tasks().len()

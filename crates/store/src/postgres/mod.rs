@@ -18,6 +18,9 @@
 //!   reports as dangling only reservations of its own or of replicas whose lease has lapsed
 //!   (times are the database server's `now()`, so replicas' clocks do not matter), never
 //!   another live replica's commit in flight;
+//! - **speculation budgets** are one row per session, charged by one
+//!   `INSERT … ON CONFLICT DO UPDATE … WHERE spent < limit`, so a budget is spent once across
+//!   replicas; triggers refuse lowering or deleting a counter;
 //! - **versioned migrations** ([`schema`]) are applied at connect, under an advisory lock;
 //! - **fail closed**: every connection, pool or SQL failure is [`StoreError::Unavailable`];
 //!   nothing is ever answered from memory.
@@ -49,7 +52,7 @@ use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerState,
-    LedgerStore, SessionRecord, SessionStore, StoreError, VaultStore,
+    LedgerStore, SessionRecord, SessionStore, SpeculationStore, StoreError, VaultStore,
 };
 use secureclaw_core::vault::{self, SealedValue, VaultError};
 use secureclaw_core::{ActionId, UnixMillis};
@@ -1015,5 +1018,53 @@ impl AuditSink for PgStore {
             .map_err(db)?;
         let records = rows.iter().map(audit_row).collect::<Result<Vec<_>, _>>()?;
         Ok(audit::verify_chain(&self.keys, &records)?)
+    }
+}
+
+/// A stored budget counter as `u32`.
+fn budget_count(v: i64) -> Result<u32, StoreError> {
+    u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("budget counter `{v}`")))
+}
+
+#[async_trait]
+impl SpeculationStore for PgStore {
+    async fn budget_spent(&self, session: &str) -> Result<u32, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT spent FROM speculation_budget WHERE session = $1",
+                &[&session],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => budget_count(get(&r, 0, "budget")?),
+            None => Ok(0),
+        }
+    }
+
+    /// One `INSERT … ON CONFLICT DO UPDATE … WHERE spent < limit`: PostgreSQL locks the
+    /// conflicting row and re-checks the condition, so of replicas racing for the last unit
+    /// exactly one is charged.
+    async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError> {
+        if limit == 0 {
+            return Ok(None);
+        }
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "INSERT INTO speculation_budget AS b (session, spent) VALUES ($1, 1)
+                 ON CONFLICT (session) DO UPDATE SET spent = b.spent + 1 WHERE b.spent < $2
+                 RETURNING spent",
+                &[&session, &i64::from(limit)],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => budget_count(get(&r, 0, "budget")?).map(Some),
+            None => Ok(None),
+        }
     }
 }

@@ -151,8 +151,33 @@ CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
     FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('audit log is append-only');
 ";
 
+/// Version 2, the shared speculation budget (issue 13 item 4): the per-session disclosure
+/// budget of the speculative contracts, charged by one `INSERT … ON CONFLICT DO UPDATE … WHERE
+/// spent < limit` so that replicas racing for the last unit charge it once. Counters only grow:
+/// decreasing or deleting one would let a session re-spend its budget.
+const V2_SPECULATION_BUDGET: &str = r"
+CREATE TABLE speculation_budget (
+    session  TEXT PRIMARY KEY,
+    spent    BIGINT NOT NULL CHECK (spent >= 1)
+);
+CREATE FUNCTION secureclaw_budget_grows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.spent < OLD.spent OR NEW.session IS DISTINCT FROM OLD.session THEN
+        RAISE EXCEPTION 'budget counters only grow';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER speculation_budget_grows BEFORE UPDATE ON speculation_budget
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_budget_grows();
+CREATE TRIGGER speculation_budget_no_delete BEFORE DELETE ON speculation_budget
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('budget counters cannot be deleted');
+CREATE TRIGGER speculation_budget_no_truncate BEFORE TRUNCATE ON speculation_budget
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('budget counters cannot be deleted');
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2_SPECULATION_BUDGET];
 
 /// The highest schema version this build knows.
 pub(super) fn supported() -> u32 {
