@@ -167,8 +167,11 @@ fn detect_at_depth(text: &str, depth: usize) -> Vec<Finding> {
     scan_emails(text, &mut candidates);
     scan_urls(text, &mut candidates);
     scan_phones(text, &mut candidates);
+    scan_separated_ibans(text, &mut candidates);
+    scan_spelled_emails(text, &mut candidates);
     if depth < MAX_BASE64_DEPTH {
         scan_base64(text, depth, &mut candidates);
+        scan_escaped(text, depth, &mut candidates);
     }
     resolve(candidates)
 }
@@ -247,6 +250,91 @@ fn scan_base64(text: &str, depth: usize, out: &mut Vec<Finding>) {
         let decoded = crate::normalize::normalize(&decoded);
         if !detect_at_depth(&decoded, depth + 1).is_empty() {
             push(out, IdentifierKind::Secret, m.start(), m.end());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Escaped identifiers (issue 11 item 8)
+// ---------------------------------------------------------------------------------------------
+
+/// A run of non-space characters holding at least one escape: percent-encoding (`%40`), an
+/// HTML character reference (`&#64;`, `&#x40;`, `&commat;`) or a backslash escape (`\u0040`,
+/// `\u{40}`, `\x41`).
+static ESCAPED_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(
+        r#"[^\s"'<>]*(?:%[0-9A-Fa-f]{2}|&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};|\\u\{[0-9A-Fa-f]{1,6}\}|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2})[^\s"'<>]*"#,
+    )
+});
+
+/// Longest escaped run decoded (bytes): bounds the work on one run.
+const MAX_ESCAPED_CHARS: usize = 64 * 1024;
+
+/// Undo backslash escapes `\uXXXX`, `\u{X…}` and `\xXX`; other backslashes stay. `None` when
+/// an escape names no character (a lone surrogate, say).
+fn decode_backslash_escapes(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(rest.get(..i)?);
+        let after = rest.get(i + 1..)?;
+        let (digits, used) = if let Some(braced) = after.strip_prefix("u{") {
+            let close = braced.find('}')?;
+            (braced.get(..close)?, 3 + close)
+        } else if after.starts_with('u')
+            && after
+                .get(1..5)
+                .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            (after.get(1..5)?, 5)
+        } else if after.starts_with('x')
+            && after
+                .get(1..3)
+                .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            (after.get(1..3)?, 3)
+        } else {
+            out.push('\\');
+            rest = after;
+            continue;
+        };
+        let c = u32::from_str_radix(digits, 16)
+            .ok()
+            .and_then(char::from_u32)?;
+        out.push(c);
+        rest = after.get(used..)?;
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The text an escaped run stands for: percent-decoded (as UTF-8), HTML character references
+/// resolved, backslash escapes undone (bytes that are not UTF-8 become U+FFFD). `None` when
+/// nothing changes or an escape names no character.
+fn decode_escapes(run: &str) -> Option<String> {
+    let percent = percent_encoding::percent_decode_str(run).decode_utf8_lossy();
+    let html = html_escape::decode_html_entities(&percent);
+    let decoded = decode_backslash_escapes(&html)?;
+    (decoded != run).then_some(decoded)
+}
+
+/// Runs whose escapes hide an identifier (`alice%40corp.example`, `alice&#64;corp.example`,
+/// `\x41KIA…`): the whole run is a finding of the kind found in the decoded text, which is
+/// normalized first, like a decoded base64 run.
+fn scan_escaped(text: &str, depth: usize, out: &mut Vec<Finding>) {
+    let Some(re) = ESCAPED_RUN.as_ref() else {
+        return;
+    };
+    for m in re.find_iter(text) {
+        if m.len() > MAX_ESCAPED_CHARS {
+            continue;
+        }
+        let Some(decoded) = decode_escapes(m.as_str()) else {
+            continue;
+        };
+        let decoded = crate::normalize::normalize(&decoded);
+        if let Some(found) = detect_at_depth(&decoded, depth + 1).first() {
+            push(out, found.kind, m.start(), m.end());
         }
     }
 }
@@ -529,6 +617,13 @@ const SECRET_SOURCES: &[SecretSource] = &[
         group: 0,
         filter: any_value,
     },
+    // The same, printed in groups of four (`AKIA IOSF ODNN 7EXA MPLE`, dashes too); a digit
+    // somewhere spares upper-case prose ("ASIA PACI …" is not a key).
+    SecretSource {
+        pattern: r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)(?:[ -][A-Z0-9]{4}){4}\b",
+        group: 0,
+        filter: has_digit,
+    },
     // GitHub tokens.
     SecretSource {
         pattern: r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}",
@@ -792,6 +887,65 @@ fn scan_ibans(text: &str, out: &mut Vec<Finding>) {
         };
         if let Some(end) = found {
             push(out, IdentifierKind::Iban, i, end);
+        }
+    }
+}
+
+/// IBANs of a country with a known length printed with other separators than groups of four:
+/// single spaces, dashes or dots anywhere (`DE89-3704-0044-…`, `DE89.3704.…`,
+/// `DE 89370400440532013000`). Valid by mod 97 at exactly the national length.
+static IBAN_SEPARATED: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r"(?i)\b[a-z]{2}[ .-]?[0-9]{2}(?:[ .-]?[a-z0-9]){10,32}"));
+
+fn scan_separated_ibans(text: &str, out: &mut Vec<Finding>) {
+    let Some(re) = IBAN_SEPARATED.as_ref() else {
+        return;
+    };
+    for m in re.find_iter(text) {
+        let run = m.as_str();
+        if !run.contains([' ', '-', '.']) {
+            continue; // compact: `scan_ibans` decides
+        }
+        let bytes = run.as_bytes();
+        let (Some(c0), Some(c1)) = (bytes.first(), bytes.get(1)) else {
+            continue;
+        };
+        let Some(len) = iban_country_length(c0.to_ascii_uppercase(), c1.to_ascii_uppercase())
+        else {
+            continue;
+        };
+        let mut compact = String::with_capacity(len);
+        let mut end = None;
+        for (i, b) in run.bytes().enumerate() {
+            if b.is_ascii_alphanumeric() {
+                compact.push(char::from(b));
+                if compact.len() == len {
+                    end = Some(i + 1);
+                    break;
+                }
+            }
+        }
+        if let Some(end) = end
+            && iban_valid(&compact)
+        {
+            push(out, IdentifierKind::Iban, m.start(), m.start() + end);
+        }
+    }
+}
+
+/// Addresses spelled out in lower case: `alice.jones at corp dot example`, and
+/// `alice.jones at corp.example` when the local part has a dot, digit, `_` or `+` (so prose such
+/// as "look at example.com" is spared).
+static EMAIL_SPELLED: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(
+        r"(?i)[\p{L}\p{N}._%+-]+\s+at\s+[\p{L}\p{N}-]+(?:\s+dot\s+[\p{L}\p{N}-]+)+|[\p{L}\p{N}%-]*[._+\p{N}][\p{L}\p{N}._%+-]*\s+at\s+[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)+",
+    )
+});
+
+fn scan_spelled_emails(text: &str, out: &mut Vec<Finding>) {
+    if let Some(re) = EMAIL_SPELLED.as_ref() {
+        for m in re.find_iter(text) {
+            push(out, IdentifierKind::Email, m.start(), m.end());
         }
     }
 }
@@ -1478,5 +1632,88 @@ mod tests {
             assert!(t.get(f.range()).is_some());
         }
         assert_eq!(detect(t).len(), 3);
+    }
+
+    /// Issue 11 item 8 (red-team F8): identifiers hidden behind escapes are found, and the
+    /// whole escaped run is the finding, so nothing of the value is left in clear.
+    #[test]
+    fn escaped_identifiers_detected() {
+        for (e, kind) in [
+            ("alice.jones%40corp.example", IdentifierKind::Email),
+            ("alice.jones&#64;corp.example", IdentifierKind::Email),
+            ("alice.jones&#x40;corp.example", IdentifierKind::Email),
+            ("alice.jones&commat;corp.example", IdentifierKind::Email),
+            (r"alice.jones\u0040corp.example", IdentifierKind::Email),
+            (r"alice.jones\u{40}corp.example", IdentifierKind::Email),
+            (r"\x41KIAIOSFODNN7EXAMPLE", IdentifierKind::Secret),
+            ("DE89%20370400440532013000", IdentifierKind::Iban),
+            ("alice.jones%2540corp.example", IdentifierKind::Email),
+        ] {
+            let t = format!("contact: {e} (see notes)");
+            assert!(covered(&t, e), "{e}: {:?}", kinds(&t));
+            assert!(
+                detect(&t).iter().any(|f| f.kind == kind),
+                "{e}: {:?}",
+                kinds(&t)
+            );
+        }
+    }
+
+    /// Escapes with nothing behind them stay text (positive control: results keep working).
+    #[test]
+    fn escapes_without_identifiers_are_not_findings() {
+        for t in [
+            "50%25 off, see /docs/a%20b.txt",
+            "Tom &amp; Jerry &lt;3",
+            r"C:\x\users\notes.txt and \u00e9t\u00e9",
+            "price: 10&euro;",
+        ] {
+            assert!(kinds(t).is_empty(), "{t}: {:?}", kinds(t));
+        }
+    }
+
+    #[test]
+    fn separated_ibans_detected() {
+        for e in [
+            "DE89-3704-0044-0532-0130-00",
+            "DE89.3704.0044.0532.0130.00",
+            "DE 89370400440532013000",
+            "GB29-NWBK-6016-1331-9268-19",
+        ] {
+            let t = format!("pay to {e} today");
+            assert!(found(&t, IdentifierKind::Iban, e), "{e}: {:?}", kinds(&t));
+        }
+        // Same shape, wrong check digits: not an IBAN.
+        assert!(
+            !detect("pay to DE88-3704-0044-0532-0130-00 today")
+                .iter()
+                .any(|f| f.kind == IdentifierKind::Iban)
+        );
+    }
+
+    #[test]
+    fn grouped_aws_key_detected_prose_spared() {
+        let e = "AKIA IOSF ODNN 7EXA MPLE";
+        let t = format!("key: {e}.");
+        assert!(found(&t, IdentifierKind::Secret, e), "{:?}", kinds(&t));
+        assert!(covered(
+            "key: AKIA-IOSF-ODNN-7EXA-MPLE.",
+            "AKIA-IOSF-ODNN-7EXA-MPLE"
+        ));
+        assert!(kinds("ASIA PACI FICR EGIO NSAL ES").is_empty());
+    }
+
+    #[test]
+    fn spelled_out_emails_detected_prose_spared() {
+        for e in [
+            "alice.jones at corp dot example",
+            "alice.jones at corp.example",
+            "bob42 at mail.example",
+            "ALICE AT CORP DOT EXAMPLE",
+        ] {
+            let t = format!("write to {e} soon");
+            assert!(found(&t, IdentifierKind::Email, e), "{e}: {:?}", kinds(&t));
+        }
+        assert!(kinds("look at example.com and meet at the station.").is_empty());
     }
 }
