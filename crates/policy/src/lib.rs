@@ -26,11 +26,11 @@ use cedar_policy::{
     Authorizer, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid, PolicyId,
     PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
 };
-use std::collections::HashMap;
 use secureclaw_core::policy::{EffectClass, PolicyDecision, PolicyEngine, PolicyRequest};
 use secureclaw_core::recovery::ReasonCode;
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::str::FromStr;
 
 /// The schema, shipped in the binary.
@@ -212,9 +212,8 @@ impl CedarPolicy {
     /// The Cedar context of the schema's `context` record, built from typed values.
     fn context(req: &PolicyRequest) -> Result<Context, String> {
         let string = |s: &str| RestrictedExpression::new_string(s.to_owned());
-        let strings = |items: Vec<&str>| {
-            RestrictedExpression::new_set(items.into_iter().map(|s| string(s)))
-        };
+        let strings =
+            |items: Vec<&str>| RestrictedExpression::new_set(items.into_iter().map(|s| string(s)));
         let unanchored: Vec<&str> = req
             .targets
             .iter()
@@ -227,7 +226,10 @@ impl CedarPolicy {
             ("tool", string(&req.tool)),
             ("known_tool", RestrictedExpression::new_bool(req.known_tool)),
             ("listing", RestrictedExpression::new_bool(req.listing)),
-            ("destructive", RestrictedExpression::new_bool(req.destructive)),
+            (
+                "destructive",
+                RestrictedExpression::new_bool(req.destructive),
+            ),
             ("financial", RestrictedExpression::new_bool(req.financial)),
             ("granted", RestrictedExpression::new_bool(req.granted)),
             ("sink", string(req.sink.as_str())),
@@ -237,7 +239,9 @@ impl CedarPolicy {
             ),
             (
                 "target_count",
-                RestrictedExpression::new_long(i64::try_from(req.targets.len()).unwrap_or(i64::MAX)),
+                RestrictedExpression::new_long(
+                    i64::try_from(req.targets.len()).unwrap_or(i64::MAX),
+                ),
             ),
             (
                 "all_targets_anchored",
