@@ -169,8 +169,19 @@ CREATE INDEX handles_reuse ON handles (session, reuse_key, created_at)
     WHERE reuse_key IS NOT NULL;
 ";
 
+/// Version 4, "protected objects" (branch wt-authz, issue 11 item 3): per session, the keyed
+/// digests of the objects whose content the session saw only as handles
+/// ([`secureclaw_core::protect`]). Self-contained, like V3.
+const V4_PROTECTED_OBJECTS: &str = r"
+CREATE TABLE protected_objects (
+    session  TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    PRIMARY KEY (session, key)
+) STRICT, WITHOUT ROWID;
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE];
+const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE, V4_PROTECTED_OBJECTS];
 
 /// `PRAGMA user_version`.
 pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -230,7 +241,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 3);
+        assert_eq!(user_version(&conn).unwrap(), 4);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -273,7 +284,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 3);
+        assert_eq!(user_version(&conn).unwrap(), 4);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -151,8 +151,18 @@ CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
     FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('audit log is append-only');
 ";
 
+/// Version 2, "protected objects" (issue 11 item 3): per session, the keyed digests of the
+/// objects whose content the session saw only as handles ([`secureclaw_core::protect`]).
+const V2_PROTECTED_OBJECTS: &str = r"
+CREATE TABLE protected_objects (
+    session  TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    PRIMARY KEY (session, key)
+);
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2_PROTECTED_OBJECTS];
 
 /// The highest schema version this build knows.
 pub(super) fn supported() -> u32 {
