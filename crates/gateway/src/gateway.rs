@@ -166,6 +166,16 @@ struct Prepared {
     names_protected: bool,
 }
 
+/// The read a result answers (for [`Gateway::finish`]).
+struct ReadOf<'a> {
+    /// The read was anchored (its authoritative fields yield anchored handles).
+    anchored: bool,
+    /// Its arguments (the objects it named).
+    arguments: &'a Map<String, Value>,
+    /// The records of the handles in its arguments.
+    records: &'a [HandleRecord],
+}
+
 /// The gateway. Cheap to clone (shared state behind an `Arc`).
 #[derive(Clone)]
 pub struct Gateway {
@@ -964,19 +974,19 @@ impl Gateway {
             .map(|v| String::from_utf8_lossy(&v).into_owned())
     }
 
-    /// Declassify and audit a result. `read_arguments`: the arguments of a read, whose objects
-    /// become protected objects of the session if the result withheld a protected value
-    /// (at least one handle); if they cannot be recorded, the result is withheld.
+    /// Declassify and audit a result. `read`: set for a read, whose objects become protected
+    /// objects of the session if the result withheld a protected value (at least one
+    /// handle); if they cannot be recorded, the result is withheld.
     async fn finish(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
-        anchored: bool,
+        read: Option<ReadOf<'_>>,
         mut output: ToolOutput,
         action: Option<ActionId>,
         resolved: &[(String, HandleId)],
-        read_arguments: Option<(&Map<String, Value>, &[HandleRecord])>,
     ) -> CallOutcome {
+        let anchored = read.as_ref().is_some_and(|r| r.anchored);
         // A value the executor resolved for this call goes back to its handle before anything
         // else looks at the result: an upstream that echoes its arguments must not turn a
         // handle into plaintext for the runtime.
@@ -1000,13 +1010,16 @@ impl Gateway {
             .await
         {
             Ok((output, handles)) => {
-                if let Some((arguments, records)) = read_arguments
+                if let Some(read) = &read
                     && handles > 0
                 {
-                    let records: BTreeMap<HandleId, HandleRecord> =
-                        records.iter().map(|r| (r.id.clone(), r.clone())).collect();
+                    let records: BTreeMap<HandleId, HandleRecord> = read
+                        .records
+                        .iter()
+                        .map(|r| (r.id.clone(), r.clone()))
+                        .collect();
                     if self
-                        .protect(session, entry, arguments, &records)
+                        .protect(session, entry, read.arguments, &records)
                         .await
                         .is_err()
                     {
@@ -1149,16 +1162,13 @@ impl Gateway {
                         .await
                     {
                         Ok(output) => {
-                            self.finish(
-                                session,
-                                &entry,
+                            let read = ReadOf {
                                 anchored,
-                                output,
-                                None,
-                                &pairs,
-                                Some((&arguments, &prepared.handle_records)),
-                            )
-                            .await
+                                arguments: &arguments,
+                                records: &prepared.handle_records,
+                            };
+                            self.finish(session, &entry, Some(read), output, None, &pairs)
+                                .await
                         }
                         Err(e) => self.exec_failure(session, &entry, &e, None).await,
                     }
@@ -1546,11 +1556,10 @@ impl Gateway {
                 self.finish(
                     session,
                     &entry,
-                    false,
+                    None,
                     output,
                     Some(action_id.clone()),
                     &pairs,
-                    None,
                 )
                 .await
             }

@@ -692,6 +692,34 @@ fn blind_edit_does_not_reveal_a_mangled_value() {
     });
 }
 
+/// FINDING (open, expected failure): protected objects cover what the session has read. A
+/// blind edit of a file the session never read is not known to touch protected values, so it
+/// runs, and its diff shows the address mangled past the detectors. Closing it needs the
+/// gateway to know which tools' results depend on the object's content (an edit, a dry run)
+/// and to hold those on objects the session has not read (README "Limitations").
+#[test]
+#[ignore = "finding: a blind edit of a file the session never read is not held (see doc comment)"]
+fn blind_edit_of_an_unread_file_does_not_reveal_a_mangled_value() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": NOTES, "old": "@", "new": " / "}),
+        )
+        .await;
+        let mangled = EMAIL.replace('@', " / ");
+        let seen = received(&edit);
+        assert!(
+            !seen.contains(&mangled),
+            "the edit's diff shows `{mangled}`: {seen}"
+        );
+    });
+}
+
 async fn call(fs: &Fs, s: &SessionRecord, tool: &str, args: Value) -> CallOutcome {
     fs.gw.call(s, tool, common::args(args), None).await
 }
