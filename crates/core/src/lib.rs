@@ -46,6 +46,7 @@ pub mod labeler;
 pub mod monitor;
 pub mod normalize;
 pub mod policy;
+pub mod protect;
 pub mod rawjson;
 pub mod recovery;
 pub mod store;

@@ -53,6 +53,10 @@ pub enum Provenance {
     },
     /// Written by the runtime itself (neither named by the user nor carried by a handle).
     Literal,
+    /// Names a protected object: one whose content this session saw only as handles, or into
+    /// which a handle was resolved (see [`crate::protect`]). Never anchors, whatever else
+    /// names it: a change to it needs a trusted confirmation.
+    ProtectedObject,
 }
 
 impl Provenance {

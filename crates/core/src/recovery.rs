@@ -50,6 +50,12 @@ pub enum ReasonCode {
     PolicyDeny,
     /// A trusted confirmation is needed before this call can run.
     ConfirmationRequired,
+    /// A trusted confirmation is needed because the call changes a protected object: one
+    /// whose content this session saw only as handles (a read of it withheld protected
+    /// values) or into which a handle was resolved. An edit, dry run, move or overwrite of
+    /// such an object could show the runtime those values (a diff, a match/no-match answer,
+    /// a value mangled past the detectors).
+    ProtectedObject,
     /// The human (or operator) declined.
     ConfirmationDenied,
     /// A trusted client accepted a confirmation prompt without a well-formed answer; nothing
@@ -112,6 +118,7 @@ impl ReasonCode {
             ReasonCode::StoreUnavailable => "store_unavailable",
             ReasonCode::PolicyDeny => "policy_deny",
             ReasonCode::ConfirmationRequired => "confirmation_required",
+            ReasonCode::ProtectedObject => "protected_object",
             ReasonCode::ConfirmationDenied => "confirmation_denied",
             ReasonCode::ConfirmationMalformed => "confirmation_malformed",
             ReasonCode::UnknownTool => "unknown_tool",
@@ -213,6 +220,15 @@ impl Recovery {
             ReasonCode::ConfirmationRequired => (
                 "this action needs the user's confirmation before it can run",
                 vec![approve(action_id), "or save a draft instead".into()],
+            ),
+            ReasonCode::ProtectedObject => (
+                "this action changes an object whose content you were shown only as handles (protected values were withheld from it); its result or the changed object could reveal them, so the user must confirm it",
+                vec![
+                    approve(action_id),
+                    "do not retry it under another spelling of the object's name or with another tool: every effect on this object is held the same way".into(),
+                    "to produce new content, write it to a new object from what you were shown".into(),
+                    "or save a draft instead".into(),
+                ],
             ),
             ReasonCode::ConfirmationDenied => (
                 "the user declined this action",
@@ -332,7 +348,9 @@ impl Recovery {
         };
         Self {
             status: match reason {
-                ReasonCode::ConfirmationRequired => "pending_confirmation",
+                ReasonCode::ConfirmationRequired | ReasonCode::ProtectedObject => {
+                    "pending_confirmation"
+                }
                 ReasonCode::Deferred => "deferred",
                 _ => "denied",
             },
@@ -417,10 +435,28 @@ mod tests {
         assert_eq!(r.status, "denied");
     }
 
+    /// The protected-object template is a pending confirmation, names the action to approve
+    /// and warns against respelling the object.
+    #[test]
+    fn protected_object_is_pending_and_names_the_action() {
+        let r = Recovery::new(
+            ReasonCode::ProtectedObject,
+            ActionClass::Effect,
+            "fs__edit_file",
+            Some("act_p"),
+        );
+        assert_eq!(r.status, "pending_confirmation");
+        let text = r.render();
+        assert!(text.contains("protected_object"), "{text}");
+        assert!(text.contains("act_p"), "{text}");
+        assert!(text.contains("another spelling"), "{text}");
+    }
+
     #[test]
     fn draft_step_names_the_tool_or_disappears() {
         for reason in [
             ReasonCode::ConfirmationRequired,
+            ReasonCode::ProtectedObject,
             ReasonCode::PolicyDeny,
             ReasonCode::HandleSinkForbidden,
         ] {

@@ -248,6 +248,22 @@ pub trait SessionStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`] if the envelope does not decode.
     async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Record `keys` (keyed digests, [`crate::protect::protection_digests`]) as protected
+    /// objects of session `session`. Idempotent: a key already recorded stays recorded. Keys
+    /// are never removed while the store lives (a session's protections outlive a restart and
+    /// are seen by every gateway sharing the store).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn protect_objects(&self, session: &str, keys: &[String]) -> Result<(), StoreError>;
+
+    /// Whether any of `keys` is recorded as a protected object of `session` (`false` for no
+    /// keys).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError>;
 }
 
 /// The vault (protected values, encrypted at rest under the ring's vault key with a fresh

@@ -1,6 +1,7 @@
 //! The real stack, in process: a [`Gateway`] over a [`SqliteStore`] on a temporary directory,
 //! the default Cedar policy set, the demo office (`secureclaw-demo-tools`) served over an
-//! in-memory MCP pipe, a zero-argument counting upstream, and a clock the harness moves.
+//! in-memory MCP pipe, a zero-argument counting upstream, an in-memory filesystem-like
+//! upstream (`files`), and a clock the harness moves.
 //!
 //! Nothing here is a mock of the trusted path: preview, policy, binding, acceptance, ledger,
 //! vault and audit are the production code. What the harness adds are the trusted-side powers
@@ -23,8 +24,8 @@ use secureclaw_store::SqliteStore;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Start of the in-process clock: 2027-01-15 (a realistic Unix time in milliseconds).
 pub const T0: u64 = 1_800_000_000_000;
@@ -165,6 +166,182 @@ impl Upstream for Counter {
     }
 }
 
+/// The shared notes file of the `files` upstream: it holds an e-mail address and an IBAN.
+pub const FILES_NOTES: &str = "/shared/notes.txt";
+/// The e-mail address in [`FILES_NOTES`].
+pub const FILES_NOTES_EMAIL: &str = "dana.whitfield@northwind.example";
+/// A plain file of the `files` upstream (no protected values).
+pub const FILES_PLAIN: &str = "/shared/agenda.txt";
+
+/// A third upstream, `files`: an in-memory filesystem shaped like the official filesystem
+/// server's write tools. `read_file(path)` (the operator declares it a read),
+/// `write_file(path, content)`, `edit_file(path, oldText, newText, dryRun)` (replace every
+/// `oldText`, answer with the changed lines, a dry run changes nothing) and
+/// `move_file(source, destination)`. Seeded with [`FILES_NOTES`] and [`FILES_PLAIN`].
+#[derive(Debug)]
+pub struct Files {
+    files: Mutex<BTreeMap<String, String>>,
+    effects: AtomicU64,
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        let notes = format!(
+            "Payroll notes\nWrite to {FILES_NOTES_EMAIL} before paying.\n\
+             Salary account IBAN DE89370400440532013000\n"
+        );
+        Self {
+            files: Mutex::new(BTreeMap::from([
+                (FILES_NOTES.to_owned(), notes),
+                (
+                    FILES_PLAIN.to_owned(),
+                    "Agenda\nTidy the shared folder on Friday.\n".to_owned(),
+                ),
+            ])),
+            effects: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Files {
+    /// Effect calls executed so far (writes, edits, dry runs and moves that reached it).
+    #[must_use]
+    pub fn effects(&self) -> u64 {
+        self.effects.load(Ordering::SeqCst)
+    }
+
+    /// The text of `path`, if it exists.
+    #[must_use]
+    pub fn text(&self, path: &str) -> Option<String> {
+        self.files.lock().ok().and_then(|f| f.get(path).cloned())
+    }
+}
+
+fn files_tool(name: &str, properties: Value, read_only: bool) -> UpstreamTool {
+    let schema = json!({"type": "object", "properties": properties});
+    UpstreamTool {
+        name: name.into(),
+        title: None,
+        description: Some(format!("in-memory files: {name}")),
+        input_schema: match schema {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+        read_only_hint: read_only,
+        destructive_hint: false,
+        open_world_hint: false,
+    }
+}
+
+fn text_result(text: String, is_error: bool) -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": text})],
+        structured: None,
+        is_error,
+    }
+}
+
+impl Upstream for Files {
+    fn id(&self) -> &str {
+        "files"
+    }
+
+    fn destination(&self) -> &str {
+        "in-process:files"
+    }
+
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        let string = json!({"type": "string"});
+        Box::pin(async move {
+            Ok(vec![
+                files_tool("read_file", json!({"path": string}), true),
+                files_tool(
+                    "write_file",
+                    json!({"path": string, "content": string}),
+                    false,
+                ),
+                files_tool(
+                    "edit_file",
+                    json!({"path": string, "oldText": string, "newText": string,
+                           "dryRun": {"type": "boolean"}}),
+                    false,
+                ),
+                files_tool(
+                    "move_file",
+                    json!({"source": string, "destination": string}),
+                    false,
+                ),
+            ])
+        })
+    }
+
+    fn call_tool(
+        &self,
+        name: String,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        Box::pin(async move {
+            let arg = |k: &str| arguments.get(k).and_then(Value::as_str).map(str::to_owned);
+            let Ok(mut files) = self.files.lock() else {
+                return Ok(text_result("files unavailable".into(), true));
+            };
+            if name != "read_file" {
+                self.effects.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(match (name.as_str(), arg("path")) {
+                ("read_file", Some(path)) => match files.get(&path) {
+                    Some(t) => ToolOutput {
+                        content: vec![json!({"type": "text", "text": t})],
+                        structured: Some(json!({"path": path, "content": t})),
+                        is_error: false,
+                    },
+                    None => text_result("no such file".into(), true),
+                },
+                ("write_file", Some(path)) => {
+                    let content = arg("content").unwrap_or_default();
+                    let n = content.len();
+                    files.insert(path.clone(), content);
+                    text_result(format!("wrote {n} bytes to {path}"), false)
+                }
+                ("edit_file", Some(path)) => {
+                    let (Some(old), Some(new)) = (arg("oldText"), arg("newText")) else {
+                        return Ok(text_result("missing oldText or newText".into(), true));
+                    };
+                    let dry = arguments.get("dryRun") == Some(&Value::Bool(true));
+                    match files.get_mut(&path) {
+                        Some(text) if !old.is_empty() && text.contains(&old) => {
+                            let after = text.replace(&old, &new);
+                            let changed: Vec<String> = text
+                                .lines()
+                                .zip(after.lines())
+                                .filter(|(a, b)| a != b)
+                                .map(|(a, b)| format!("-{a}\n+{b}"))
+                                .collect();
+                            if !dry {
+                                *text = after;
+                            }
+                            text_result(changed.join("\n"), false)
+                        }
+                        Some(_) => text_result("oldText not found".into(), true),
+                        None => text_result("no such file".into(), true),
+                    }
+                }
+                ("move_file", _) => match (arg("source"), arg("destination")) {
+                    (Some(from), Some(to)) => match files.remove(&from) {
+                        Some(t) => {
+                            files.insert(to.clone(), t);
+                            text_result(format!("moved {from} to {to}"), false)
+                        }
+                        None => text_result("no such file".into(), true),
+                    },
+                    _ => text_result("missing source or destination".into(), true),
+                },
+                _ => text_result("bad call".into(), true),
+            })
+        })
+    }
+}
+
 fn spec(id: &str) -> UpstreamSpec {
     UpstreamSpec {
         id: id.into(),
@@ -218,6 +395,7 @@ struct Parts<'a> {
     config: &'a GatewayConfig,
     office: &'a Arc<RmcpUpstream>,
     counter: &'a Arc<Counter>,
+    files: &'a Arc<Files>,
     clock: &'a ManualClock,
 }
 
@@ -235,12 +413,17 @@ impl Parts<'_> {
             CedarPolicy::load(extra_policies).map_err(|e| StackError::Policy(e.to_string()))?;
         let office: Arc<dyn Upstream> = self.office.clone();
         let counter: Arc<dyn Upstream> = self.counter.clone();
+        let files: Arc<dyn Upstream> = self.files.clone();
         Ok(Gateway::start(
             keys,
             store,
             Arc::new(policy),
             self.config.clone(),
-            vec![(spec("office"), office), (spec("counter"), counter)],
+            vec![
+                (spec("office"), office),
+                (spec("counter"), counter),
+                (spec("files"), files),
+            ],
             self.clock.clock(),
         )
         .await?)
@@ -260,6 +443,7 @@ pub struct Stack {
     office: DemoTools,
     office_upstream: Arc<RmcpUpstream>,
     counter: Arc<Counter>,
+    files: Arc<Files>,
     /// The main gateway (default policy set, [`Stack::keys`]).
     pub gateway: Gateway,
     /// A second connection to the main gateway's database, for the harness's own inspection.
@@ -277,8 +461,9 @@ impl std::fmt::Debug for Stack {
 impl Stack {
     /// The evaluation configuration: [`GatewayConfig::demo_office`] with a 1 h handle
     /// lifetime ([`EVAL_HANDLE_TTL_MS`]), the operator rule declaring `counter__bump`
-    /// target-less and non-destructive and the one declaring `counter__purge` target-less
-    /// (and nothing about `destructive`). All other limits are the defaults (60 s artifact
+    /// target-less and non-destructive, the one declaring `counter__purge` target-less
+    /// (and nothing about `destructive`) and the one declaring `files__read_file` a read.
+    /// All other limits are the defaults (60 s artifact
     /// freshness, 5 s tolerated skew).
     #[must_use]
     pub fn config() -> GatewayConfig {
@@ -296,6 +481,13 @@ impl Stack {
             tool: "counter__purge".into(),
             effect: Some(EffectClass::Effect),
             targets: Some(vec![]),
+            ..ToolRule::default()
+        });
+        // The files upstream's read tool is a read because the operator says so; its write
+        // tools are unconfigured (`store` sinks, destructive: the task must grant them).
+        c.tools.push(ToolRule {
+            tool: "files__read_file".into(),
+            effect: Some(EffectClass::Read),
             ..ToolRule::default()
         });
         c
@@ -326,12 +518,14 @@ impl Stack {
         ));
         let clock = ManualClock::new(T0);
         let counter = Arc::new(Counter::default());
+        let files = Arc::new(Files::default());
         let config = Self::config();
         let parts = Parts {
             db: &db,
             config: &config,
             office: &office_upstream,
             counter: &counter,
+            files: &files,
             clock: &clock,
         };
         let gateway = parts.gateway(keys.clone(), &[]).await?;
@@ -347,6 +541,7 @@ impl Stack {
             office,
             office_upstream,
             counter,
+            files,
             gateway,
             store,
         })
@@ -376,6 +571,7 @@ impl Stack {
             config: &self.config,
             office: &self.office_upstream,
             counter: &self.counter,
+            files: &self.files,
             clock: &self.clock,
         }
         .gateway(keys, extra_policies)
@@ -393,6 +589,7 @@ impl Stack {
             config: &self.config,
             office: &self.office_upstream,
             counter: &self.counter,
+            files: &self.files,
             clock: &self.clock,
         }
         .gateway(Arc::new(fresh_keys()?), &[])
@@ -411,6 +608,13 @@ impl Stack {
         u64::try_from(n)
             .unwrap_or(u64::MAX)
             .saturating_add(self.counter.effects())
+            .saturating_add(self.files.effects())
+    }
+
+    /// The `files` upstream (its contents, for the suite's checks).
+    #[must_use]
+    pub fn files(&self) -> &Files {
+        &self.files
     }
 
     /// The demo office upstream, for the suite's deliberately insecure executor only.

@@ -45,6 +45,9 @@ pub struct ToolEntry {
     pub targets_declared: bool,
     /// Hidden by the operator.
     pub hidden: bool,
+    /// The operator lets this tool's effects on protected objects run without a confirmation
+    /// ([`crate::config::ToolRule::allow_protected_objects`]).
+    pub allow_protected_objects: bool,
     /// The upstream's own description.
     pub upstream_tool: UpstreamTool,
 }
@@ -96,6 +99,7 @@ impl ToolEntry {
             targets,
             targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),
+            allow_protected_objects: rule.is_some_and(|r| r.allow_protected_objects),
             upstream_tool: tool,
         }
     }

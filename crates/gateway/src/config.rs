@@ -209,6 +209,15 @@ pub struct ToolRule {
     /// Hide and refuse the tool entirely.
     #[serde(default)]
     pub hidden: bool,
+    /// Let the tool's effects on **protected objects** run without the confirmation they
+    /// otherwise need (reason `protected_object`; issue 11 item 3). A protected object is one
+    /// whose content the session saw only as handles, or into which a handle was resolved: an
+    /// edit, dry run, move or overwrite of it can show the runtime protected values (a diff, a
+    /// match/no-match answer, a value mangled past the detectors). Default `false` (safe);
+    /// set it only for a tool whose result and effect cannot depend on the object's existing
+    /// content (it replaces a record's fields, say), or if you accept that risk.
+    #[serde(default)]
+    pub allow_protected_objects: bool,
 }
 
 /// Everything the gateway needs besides keys, store, policy and upstream connections.

@@ -160,6 +160,20 @@ struct Prepared {
     entry: ToolEntry,
     request: CanonicalRequest,
     handle_records: Vec<HandleRecord>,
+    /// A store effect naming a protected object (or the lookup failed: fail closed). Its
+    /// objects are all recorded protected before it runs (protection spreads to a move's
+    /// destination, a copy, …).
+    names_protected: bool,
+}
+
+/// The read a result answers (for [`Gateway::finish`]).
+struct ReadOf<'a> {
+    /// The read was anchored (its authoritative fields yield anchored handles).
+    anchored: bool,
+    /// Its arguments (the objects it named).
+    arguments: &'a Map<String, Value>,
+    /// The records of the handles in its arguments.
+    records: &'a [HandleRecord],
 }
 
 /// The gateway. Cheap to clone (shared state behind an `Arc`).
@@ -522,7 +536,24 @@ impl Gateway {
                 sink_allowed: r.sink_allowed(&sink),
             })
             .collect();
-        let targets = self.targets(session, &entry, arguments, &records);
+        let mut targets = self.targets(session, &entry, arguments, &records);
+        let mut names_protected = false;
+        if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
+            for (field, values) in self.object_identifiers(&entry, arguments, &records).await {
+                // A failed lookup counts as protected (fail closed: the call needs a human).
+                if self.protected(session, &values).await.unwrap_or(true) {
+                    names_protected = true;
+                    if !entry.allow_protected_objects {
+                        targets.push(TargetFact {
+                            field,
+                            anchored: false,
+                            via_handle: values.len() > 1,
+                            provenance: Provenance::ProtectedObject,
+                        });
+                    }
+                }
+            }
+        }
         let qualified = format!("{}__{}", entry.upstream, entry.name);
         let granted = session
             .envelope
@@ -578,6 +609,7 @@ impl Gateway {
                 entry,
                 request,
                 handle_records: records.into_values().collect(),
+                names_protected,
             },
             policy_request,
         ))
@@ -743,6 +775,98 @@ impl Gateway {
         Ok(String::from_utf8_lossy(&value).into_owned())
     }
 
+    /// The identifiers naming objects in a call's arguments
+    /// ([`secureclaw_core::protect::object_identifiers`]), each with its argument name and the
+    /// spellings to match: the value as written and, for a value that is exactly one handle
+    /// id, the handle's plaintext too (the same object named by value or by handle).
+    async fn object_identifiers(
+        &self,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for o in secureclaw_core::protect::object_identifiers(arguments, &entry.targets) {
+            let mut values = vec![o.value.clone()];
+            let trimmed = o.value.trim();
+            if let [(_, id)] = find_handles(&Value::String(o.value.clone())).as_slice()
+                && id.0 == trimmed
+            {
+                let record = match records.get(id) {
+                    Some(r) => Some(r.clone()),
+                    None => self.inner.store.handle(id).await.ok().flatten(),
+                };
+                if let Some(r) = record {
+                    values.extend(self.handle_plaintext(&r).await);
+                }
+            }
+            out.push((o.field, values));
+        }
+        out
+    }
+
+    /// Whether any of `values` (spellings of one object) names a protected object of the
+    /// session. `Err(())` if the keys or the store fail (callers fail closed).
+    async fn protected(&self, session: &SessionRecord, values: &[String]) -> Result<bool, ()> {
+        let keys: Vec<String> = values
+            .iter()
+            .flat_map(|v| secureclaw_core::protect::match_keys(v))
+            .collect();
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let digests = secureclaw_core::protect::protection_digests(
+            &self.inner.keys,
+            &session.id,
+            &keys,
+            true,
+        )
+        .map_err(|_| ())?;
+        self.inner
+            .store
+            .any_protected(&session.id, &digests)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "protected-object lookup failed");
+            })
+    }
+
+    /// Record every object a call names (its object identifiers and, for handles, their
+    /// plaintext) as a protected object of the session. `Err(())` if the keys or the store
+    /// fail.
+    async fn protect(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Result<(), ()> {
+        let keys: Vec<String> = self
+            .object_identifiers(entry, arguments, records)
+            .await
+            .into_iter()
+            .flat_map(|(_, values)| values)
+            .flat_map(|v| secureclaw_core::protect::protect_keys(&v))
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let digests = secureclaw_core::protect::protection_digests(
+            &self.inner.keys,
+            &session.id,
+            &keys,
+            false,
+        )
+        .map_err(|_| ())?;
+        self.inner
+            .store
+            .protect_objects(&session.id, &digests)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "recording protected objects failed");
+            })
+    }
+
     /// Remember the objects a store effect of this session is about to write (the strings in
     /// its target fields and the identifiers in its arguments): a later read of them is never
     /// anchored, so the session cannot anchor a value by writing it and reading it back
@@ -850,15 +974,19 @@ impl Gateway {
             .map(|v| String::from_utf8_lossy(&v).into_owned())
     }
 
+    /// Declassify and audit a result. `read`: set for a read, whose objects become protected
+    /// objects of the session if the result withheld a protected value (at least one
+    /// handle); if they cannot be recorded, the result is withheld.
     async fn finish(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
-        anchored: bool,
+        read: Option<ReadOf<'_>>,
         mut output: ToolOutput,
         action: Option<ActionId>,
         resolved: &[(String, HandleId)],
     ) -> CallOutcome {
+        let anchored = read.as_ref().is_some_and(|r| r.anchored);
         // A value the executor resolved for this call goes back to its handle before anything
         // else looks at the result: an upstream that echoes its arguments must not turn a
         // handle into plaintext for the runtime.
@@ -882,6 +1010,30 @@ impl Gateway {
             .await
         {
             Ok((output, handles)) => {
+                if let Some(read) = &read
+                    && handles > 0
+                {
+                    let records: BTreeMap<HandleId, HandleRecord> = read
+                        .records
+                        .iter()
+                        .map(|r| (r.id.clone(), r.clone()))
+                        .collect();
+                    if self
+                        .protect(session, entry, read.arguments, &records)
+                        .await
+                        .is_err()
+                    {
+                        return self
+                            .deny(
+                                session,
+                                &entry.exposed,
+                                Some(entry),
+                                failed,
+                                action.as_ref(),
+                            )
+                            .await;
+                    }
+                }
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
                 ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
@@ -1010,7 +1162,12 @@ impl Gateway {
                         .await
                     {
                         Ok(output) => {
-                            self.finish(session, &entry, anchored, output, None, &pairs)
+                            let read = ReadOf {
+                                anchored,
+                                arguments: &arguments,
+                                records: &prepared.handle_records,
+                            };
+                            self.finish(session, &entry, Some(read), output, None, &pairs)
                                 .await
                         }
                         Err(e) => self.exec_failure(session, &entry, &e, None).await,
@@ -1043,7 +1200,14 @@ impl Gateway {
                 .await
             }
             _ => match preview.recovery {
-                Some(r) if r.reason == ReasonCode::ConfirmationRequired => CallOutcome::Pending(r),
+                Some(r)
+                    if matches!(
+                        r.reason,
+                        ReasonCode::ConfirmationRequired | ReasonCode::ProtectedObject
+                    ) =>
+                {
+                    CallOutcome::Pending(r)
+                }
                 Some(r) => CallOutcome::Denied(r),
                 None => {
                     self.deny(
@@ -1172,9 +1336,20 @@ impl Gateway {
         self.audit(ev)
             .await
             .map_err(|()| ReasonCode::StoreUnavailable)?;
+        // A confirmation asked for because the call names a protected object gets its own
+        // reason code, in the decision record and in the recovery.
+        let confirm_reason = if policy_request
+            .targets
+            .iter()
+            .any(|t| t.provenance == Provenance::ProtectedObject)
+        {
+            ReasonCode::ProtectedObject
+        } else {
+            ReasonCode::ConfirmationRequired
+        };
         let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
         ev.action_id = Some(action_id.0.clone());
-        ev.reason = deny_reason;
+        ev.reason = deny_reason.or(needs_confirmation.then_some(confirm_reason));
         ev.detail = json!({"decision": label, "policies": policies,
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
         self.audit(ev)
@@ -1194,7 +1369,7 @@ impl Gateway {
                     .await
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
                 Some(self.recovery(
-                    ReasonCode::ConfirmationRequired,
+                    confirm_reason,
                     ActionClass::Effect,
                     &entry.exposed,
                     Some(&action_id.0),
@@ -1274,6 +1449,41 @@ impl Gateway {
                     .await;
             }
         };
+        // Before anything is reserved or sent: a store effect on a protected object makes every
+        // object it names protected (a move's destination, a copy), and so does one that
+        // carries a handle in its content (the value lands in the object in clear). Recorded
+        // before dispatch, since an effect whose outcome is unknown may have happened; if it
+        // cannot be recorded, nothing runs.
+        if entry.sink == SinkKind::Store
+            && (prepared.names_protected
+                || content_handles(&prepared.request.inputs.arguments, &entry.targets))
+        {
+            let records: BTreeMap<HandleId, HandleRecord> = prepared
+                .handle_records
+                .iter()
+                .map(|r| (r.id.clone(), r.clone()))
+                .collect();
+            if self
+                .protect(
+                    session,
+                    &entry,
+                    &prepared.request.inputs.arguments,
+                    &records,
+                )
+                .await
+                .is_err()
+            {
+                return self
+                    .deny(
+                        session,
+                        &entry.exposed,
+                        Some(&entry),
+                        ReasonCode::StoreUnavailable,
+                        Some(action_id),
+                    )
+                    .await;
+            }
+        }
         let current_policy = self.inner.policy.digest();
         let attempt = CommitAttempt {
             artifact,
@@ -1346,7 +1556,7 @@ impl Gateway {
                 self.finish(
                     session,
                     &entry,
-                    false,
+                    None,
                     output,
                     Some(action_id.clone()),
                     &pairs,
@@ -1704,6 +1914,25 @@ impl Gateway {
     }
 }
 
+/// Whether `arguments` carry a handle anywhere but as the whole value of a target field: in
+/// content (a file's text, an edit's replacement), where the executor resolves it into the
+/// object written. A handle that is exactly a target's value names a record or a destination.
+fn content_handles(arguments: &Map<String, Value>, fields: &[String]) -> bool {
+    let all = find_handles(&Value::Object(arguments.clone()));
+    if all.is_empty() {
+        return false;
+    }
+    let named = collect_targets(arguments, fields, false)
+        .into_iter()
+        .filter(|t| t.origin == secureclaw_core::anchor::TargetOrigin::NamedField)
+        .filter(|t| {
+            matches!(find_handles(&Value::String(t.value.clone())).as_slice(),
+                [(_, id)] if id.0 == t.value.trim())
+        })
+        .count();
+    all.len() > named
+}
+
 /// Anchoring and provenance of a target carried by a handle: only a handle from an
 /// authoritative field of an anchored read anchors.
 fn handle_provenance(record: Option<&HandleRecord>) -> (bool, Provenance) {
@@ -1762,6 +1991,9 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[Target
             }
             Provenance::FreeText { source } => format!("free text of {source}"),
             Provenance::Literal => "written by the agent".to_owned(),
+            Provenance::ProtectedObject => {
+                "PROTECTED OBJECT: the agent saw its content only as handles".to_owned()
+            }
         };
         let state = if t.anchored {
             "anchored"

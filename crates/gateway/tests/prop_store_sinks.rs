@@ -3,16 +3,17 @@
 //! issue 11: write, edit, read back).
 //!
 //! The upstream `fs` (in process) holds two seeded files whose content carries an e-mail
-//! address, a phone number, a URL, an IBAN and an AWS access key id, and serves
-//! `read_file(path)` (annotated read-only), `write_file(path, content)` and
-//! `edit_file(path, old, new)` (replace every `old` by `new`, answer with a diff of the changed
-//! lines). The task names the directory `/work/docs/`, so writes and edits there are anchored,
-//! and grants the two writing tools (both destructive: the upstream's `destructiveHint: false`
-//! is not believed).
+//! address, a phone number, a URL, an IBAN and an AWS access key id (and a third, plain one),
+//! and serves `read_file(path)` (annotated read-only), `write_file(path, content)`,
+//! `edit_file(path, old, new, dryRun)` (replace every `old` by `new`, answer with a diff of the
+//! changed lines; a dry run answers without changing the file) and
+//! `move_file(source, destination)`. The task names the directory `/work/docs/`, so writes and
+//! edits there are anchored, and grants the writing tools (destructive: the upstream's
+//! `destructiveHint: false` is not believed).
 //!
 //! A random sequence of operations runs as a compromised runtime would: reads of any file,
-//! writes whose content mixes literal text and handles the runtime saw, blind edits
-//! (`"@"` → `" / "`, a quote → `x`, …, or a handle as the replacement) and read-backs. After
+//! writes whose content mixes literal text and handles the runtime saw, blind edits and dry
+//! runs (`"@"` → `" / "`, a quote → `x`, …, or a handle as the replacement) and read-backs. After
 //! every operation, everything the runtime receives (the rendered outcome, every text block,
 //! every string and key of the structured content) must be free of the protected values.
 //!
@@ -20,6 +21,12 @@
 //! into which no handle resolves), and one where the operator lets one label (the contacts
 //! file's `email` field, `contact_email`) into `fs__write_file` — the value then reaches the
 //! file in clear, and every read-back must declassify it again.
+//!
+//! Protected objects (issue 11 item 3): an effect on a file whose read withheld protected
+//! values (or into which a handle was resolved) waits for a trusted confirmation with reason
+//! `protected_object` — the blind edit, the dry-run oracle, another effect tool, another
+//! spelling of the path — unless the operator opted the tool out; the deterministic tests
+//! below each attack and its positive controls.
 //!
 //! `PROPTEST_CASES` overrides the default of 64 cases per configuration.
 #![allow(
@@ -34,16 +41,17 @@ mod common;
 #[path = "../../core/tests/prop_support/mod.rs"]
 mod prop_support;
 
-use common::{TestClock, keys, visible};
+use common::{TestClock, keys, reason, visible};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::classify::FieldRule;
 use secureclaw_core::handle::Sensitivity;
+use secureclaw_core::recovery::ReasonCode;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
-    UpstreamTool, UpstreamTransport,
+    CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError,
+    UpstreamSpec, UpstreamTool, UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{SessionRecord, SqliteStore};
@@ -61,6 +69,8 @@ const PROTECTED: [&str; 5] = [EMAIL, PHONE, URL, IBAN, AWS_KEY_ID];
 
 const CONTACTS: &str = "/work/docs/contacts.json";
 const NOTES: &str = "/work/docs/notes.txt";
+/// A seeded file without protected values.
+const PLAIN: &str = "/work/docs/plain.txt";
 /// Files an operation may name: the two seeded ones, two new ones in the task's directory,
 /// one outside it (writes there wait for a confirmation).
 const PATHS: [&str; 5] = [
@@ -92,6 +102,10 @@ fn seeded() -> BTreeMap<String, String> {
             serde_json::to_string_pretty(&contacts).unwrap(),
         ),
         (NOTES.to_owned(), notes),
+        (
+            PLAIN.to_owned(),
+            "Agenda\nTidy the shared folder on Friday.\n".to_owned(),
+        ),
     ])
 }
 
@@ -190,7 +204,12 @@ impl Upstream for FsUpstream {
                 tool(
                     "edit_file",
                     json!({"path": {"type": "string"}, "old": {"type": "string"},
-                           "new": {"type": "string"}}),
+                           "new": {"type": "string"}, "dryRun": {"type": "boolean"}}),
+                    false,
+                ),
+                tool(
+                    "move_file",
+                    json!({"source": {"type": "string"}, "destination": {"type": "string"}}),
                     false,
                 ),
             ])
@@ -203,10 +222,22 @@ impl Upstream for FsUpstream {
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
             let arg = |k: &str| arguments.get(k).and_then(Value::as_str).map(str::to_owned);
+            let mut files = self.files.lock().unwrap();
+            if name == "move_file" {
+                let (Some(from), Some(to)) = (arg("source"), arg("destination")) else {
+                    return Ok(tool_error("missing source or destination"));
+                };
+                return Ok(match files.remove(&from) {
+                    Some(text) => {
+                        files.insert(to.clone(), text);
+                        text_output(format!("moved {from} to {to}"), json!({"moved": to}))
+                    }
+                    None => tool_error("no such file"),
+                });
+            }
             let Some(path) = arg("path") else {
                 return Ok(tool_error("missing path"));
             };
-            let mut files = self.files.lock().unwrap();
             Ok(match name.as_str() {
                 "read_file" => match files.get(&path) {
                     Some(text) => {
@@ -238,8 +269,11 @@ impl Upstream for FsUpstream {
                         Some(text) => {
                             let before = text.clone();
                             let count = before.matches(old.as_str()).count();
-                            *text = before.replace(old.as_str(), &new);
-                            let d = diff(&path, &before, text);
+                            let after = before.replace(old.as_str(), &new);
+                            let d = diff(&path, &before, &after);
+                            if arguments.get("dryRun") != Some(&json!(true)) {
+                                *text = after;
+                            }
                             text_output(
                                 d.clone(),
                                 json!({"path": path, "replacements": count, "diff": d}),
@@ -275,13 +309,29 @@ struct Fs {
     _dir: tempfile::TempDir,
     gw: Gateway,
     fs: Arc<FsUpstream>,
+    store: Arc<SqliteStore>,
+    keys: Arc<secureclaw_core::keys::KeyRing>,
 }
 
 async fn start(config: GatewayConfig) -> Fs {
-    let dir = tempfile::tempdir().unwrap();
-    let keys = keys();
+    start_in(
+        config,
+        tempfile::tempdir().unwrap(),
+        Arc::new(FsUpstream::new()),
+        keys(),
+    )
+    .await
+}
+
+/// A gateway on the state in `dir` (a restart, or another replica, when it already holds a
+/// database and `keys` is its key ring) in front of `fs`.
+async fn start_in(
+    config: GatewayConfig,
+    dir: tempfile::TempDir,
+    fs: Arc<FsUpstream>,
+    keys: Arc<secureclaw_core::keys::KeyRing>,
+) -> Fs {
     let store = Arc::new(SqliteStore::open(&dir.path().join("fs.db"), keys.clone()).unwrap());
-    let fs = Arc::new(FsUpstream::new());
     let spec = UpstreamSpec {
         id: "fs".into(),
         transport: UpstreamTransport::Stdio {
@@ -297,8 +347,8 @@ async fn start(config: GatewayConfig) -> Fs {
     let mut config = config;
     config.tools.insert(0, common::read_rule("fs__read_file"));
     let gw = Gateway::start(
-        keys,
-        store,
+        keys.clone(),
+        store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
         vec![(spec, up)],
@@ -306,7 +356,13 @@ async fn start(config: GatewayConfig) -> Fs {
     )
     .await
     .unwrap();
-    Fs { _dir: dir, gw, fs }
+    Fs {
+        _dir: dir,
+        gw,
+        fs,
+        store,
+        keys,
+    }
 }
 
 /// The session of a user who asked for the tidy-up: the task grants the two writing tools
@@ -317,7 +373,11 @@ async fn session(gw: &Gateway) -> SessionRecord {
         "alice",
         TaskEnvelope {
             request: TASK.into(),
-            granted_tools: vec!["fs__write_file".into(), "fs__edit_file".into()],
+            granted_tools: vec![
+                "fs__write_file".into(),
+                "fs__edit_file".into(),
+                "fs__move_file".into(),
+            ],
             ..TaskEnvelope::default()
         },
     )
@@ -338,7 +398,8 @@ enum Piece {
 enum Op {
     Read(usize),
     Write(usize, Vec<Piece>),
-    Edit(usize, String, Piece),
+    /// Path, old text, replacement, dry run.
+    Edit(usize, String, Piece, bool),
 }
 
 fn literal() -> impl Strategy<Value = String> {
@@ -394,7 +455,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => path.clone().prop_map(Op::Read),
         3 => (path.clone(), pieces()).prop_map(|(p, pieces)| Op::Write(p, pieces)),
-        3 => (path, old(), new()).prop_map(|(p, o, n)| Op::Edit(p, o, n)),
+        3 => (path, old(), new(), prop::bool::weighted(0.3))
+            .prop_map(|(p, o, n, dry)| Op::Edit(p, o, n, dry)),
     ]
 }
 
@@ -479,10 +541,13 @@ fn call_of(op: &Op, handles: &[String]) -> (&'static str, Value) {
                 json!({"path": PATHS[*p], "content": content}),
             )
         }
-        Op::Edit(p, old, new) => (
-            "fs__edit_file",
-            json!({"path": PATHS[*p], "old": old, "new": render(new, handles)}),
-        ),
+        Op::Edit(p, old, new, dry) => {
+            let mut args = json!({"path": PATHS[*p], "old": old, "new": render(new, handles)});
+            if *dry {
+                args["dryRun"] = json!(true);
+            }
+            ("fs__edit_file", args)
+        }
     }
 }
 
@@ -493,6 +558,8 @@ struct Stats {
     cleartext_writes: AtomicUsize,
     /// Edits that ran.
     edits: AtomicUsize,
+    /// Effects held because they named a protected object.
+    protected: AtomicUsize,
     /// Writes that ran.
     writes: AtomicUsize,
     /// Calls refused or held.
@@ -525,6 +592,9 @@ async fn run(fs: &Fs, ops: &[Op], stats: &Stats) -> Result<(), TestCaseError> {
         let count = |c: &AtomicUsize| {
             c.fetch_add(1, Ordering::Relaxed);
         };
+        if reason(&o) == Some(ReasonCode::ProtectedObject) {
+            count(&stats.protected);
+        }
         match op {
             _ if !completed => count(&stats.refused),
             Op::Write(p, _) => {
@@ -560,8 +630,10 @@ fn property(config: GatewayConfig) -> Stats {
         panic!("{e}");
     }
     eprintln!("{stats:?}");
-    // Not vacuous: blind edits ran (every sequence starts with two reads).
+    // Not vacuous: blind edits ran, and edits of the files read first were held (every
+    // sequence starts with a read of each seeded file).
     assert!(stats.edits.load(Ordering::Relaxed) > 0, "{stats:?}");
+    assert!(stats.protected.load(Ordering::Relaxed) > 0, "{stats:?}");
     stats
 }
 
@@ -583,40 +655,62 @@ fn allowed_store_sink_read_back_is_declassified() {
     property(allowing_config());
 }
 
-/// FINDING (expected failure): a blind edit of a file whose protected values the runtime only
-/// ever saw as handles turns them into text the detectors no longer recognise, and the edit's
-/// diff and every later read show the mangled value: `"@"` → `" / "` makes
-/// `dana.whitfield@northwind.example` readable as `dana.whitfield / northwind.example`. The
-/// exact value never appears (the property above holds), but the information leaks. The
-/// gateway cannot see the file before the edit, so neither the store-sink rule nor the
-/// detectors can stop it; a fix needs a design decision (e.g. edits of an object whose reads
-/// minted handles need a confirmation).
+/// Formerly an open finding: a blind edit of a file whose protected values the runtime only
+/// ever saw as handles turned them into text the detectors no longer recognise, and the edit's
+/// diff and every later read showed the mangled value: `"@"` → `" / "` made
+/// `dana.whitfield@northwind.example` readable as `dana.whitfield / northwind.example`. The read
+/// withheld protected values, so the file is a protected object of the session: the edit waits
+/// for a trusted confirmation (`protected_object`) and the file is unchanged.
 #[test]
-#[ignore = "finding: blind edits reveal protected values in mangled form (see doc comment)"]
 fn blind_edit_does_not_reveal_a_mangled_value() {
     let rt = runtime();
     rt.block_on(async {
         let fs = start(GatewayConfig::default()).await;
         let s = session(&fs.gw).await;
-        let read = fs
-            .gw
-            .call(
-                &s,
-                "fs__read_file",
-                common::args(json!({"path": NOTES})),
-                None,
-            )
-            .await;
+        let read = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
         assert!(!received(&read).contains(EMAIL));
-        let edit = fs
-            .gw
-            .call(
-                &s,
-                "fs__edit_file",
-                common::args(json!({"path": NOTES, "old": "@", "new": " / "})),
-                None,
-            )
-            .await;
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": NOTES, "old": "@", "new": " / "}),
+        )
+        .await;
+        let mangled = EMAIL.replace('@', " / ");
+        let seen = received(&edit);
+        assert!(
+            !seen.contains(&mangled),
+            "the edit's diff shows `{mangled}`: {seen}"
+        );
+        held_as_protected(&edit);
+        assert!(
+            fs.fs.holds_in_clear(NOTES, EMAIL),
+            "the file was not edited"
+        );
+        // The decision record names the reason.
+        assert!(decision_reasons(&fs).contains(&"protected_object".to_owned()));
+    });
+}
+
+/// FINDING (open, expected failure): protected objects cover what the session has read. A
+/// blind edit of a file the session never read is not known to touch protected values, so it
+/// runs, and its diff shows the address mangled past the detectors. Closing it needs the
+/// gateway to know which tools' results depend on the object's content (an edit, a dry run)
+/// and to hold those on objects the session has not read (README "Limitations").
+#[test]
+#[ignore = "finding: a blind edit of a file the session never read is not held (see doc comment)"]
+fn blind_edit_of_an_unread_file_does_not_reveal_a_mangled_value() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": NOTES, "old": "@", "new": " / "}),
+        )
+        .await;
         let mangled = EMAIL.replace('@', " / ");
         let seen = received(&edit);
         assert!(
@@ -626,13 +720,317 @@ fn blind_edit_does_not_reveal_a_mangled_value() {
     });
 }
 
+async fn call(fs: &Fs, s: &SessionRecord, tool: &str, args: Value) -> CallOutcome {
+    fs.gw.call(s, tool, common::args(args), None).await
+}
+
+/// Held for a trusted confirmation because the call names a protected object; the recovery
+/// tells the runtime what to do without any protected value.
+#[track_caller]
+fn held_as_protected(o: &CallOutcome) -> secureclaw_core::artifact::ActionId {
+    match o {
+        CallOutcome::Pending(r) => {
+            assert_eq!(r.reason, ReasonCode::ProtectedObject, "{r:?}");
+            assert_eq!(r.status, "pending_confirmation");
+            let text = r.render();
+            for p in PROTECTED {
+                assert!(!text.contains(p), "{text}");
+            }
+            secureclaw_core::artifact::ActionId(r.action_id.clone().unwrap())
+        }
+        other => panic!("expected pending(protected_object), got {other:?}"),
+    }
+}
+
+/// The reason codes of every decision audit record.
+fn decision_reasons(fs: &Fs) -> Vec<String> {
+    fs.store
+        .audit_records(0, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Decision)
+        .filter_map(|r| r.event.reason.map(|c| c.as_str().to_owned()))
+        .collect()
+}
+
+/// The dry-run oracle: `dryRun` edits answer "matched" or "not matched" (and a diff) without
+/// changing the file, so a runtime could test guesses about the withheld content ("does
+/// `dana.whitfield@` occur?") one character at a time. A dry run of a protected file is held
+/// like any edit, whatever it guesses.
+#[test]
+fn dry_run_guesses_about_a_protected_file_are_held() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        for guess in ["dana.whitfield@", "zzz-not-there", "@"] {
+            let o = call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": NOTES, "old": guess, "new": "x", "dryRun": true}),
+            )
+            .await;
+            held_as_protected(&o);
+            // Found and not found look the same: nothing about the content comes back.
+            assert!(!received(&o).contains("replacements"), "{}", received(&o));
+        }
+    });
+}
+
+/// Another effect tool on the same object is held too: a move (whose destination then holds
+/// the values), an overwrite, and an edit of a file the runtime only read by a structured
+/// read (`contacts.json`).
+#[test]
+fn other_effects_on_a_protected_file_are_held() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": CONTACTS})).await;
+        for (tool, args) in [
+            (
+                "fs__move_file",
+                json!({"source": NOTES, "destination": "/work/docs/moved.txt"}),
+            ),
+            (
+                "fs__write_file",
+                json!({"path": NOTES, "content": "overwritten"}),
+            ),
+            (
+                "fs__edit_file",
+                json!({"path": CONTACTS, "old": "@", "new": " at "}),
+            ),
+        ] {
+            let o = call(&fs, &s, tool, args.clone()).await;
+            held_as_protected(&o);
+        }
+        assert!(fs.fs.holds_in_clear(NOTES, EMAIL));
+        assert!(fs.fs.holds_in_clear(CONTACTS, EMAIL));
+    });
+}
+
+/// Another spelling of the same path does not evade the rule: `.` and `..` segments, doubled
+/// and trailing slashes, case, a `file://` URL, a relative path, a zero-width character.
+#[test]
+fn respelled_paths_of_a_protected_file_are_held() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        for path in [
+            "/work/docs/./notes.txt",
+            "/work/docs/a/../notes.txt",
+            "./work/docs/../docs/notes.txt",
+            "/work//docs/notes.txt",
+            "/work/docs/notes.txt/",
+            "/WORK/docs/Notes.TXT",
+            "file:///work/docs/notes.txt",
+            "docs/notes.txt",
+            "/work/docs/notes\u{200b}.txt",
+        ] {
+            let o = call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": path, "old": "@", "new": " / "}),
+            )
+            .await;
+            assert_eq!(
+                reason(&o),
+                Some(ReasonCode::ProtectedObject),
+                "{path}: {o:?}"
+            );
+        }
+    });
+}
+
+/// Positive controls: a file whose read withheld nothing, and a file the session wrote itself
+/// and never read, are edited without a prompt; re-reading a protected file still returns
+/// handles — the same handle per value.
+#[test]
+fn files_without_protected_values_are_edited_without_a_prompt() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let first = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let read = call(&fs, &s, "fs__read_file", json!({"path": PLAIN})).await;
+        assert!(!received(&read).contains("hdl_"), "{}", received(&read));
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": PLAIN, "old": "Friday", "new": "Monday"}),
+        )
+        .await;
+        common::completed(&edit);
+        assert!(fs.fs.holds_in_clear(PLAIN, "Monday"));
+        let write = call(
+            &fs,
+            &s,
+            "fs__write_file",
+            json!({"path": "/work/docs/b.txt", "content": "draft: call Dana"}),
+        )
+        .await;
+        common::completed(&write);
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": "/work/docs/b.txt", "old": "draft", "new": "todo"}),
+        )
+        .await;
+        common::completed(&edit);
+        // A plain re-read of the protected file: handles again, the same ones.
+        let again = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let (mut h1, mut h2) = (Vec::new(), Vec::new());
+        handles_in(&received(&first), &mut h1);
+        handles_in(&received(&again), &mut h2);
+        assert!(!h1.is_empty());
+        assert_eq!(h1, h2, "one handle per value per session");
+        for p in PROTECTED {
+            assert!(!received(&again).contains(p));
+        }
+    });
+}
+
+/// The operator's opt-out: `allow_protected_objects` on `fs__edit_file` lets its edits of a
+/// protected file run (the operator accepted the risk), and only that tool's.
+#[test]
+fn operator_opt_out_lets_one_tool_edit_protected_files() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(opted_out(GatewayConfig::default())).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let edit = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": NOTES, "old": "Payroll", "new": "Salary"}),
+        )
+        .await;
+        common::completed(&edit);
+        assert!(fs.fs.holds_in_clear(NOTES, "Salary notes"));
+        let mv = call(
+            &fs,
+            &s,
+            "fs__move_file",
+            json!({"source": NOTES, "destination": "/work/docs/moved.txt"}),
+        )
+        .await;
+        held_as_protected(&mv);
+    });
+}
+
+fn opted_out(mut config: GatewayConfig) -> GatewayConfig {
+    config.tools.push(ToolRule {
+        tool: "fs__edit_file".into(),
+        allow_protected_objects: true,
+        ..ToolRule::default()
+    });
+    config
+}
+
+/// A confirmed move of a protected file makes its destination protected; and the protections
+/// survive a restart of the gateway (they live in the store, as another replica sees them).
+#[test]
+fn protection_follows_a_confirmed_move_and_survives_a_restart() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let moved = "/work/docs/moved.txt";
+        let args = json!({"source": NOTES, "destination": moved});
+        let held = call(&fs, &s, "fs__move_file", args.clone()).await;
+        let action = held_as_protected(&held);
+        fs.gw.decide_approval(&action, true, "user").await.unwrap();
+        let ran = fs
+            .gw
+            .call(&s, "fs__move_file", common::args(args), Some(&action))
+            .await;
+        common::completed(&ran);
+        assert!(fs.fs.holds_in_clear(moved, EMAIL));
+        let edit = json!({"path": moved, "old": "@", "new": " / "});
+        held_as_protected(&call(&fs, &s, "fs__edit_file", edit.clone()).await);
+        // Restart: a new gateway on the same state directory and upstream.
+        let Fs {
+            _dir: dir,
+            gw,
+            fs: up,
+            store,
+            keys,
+        } = fs;
+        drop((gw, store));
+        let fs = start_in(GatewayConfig::default(), dir, up, keys).await;
+        let s = fs.gw.session(&s.id).await.unwrap().unwrap();
+        held_as_protected(&call(&fs, &s, "fs__edit_file", edit).await);
+        held_as_protected(
+            &call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": "/work/docs/moved.txt", "old": "x", "new": "y", "dryRun": true}),
+            )
+            .await,
+        );
+        // Another session has its own protected objects: the same edit there is not held for
+        // this reason.
+        let other = session(&fs.gw).await;
+        let o = call(
+            &fs,
+            &other,
+            "fs__edit_file",
+            json!({"path": moved, "old": "Payroll", "new": "Salary"}),
+        )
+        .await;
+        common::completed(&o);
+    });
+}
+
 /// Positive control of the allowing configuration, deterministic: the handle does resolve
-/// into the file, and the read-back shows a handle, not the address.
+/// into the file, and the read-back shows a handle, not the address. The file then holds a
+/// protected value in clear, so it is a protected object: an edit of it waits for a
+/// confirmation — unless the operator opted the edit tool out, and then its diff is
+/// declassified like any result.
 #[test]
 fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
     let rt = runtime();
     rt.block_on(async {
         let fs = start(allowing_config()).await;
+        let s = session(&fs.gw).await;
+        let read = call(&fs, &s, "fs__read_file", json!({"path": CONTACTS})).await;
+        let handle = common::completed(&read).structured.clone().unwrap()["content"]["email"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let content = format!("Contact: {handle}\n");
+        let write = call(
+            &fs,
+            &s,
+            "fs__write_file",
+            json!({"path": "/work/docs/a.txt", "content": content}),
+        )
+        .await;
+        common::completed(&write);
+        assert!(fs.fs.holds_in_clear("/work/docs/a.txt", EMAIL));
+        held_as_protected(
+            &call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": "/work/docs/a.txt", "old": "@", "new": " / "}),
+            )
+            .await,
+        );
+        assert!(fs.fs.holds_in_clear("/work/docs/a.txt", EMAIL));
+
+        let fs = start(opted_out(allowing_config())).await;
         let s = session(&fs.gw).await;
         let read = fs
             .gw

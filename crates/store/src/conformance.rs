@@ -9,7 +9,7 @@
 //! into a failure.
 //!
 //! What is covered:
-//! - each trait's contract ([`sessions`], [`vault`], [`handles`], [`actions_and_approvals`],
+//! - each trait's contract ([`sessions`], [`protected_objects`], [`vault`], [`handles`], [`actions_and_approvals`],
 //!   [`ledger_transitions`], [`audit_chain`]);
 //! - single use under concurrency: many tasks on several independent connections race to
 //!   reserve one action id, exactly one wins ([`single_use_under_concurrency`]);
@@ -186,6 +186,70 @@ pub async fn sessions(s: &dyn Subject) -> Outcome {
         .await
         .map_err(fail("session"))?;
     ensure!(none.is_none(), "unknown session answered {none:?}");
+    Ok(())
+}
+
+/// Protected objects: recorded per session, idempotently; a lookup finds any recorded key of
+/// that session and nothing of another session; another connection (a replica, a restart)
+/// sees them.
+///
+/// # Errors
+/// The broken contract.
+pub async fn protected_objects(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let keys = |v: &[&str]| v.iter().map(|k| (*k).to_owned()).collect::<Vec<String>>();
+    let none = store
+        .any_protected("ses_p", &keys(&["pobj:a"]))
+        .await
+        .map_err(fail("any_protected"))?;
+    ensure!(!none, "an empty store reported a protected object");
+    store
+        .protect_objects("ses_p", &keys(&["pobj:a", "pobj:b"]))
+        .await
+        .map_err(fail("protect_objects"))?;
+    // Idempotent: recording again (one key known, one new) succeeds.
+    store
+        .protect_objects("ses_p", &keys(&["pobj:b", "pobj:c"]))
+        .await
+        .map_err(fail("protect_objects again"))?;
+    store
+        .protect_objects("ses_p", &[])
+        .await
+        .map_err(fail("protect_objects with no keys"))?;
+    for k in ["pobj:a", "pobj:b", "pobj:c"] {
+        let found = store
+            .any_protected("ses_p", &keys(&["pobj:zz", k]))
+            .await
+            .map_err(fail("any_protected"))?;
+        ensure!(found, "recorded key `{k}` not found");
+    }
+    let other = store
+        .any_protected("ses_q", &keys(&["pobj:a", "pobj:b"]))
+        .await
+        .map_err(fail("any_protected other session"))?;
+    ensure!(
+        !other,
+        "another session saw this session's protected objects"
+    );
+    let missing = store
+        .any_protected("ses_p", &keys(&["pobj:zz"]))
+        .await
+        .map_err(fail("any_protected missing"))?;
+    ensure!(!missing, "an unrecorded key was reported protected");
+    let empty = store
+        .any_protected("ses_p", &[])
+        .await
+        .map_err(fail("any_protected no keys"))?;
+    ensure!(!empty, "no keys must mean not protected");
+    let again = s.reopen().await?;
+    let seen = again
+        .any_protected("ses_p", &keys(&["pobj:c"]))
+        .await
+        .map_err(fail("any_protected after reopen"))?;
+    ensure!(
+        seen,
+        "another connection does not see the protected objects"
+    );
     Ok(())
 }
 
@@ -973,7 +1037,7 @@ pub async fn budget_charged_once_under_concurrency(s: &dyn Subject) -> Outcome {
 macro_rules! conformance_tests {
     ($factory:path) => {
         $crate::conformance_tests!(@case $factory,
-            sessions, vault, vault_ciphertext_never_in_clear, handles,
+            sessions, protected_objects, vault, vault_ciphertext_never_in_clear, handles,
             expired_records_stay_until_checked, actions_and_approvals,
             approval_decided_once_under_concurrency, single_use_under_concurrency,
             ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders,

@@ -189,8 +189,25 @@ BEGIN
 END;
 ";
 
+/// Version 5, "protected objects" (branch wt-authz, issue 11 item 3): per session, the keyed
+/// digests of the objects whose content the session saw only as handles
+/// ([`secureclaw_core::protect`]). Self-contained, like V3.
+const V5_PROTECTED_OBJECTS: &str = r"
+CREATE TABLE protected_objects (
+    session  TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    PRIMARY KEY (session, key)
+) STRICT, WITHOUT ROWID;
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2, V3_HANDLE_REUSE, V4_SPECULATION_BUDGET];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3_HANDLE_REUSE,
+    V4_SPECULATION_BUDGET,
+    V5_PROTECTED_OBJECTS,
+];
 
 /// `PRAGMA user_version`.
 pub(crate) fn user_version(conn: &Connection) -> Result<u32, StoreError> {

@@ -65,4 +65,44 @@ impl SqliteStore {
             expires_at: UnixMillis(uint(expires_at)),
         }))
     }
+
+    /// Record `keys` as protected objects of `session` (idempotent).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn protect_objects(&self, session: &str, keys: &[String]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn()?;
+        let tx = conn.transaction().map_err(sql)?;
+        for key in keys {
+            tx.execute(
+                "INSERT INTO protected_objects (session, key) VALUES (?1, ?2)
+                 ON CONFLICT (session, key) DO NOTHING",
+                params![session, key],
+            )
+            .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)
+    }
+
+    /// Whether any of `keys` is a protected object of `session`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError> {
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let list = serde_json::to_string(keys).map_err(|e| corrupt("protected-object keys", e))?;
+        let conn = self.conn()?;
+        conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM protected_objects
+                            WHERE session = ?1 AND key IN (SELECT value FROM json_each(?2)))",
+            params![session, list],
+            |r| r.get::<_, bool>(0),
+        )
+        .map_err(sql)
+    }
 }

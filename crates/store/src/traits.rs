@@ -25,6 +25,14 @@ impl SessionStore for SqliteStore {
     async fn session(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         SqliteStore::session(self, id)
     }
+
+    async fn protect_objects(&self, session: &str, keys: &[String]) -> Result<(), StoreError> {
+        SqliteStore::protect_objects(self, session, keys)
+    }
+
+    async fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError> {
+        SqliteStore::any_protected(self, session, keys)
+    }
 }
 
 #[async_trait]

@@ -426,6 +426,40 @@ impl SessionStore for PgStore {
             .map_err(db)?;
         row.as_ref().map(session_row).transpose()
     }
+
+    async fn protect_objects(&self, session: &str, keys: &[String]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.client()
+            .await?
+            .execute(
+                "INSERT INTO protected_objects (session, key)
+                 SELECT $1, k FROM unnest($2::text[]) AS k
+                 ON CONFLICT (session, key) DO NOTHING",
+                &[&session, &keys],
+            )
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError> {
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        self.client()
+            .await?
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM protected_objects
+                                WHERE session = $1 AND key = ANY($2::text[]))",
+                &[&session, &keys],
+            )
+            .await
+            .map_err(db)?
+            .try_get(0)
+            .map_err(db)
+    }
 }
 
 #[async_trait]

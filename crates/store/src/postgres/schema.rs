@@ -176,8 +176,18 @@ CREATE TRIGGER speculation_budget_no_truncate BEFORE TRUNCATE ON speculation_bud
     FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('budget counters cannot be deleted');
 ";
 
+/// Version 3, "protected objects" (issue 11 item 3): per session, the keyed digests of the
+/// objects whose content the session saw only as handles ([`secureclaw_core::protect`]).
+const V3_PROTECTED_OBJECTS: &str = r"
+CREATE TABLE protected_objects (
+    session  TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    PRIMARY KEY (session, key)
+);
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2_SPECULATION_BUDGET];
+const MIGRATIONS: &[&str] = &[V1, V2_SPECULATION_BUDGET, V3_PROTECTED_OBJECTS];
 
 /// The highest schema version this build knows.
 pub(super) fn supported() -> u32 {

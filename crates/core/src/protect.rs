@@ -1,0 +1,302 @@
+//! Protected objects (issue 11 item 3, "write, edit, read back").
+//!
+//! A session's **protected objects** are the objects whose content it may see only as handles:
+//! the objects a read named when its result withheld at least one protected value (minted or
+//! reused a handle), and the objects a store effect named when a handle was resolved into its
+//! content. An effect that names a protected object again — an edit, a dry-run edit, an
+//! append, a move, an overwrite — could show the runtime what it was not allowed to see: a
+//! diff of the changed lines, a match/no-match answer ("does `alice@` occur?"), or a value
+//! mangled past the detectors (`@` → ` / `) in the diff and in every later read. The gateway
+//! therefore gives such an effect an extra target that never anchors, so it needs a trusted
+//! confirmation (reason `protected_object`), unless the operator opted the tool out.
+//!
+//! An object is named by the identifiers in the call's arguments: the strings in its target
+//! fields (paths, URLs, …), references to stored objects (file and document ids) and numbers
+//! in account-like fields ([`object_identifiers`]). Matching is done on **keys** derived from
+//! each identifier after normalization, so that respelling the same object does not evade it:
+//! Unicode normalization as the detectors use, case folding, `\` as `/`, a `file://` prefix
+//! dropped, and the path resolved lexically (`.`, `..`, repeated and trailing `/`). A relative
+//! path (whose base the gateway cannot know) matches every protected path it is a suffix of,
+//! and the reverse; this errs towards asking. Symbolic and hard links, and a file reached
+//! through another mount, are not seen.
+//!
+//! The keys are stored as keyed digests ([`protection_digests`]) under the handle key, never in
+//! clear.
+
+use crate::anchor::{TargetOrigin, collect_targets};
+use crate::keys::{KeyError, KeyPurpose, KeyRing, hmac_parts};
+use serde_json::{Map, Value};
+
+/// Domain separation of the protected-object digests.
+const DOMAIN: &[u8] = b"secureclaw.protected-object.v1";
+
+/// At most this many path segments take part in suffix keys (a longer path still gets its
+/// exact key; deeper suffixes are not generated).
+const MAX_SEGMENTS: usize = 64;
+
+/// One object identifier found in a call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectIdentifier {
+    /// The argument it came from.
+    pub field: String,
+    /// Its value as written (may be a handle id).
+    pub value: String,
+}
+
+/// The identifiers naming objects in `arguments`: every string in a field `fields` names (the
+/// tool's target fields, operator-declared or the default list), every value of an argument
+/// that references stored objects (`file_id`, `attachments`, `document_id`, …, whatever the
+/// tool's sink) and every number in an account-like field. Identifiers the detectors find in
+/// free text (a query, a body) do not name the object the call acts on and are not included.
+#[must_use]
+pub fn object_identifiers(
+    arguments: &Map<String, Value>,
+    fields: &[String],
+) -> Vec<ObjectIdentifier> {
+    let mut out: Vec<ObjectIdentifier> = Vec::new();
+    for t in collect_targets(arguments, fields, true) {
+        if matches!(
+            t.origin,
+            TargetOrigin::NamedField | TargetOrigin::ObjectReference | TargetOrigin::Number
+        ) && !out.iter().any(|o| o.value == t.value)
+        {
+            out.push(ObjectIdentifier {
+                field: t.field,
+                value: t.value,
+            });
+        }
+    }
+    out
+}
+
+/// `identifier` normalized for matching: Unicode-normalized (NFKC; zero-width, bidi and
+/// control characters removed), trimmed, lower-cased, `\` read as `/`, a `file://` prefix
+/// dropped, `.` and empty segments removed and `..` resolved lexically. Returns whether the
+/// path is absolute and its segments.
+fn segments(identifier: &str) -> (bool, Vec<String>) {
+    let normalized = crate::normalize::normalize(identifier);
+    let mut text = normalized.trim().to_lowercase().replace('\\', "/");
+    if let Some(rest) = text.strip_prefix("file://") {
+        text = rest.to_owned();
+    }
+    // `~/` is some home directory: treated as a relative path (matched by suffix).
+    let text = text.strip_prefix("~/").unwrap_or(&text);
+    let absolute = text.starts_with('/');
+    let mut parts: Vec<String> = Vec::new();
+    for seg in text.split('/') {
+        match seg {
+            "" | "." => {}
+            // Above the root stays at the root; a leading `..` of a relative path is dropped
+            // (its base is unknown, and suffix matching covers it).
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s.to_owned()),
+        }
+    }
+    (absolute, parts)
+}
+
+/// The keys under which `identifier` is recorded as protected: an absolute path's exact key
+/// and each of its suffixes (so that a relative spelling finds it), a relative identifier's
+/// relative key.
+#[must_use]
+pub fn protect_keys(identifier: &str) -> Vec<String> {
+    let (absolute, parts) = segments(identifier);
+    if parts.is_empty() {
+        return if absolute {
+            vec!["abs:/".into()]
+        } else {
+            Vec::new()
+        };
+    }
+    if absolute {
+        let mut keys = vec![format!("abs:/{}", parts.join("/"))];
+        let start = parts.len().saturating_sub(MAX_SEGMENTS);
+        for i in start..parts.len() {
+            keys.push(format!(
+                "sfx:{}",
+                parts.get(i..).unwrap_or_default().join("/")
+            ));
+        }
+        keys
+    } else {
+        vec![format!("rel:{}", parts.join("/"))]
+    }
+}
+
+/// The keys to look up for an effect naming `identifier`: an absolute path's exact key and
+/// the relative keys of each of its suffixes (a protected relative spelling); a relative
+/// identifier's relative key and its suffix key (a protected absolute path ending in it).
+#[must_use]
+pub fn match_keys(identifier: &str) -> Vec<String> {
+    let (absolute, parts) = segments(identifier);
+    if parts.is_empty() {
+        return if absolute {
+            vec!["abs:/".into()]
+        } else {
+            Vec::new()
+        };
+    }
+    let joined = parts.join("/");
+    if absolute {
+        let mut keys = vec![format!("abs:/{joined}")];
+        let start = parts.len().saturating_sub(MAX_SEGMENTS);
+        for i in start..parts.len() {
+            keys.push(format!(
+                "rel:{}",
+                parts.get(i..).unwrap_or_default().join("/")
+            ));
+        }
+        keys
+    } else {
+        vec![format!("rel:{joined}"), format!("sfx:{joined}")]
+    }
+}
+
+/// Keyed digests of `keys` for `session`, as stored: `pobj:<key id>:<hex HMAC>` under the
+/// active handle key (`all_keys = false`, for recording) or under every non-retired handle key
+/// (`all_keys = true`, for lookups, so that a rotation does not forget protections recorded
+/// under the previous key; a retired key's protections are forgotten).
+///
+/// # Errors
+/// [`KeyError::NoActiveKey`] if the ring has no handle key.
+pub fn protection_digests(
+    ring: &KeyRing,
+    session: &str,
+    keys: &[String],
+    all_keys: bool,
+) -> Result<Vec<String>, KeyError> {
+    let active = ring.active(KeyPurpose::Handle)?;
+    let mut entries = vec![active];
+    if all_keys {
+        for (id, purpose, retired) in ring.ids() {
+            if purpose == KeyPurpose::Handle && !retired && id != &active.id {
+                entries.push(ring.verifying(KeyPurpose::Handle, id)?);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(keys.len() * entries.len());
+    for entry in entries {
+        for key in keys {
+            let mac = hmac_parts(entry, &[DOMAIN, session.as_bytes(), key.as_bytes()]);
+            let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+            out.push(format!("pobj:{}:{hex}", entry.id));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn protected(id: &str, candidate: &str) -> bool {
+        let keys = protect_keys(id);
+        match_keys(candidate).iter().any(|k| keys.contains(k))
+    }
+
+    #[test]
+    fn spellings_of_one_path_match() {
+        let p = "/work/docs/notes.txt";
+        for same in [
+            "/work/docs/notes.txt",
+            "/work/docs/./notes.txt",
+            "/work/docs/x/../notes.txt",
+            "/work//docs/notes.txt",
+            "/work/docs/notes.txt/",
+            "/WORK/Docs/NOTES.txt",
+            "file:///work/docs/notes.txt",
+            "\\work\\docs\\notes.txt",
+            " /work/docs/notes.txt ",
+            "/work/docs/note\u{200b}s.txt",
+            "/../work/docs/notes.txt",
+            // Relative spellings: the base is unknown, so any suffix matches.
+            "notes.txt",
+            "docs/notes.txt",
+            "./docs/notes.txt",
+            "../docs/notes.txt",
+            "~/docs/notes.txt",
+        ] {
+            assert!(protected(p, same), "{same}");
+        }
+        for other in [
+            "/work/docs/notes.txt.bak",
+            "/work/docs/other.txt",
+            "/work/notes",
+            "/elsewhere/docs/notes.txt",
+            "otes.txt",
+        ] {
+            assert!(!protected(p, other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_relative_protected_name_matches_absolute_paths_ending_in_it() {
+        assert!(protected("notes.txt", "/work/docs/notes.txt"));
+        assert!(protected("./docs/notes.txt", "/work/docs/notes.txt"));
+        assert!(protected("notes.txt", "notes.txt"));
+        assert!(!protected("notes.txt", "/work/docs/other.txt"));
+        assert!(!protected("docs/notes.txt", "/work/notes.txt"));
+    }
+
+    #[test]
+    fn identifiers_that_are_not_paths_match_exactly_up_to_case() {
+        assert!(protected("DOC-42", "doc-42"));
+        assert!(!protected("DOC-42", "DOC-43"));
+        assert!(protected(
+            "https://intranet.example/wiki/Page",
+            "https://intranet.example/wiki/page"
+        ));
+        assert!(protect_keys("   ").is_empty());
+        assert!(match_keys("").is_empty());
+    }
+
+    #[test]
+    fn object_identifiers_are_target_fields_and_object_references_only() {
+        let args = json!({
+            "path": "/work/docs/notes.txt",
+            "old": "alice@corp.example",
+            "new": " / ",
+            "file_id": "17",
+            "account": 12345,
+            "query": "mail bob@corp.example"
+        });
+        let fields: Vec<String> = crate::anchor::DEFAULT_TARGET_FIELDS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let ids: Vec<String> = object_identifiers(args.as_object().unwrap(), &fields)
+            .into_iter()
+            .map(|o| o.value)
+            .collect();
+        assert!(ids.contains(&"/work/docs/notes.txt".to_owned()), "{ids:?}");
+        assert!(ids.contains(&"17".to_owned()), "{ids:?}");
+        assert!(ids.contains(&"12345".to_owned()), "{ids:?}");
+        // Addresses in free text (the edit's old text, a query) name no object.
+        assert!(!ids.iter().any(|i| i.contains('@')), "{ids:?}");
+    }
+
+    #[test]
+    fn digests_are_keyed_per_session_and_survive_rotation() {
+        let mut n = 0u8;
+        let mut fill = |b: &mut [u8]| {
+            for x in b.iter_mut() {
+                n = n.wrapping_add(1);
+                *x = n;
+            }
+        };
+        let mut ring = KeyRing::generate(&mut fill);
+        let keys = protect_keys("/a/b.txt");
+        let recorded = protection_digests(&ring, "ses_1", &keys, false).unwrap();
+        let other = protection_digests(&ring, "ses_2", &keys, false).unwrap();
+        assert!(recorded.iter().all(|d| !other.contains(d)));
+        assert!(recorded.iter().all(|d| !d.contains("b.txt")));
+        ring.add_generated(KeyPurpose::Handle, &mut fill);
+        let lookup = protection_digests(&ring, "ses_1", &match_keys("/a/b.txt"), true).unwrap();
+        assert!(recorded.iter().any(|d| lookup.contains(d)));
+    }
+}
