@@ -39,18 +39,19 @@ pub struct Limits {
     /// Actions a session may have waiting: previews neither committed nor expired
     /// (`artifact_ttl_ms`), and approvals pending or approved but not yet used. Beyond it a
     /// preview (or a call that would leave one waiting) is refused with `limit_exceeded`
-    /// before anything is stored. Counted by each gateway process. Default 64.
+    /// before anything is stored. Counted by each gateway process. Default 256 (the bypass suite,
+    /// on a frozen clock, leaves over 100 previews of one session uncommitted).
     pub max_pending_per_session: usize,
     /// Calls (`tools/call`, preview, commit) a session may make per second, sustained
     /// (token bucket). Default 50.
     pub session_rate_per_s: u32,
     /// Calls a session may make at once before `session_rate_per_s` applies (the bucket's
-    /// size). Default 1000.
+    /// size). Default 2000.
     pub session_burst: u32,
     /// Calls a session may make to one tool per second, sustained. Default 25.
     pub tool_rate_per_s: u32,
     /// Calls a session may make to one tool at once before `tool_rate_per_s` applies.
-    /// Default 500.
+    /// Default 1000.
     pub tool_burst: u32,
 }
 
@@ -67,11 +68,11 @@ impl Default for Limits {
             session_ttl_ms: 86_400_000,
             max_held_calls_per_session: 256,
             max_held_bytes_per_session: 16 * 1024 * 1024,
-            max_pending_per_session: 64,
+            max_pending_per_session: 256,
             session_rate_per_s: 50,
-            session_burst: 1000,
+            session_burst: 2000,
             tool_rate_per_s: 25,
-            tool_burst: 500,
+            tool_burst: 1000,
         }
     }
 }
