@@ -314,6 +314,17 @@ impl Config {
                 "gateway.limits.max_held_calls_per_session and max_held_bytes_per_session must be positive"
             );
         }
+        for (key, value) in [
+            ("max_pending_per_session", l.max_pending_per_session as u64),
+            ("session_rate_per_s", u64::from(l.session_rate_per_s)),
+            ("session_burst", u64::from(l.session_burst)),
+            ("tool_rate_per_s", u64::from(l.tool_rate_per_s)),
+            ("tool_burst", u64::from(l.tool_burst)),
+        ] {
+            if value == 0 {
+                bail!("gateway.limits.{key} must be positive");
+            }
+        }
         if l.artifact_ttl_ms == 0
             || l.upstream_timeout_ms == 0
             || l.upstream_startup_timeout_ms == 0
@@ -418,6 +429,14 @@ mod tests {
             (
                 "[gateway.limits]\nmax_held_bytes_per_session = 0\n",
                 "max_held_bytes_per_session",
+            ),
+            (
+                "[gateway.limits]\nmax_pending_per_session = 0\n",
+                "gateway.limits.max_pending_per_session",
+            ),
+            (
+                "[gateway.limits]\ntool_rate_per_s = 0\n",
+                "gateway.limits.tool_rate_per_s",
             ),
         ] {
             let config: Config = toml::from_str(text).unwrap();

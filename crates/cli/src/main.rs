@@ -96,6 +96,21 @@ enum Command {
         #[arg(long)]
         log: PathBuf,
     },
+    /// Serve a misbehaving MCP server for the transport tests (issue 12): see
+    /// `secureclaw_demo_tools::fault` for the modes.
+    #[command(hide = true)]
+    FaultUpstream {
+        /// The fault: ok, die-after-effect, 404-after-effect, hang-call, hang-list,
+        /// endless-line, deep-schema, wrong-id, duplicate-reply.
+        #[arg(long)]
+        mode: String,
+        /// Every effect (`pay`) appends a line here before the fault.
+        #[arg(long)]
+        effects: PathBuf,
+        /// Serve Streamable HTTP on this address (port 0 picks one) instead of stdio.
+        #[arg(long)]
+        http: Option<String>,
+    },
 }
 
 /// Targets capped at `error` whatever `RUST_LOG` says: rmcp logs whole protocol messages
@@ -216,6 +231,23 @@ fn main() -> ExitCode {
                 .await
                 .map_err(Into::into)
                 .map(|()| ExitCode::SUCCESS),
+            Command::FaultUpstream {
+                mode,
+                effects,
+                http,
+            } => {
+                use secureclaw_demo_tools::fault::{
+                    FaultServer, serve_fault_http, serve_fault_stdio,
+                };
+                let mode = mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+                let server = FaultServer::new(mode, effects);
+                match http {
+                    Some(addr) => serve_fault_http(server, &addr).await,
+                    None => serve_fault_stdio(server).await,
+                }
+                .map_err(Into::into)
+                .map(|()| ExitCode::SUCCESS)
+            }
         }
     });
     match result {

@@ -8,8 +8,14 @@
 //!   record (`commit`, or `crash_recovery` when the crash came between effect and record);
 //! - the audit chain verifies (`secureclaw audit verify`).
 //!
-//! Trials: `SECURECLAW_CRASH_TRIALS` (default 12; the full run uses 200). Kill times come from
-//! `SECURECLAW_CRASH_SEED` (default: the clock), printed so that a failure can be replayed.
+//! The same harness runs with a Streamable HTTP upstream: the fault upstream in mode `ok`
+//! (`secureclaw fault-upstream`, which records the arguments of every `pay` durably before
+//! it answers) keeps running across the gateway's kills, and each action pays a distinct
+//! `ref`.
+//!
+//! Trials: `SECURECLAW_CRASH_TRIALS` (default 12 for each upstream; the full run uses 200).
+//! Kill times come from `SECURECLAW_CRASH_SEED` (default: the clock), printed so that a
+//! failure can be replayed.
 //!
 //! `SECURECLAW_CRASH_PG=1` runs the same harness with the gateway's state in PostgreSQL
 //! (`serve --store` on a scratch database of the server in `SECURECLAW_TEST_PG_URL`, see
@@ -97,34 +103,127 @@ impl Drop for Server {
     }
 }
 
+/// The upstream behind the gateway under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upstream {
+    /// The demo office over stdio (a child of the gateway, killed with it).
+    Stdio,
+    /// The fault upstream in mode `ok` over Streamable HTTP (its own process, alive across
+    /// the gateway's kills).
+    Http,
+}
+
 struct Deployment {
     config: PathBuf,
     state: PathBuf,
     office: PathBuf,
+    /// The HTTP upstream's record of effects (one JSON line of arguments per `pay`).
+    effects: PathBuf,
     port: u16,
     /// The scratch database when the state is kept in PostgreSQL.
     pg: Option<common_pg::Scratch>,
+    upstream: Upstream,
+    _http_upstream: Option<Server>,
+}
+
+/// The fault upstream over Streamable HTTP on a free loopback port: (process, URL).
+fn http_upstream(effects: &Path) -> (Server, String) {
+    let mut child = Command::new(EXE)
+        .args(["fault-upstream", "--mode", "ok", "--effects"])
+        .arg(effects)
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    (Server(child), url)
 }
 
 impl Deployment {
-    fn new(dir: &Path, pg: Option<common_pg::Scratch>) -> Self {
+    fn new(dir: &Path, upstream: Upstream, pg: Option<common_pg::Scratch>) -> Self {
         let port = free_port();
         let office = dir.join("office.json");
+        let effects = dir.join("effects.jsonl");
         let config = dir.join("secureclaw.toml");
+        let (http, table) = match upstream {
+            Upstream::Stdio => (
+                None,
+                format!(
+                    "[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
+                    office.display().to_string()
+                ),
+            ),
+            Upstream::Http => {
+                let (server, url) = http_upstream(&effects);
+                (
+                    Some(server),
+                    // `pay` runs without a confirmation: target-less and not destructive, by
+                    // the operator's word.
+                    format!(
+                        "[[gateway.tools]]\ntool = \"fault__pay\"\neffect = \"effect\"\ndestructive = false\ntargets = []\n\n\
+                         [[upstream]]\nid = \"fault\"\ntransport = \"http\"\nurl = {url:?}\n"
+                    ),
+                )
+            }
+        };
         std::fs::write(
             &config,
-            format!(
-                "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
-                office.display().to_string()
-            ),
+            format!("[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n{table}"),
         )
         .unwrap();
         Self {
             config,
             state: dir.join("state"),
             office,
+            effects,
             port,
             pg,
+            upstream,
+            _http_upstream: http,
+        }
+    }
+
+    /// The effectful tool each action calls.
+    fn tool(&self) -> &'static str {
+        match self.upstream {
+            Upstream::Stdio => SEND,
+            Upstream::Http => "fault__pay",
+        }
+    }
+
+    /// The arguments of the action named `subject`.
+    fn arguments(&self, subject: &str) -> Value {
+        match self.upstream {
+            Upstream::Stdio => mail(subject),
+            Upstream::Http => json!({"ref": subject}),
+        }
+    }
+
+    /// The name (`subject`) of every effect that really happened, one per effect.
+    fn effects(&self) -> Vec<String> {
+        match self.upstream {
+            Upstream::Stdio => secureclaw_demo_tools::load_state(&self.office)
+                .unwrap()
+                .sent
+                .into_iter()
+                .map(|m| m.subject)
+                .collect(),
+            Upstream::Http => secureclaw_demo_tools::fault::recorded_effects(&self.effects)
+                .into_iter()
+                .map(|e| e["ref"].as_str().unwrap_or("(torn line)").to_owned())
+                .collect(),
         }
     }
 
@@ -167,10 +266,15 @@ impl Deployment {
     }
 
     /// SIGKILL, then wait until the orphaned demo office (its stdin now closed) has exited, so
-    /// that an effect it was still persisting is on disk before anything is checked.
+    /// that an effect it was still persisting is on disk before anything is checked. (The
+    /// HTTP upstream records an effect before it answers, in the handler of a request it has
+    /// read whole; it lives on.)
     fn kill(&self, mut server: Server) {
         server.0.kill().unwrap();
         server.0.wait().unwrap();
+        if self.upstream == Upstream::Http {
+            return;
+        }
         let needle = self.office.display().to_string();
         let deadline = Instant::now() + Duration::from_secs(20);
         while orphan_alive(&needle) {
@@ -209,7 +313,7 @@ fn mail(subject: &str) -> Value {
 /// Preview and commit fresh e-mails, interleaved with re-commits of earlier actions, until the
 /// server is gone.
 fn drive(
-    port: u16,
+    d: &Deployment,
     session: &str,
     trial: usize,
     seed: u64,
@@ -217,6 +321,7 @@ fn drive(
     stop: &AtomicBool,
 ) {
     let mut rng = Rng(seed | 1);
+    let (port, tool) = (d.port, d.tool());
     for k in 0.. {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -232,7 +337,7 @@ fn drive(
                 "POST",
                 "/v1/commit",
                 session,
-                &json!({"tool": SEND, "arguments": mail(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
+                &json!({"tool": tool, "arguments": d.arguments(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
             )
         } else {
             let subject = format!("crash trial {trial} action {k}");
@@ -241,7 +346,7 @@ fn drive(
                 "POST",
                 "/v1/preview",
                 session,
-                &json!({"tool": SEND, "arguments": mail(&subject)}),
+                &json!({"tool": tool, "arguments": d.arguments(&subject)}),
             );
             let Ok(p) = preview else { return };
             let a = Attempt {
@@ -255,7 +360,7 @@ fn drive(
                 "POST",
                 "/v1/commit",
                 session,
-                &json!({"tool": SEND, "arguments": mail(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
+                &json!({"tool": tool, "arguments": d.arguments(&a.subject), "action_id": a.action_id, "artifact": a.artifact}),
             )
         };
         if result.is_err() {
@@ -267,10 +372,10 @@ fn drive(
 /// The invariants, checked against the office's state file and the gateway's database.
 /// Returns (effects, entries still reserved).
 fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
-    let office = secureclaw_demo_tools::load_state(&d.office).unwrap();
+    let effects = d.effects();
     let mut per_subject: BTreeMap<&str, usize> = BTreeMap::new();
-    for m in &office.sent {
-        *per_subject.entry(m.subject.as_str()).or_default() += 1;
+    for subject in &effects {
+        *per_subject.entry(subject.as_str()).or_default() += 1;
     }
     for (subject, n) in &per_subject {
         assert_eq!(*n, 1, "action `{subject}` executed {n} times");
@@ -298,7 +403,7 @@ fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
             a.action_id
         );
     }
-    (office.sent.len(), reserved)
+    (effects.len(), reserved)
 }
 
 /// (ledger state per action id, action ids with a `commit` or `crash_recovery` audit record,
@@ -372,6 +477,16 @@ fn audit_verify(d: &Deployment) {
 
 #[test]
 fn sigkill_at_random_points_never_executes_an_action_twice() {
+    trials(Upstream::Stdio);
+}
+
+/// The same with a Streamable HTTP upstream that outlives every kill of the gateway.
+#[test]
+fn sigkill_at_random_points_never_executes_an_action_twice_over_http() {
+    trials(Upstream::Http);
+}
+
+fn trials(upstream: Upstream) {
     let trials: usize = std::env::var("SECURECLAW_CRASH_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -385,7 +500,9 @@ fn sigkill_at_random_points_never_executes_an_action_twice() {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1)
         });
-    eprintln!("crash safety: {trials} trials, SECURECLAW_CRASH_SEED={seed}");
+    eprintln!(
+        "crash safety ({upstream:?} upstream): {trials} trials, SECURECLAW_CRASH_SEED={seed}"
+    );
     let mut rng = Rng(seed | 1);
     let pg = std::env::var("SECURECLAW_CRASH_PG")
         .is_ok_and(|v| v == "1")
@@ -399,7 +516,7 @@ fn sigkill_at_random_points_never_executes_an_action_twice() {
         if pg.is_some() { "PostgreSQL" } else { "SQLite" }
     );
     let dir = tempfile::tempdir().unwrap();
-    let d = Deployment::new(dir.path(), pg);
+    let d = Arc::new(Deployment::new(dir.path(), upstream, pg));
     let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
     let mut session = String::new();
     let mut crashed_mid_commit = 0;
@@ -429,8 +546,8 @@ fn sigkill_at_random_points_never_executes_an_action_twice() {
         let stop = Arc::new(AtomicBool::new(false));
         let driver = {
             let (attempts, stop, session) = (attempts.clone(), stop.clone(), session.clone());
-            let (port, seed) = (d.port, rng.next());
-            std::thread::spawn(move || drive(port, &session, trial, seed, &attempts, &stop))
+            let (d, seed) = (d.clone(), rng.next());
+            std::thread::spawn(move || drive(&d, &session, trial, seed, &attempts, &stop))
         };
         std::thread::sleep(Duration::from_millis(rng.below(300)));
         d.kill(server);
@@ -444,7 +561,7 @@ fn sigkill_at_random_points_never_executes_an_action_twice() {
     drop(server);
     let attempted = attempts.lock().unwrap().len();
     eprintln!(
-        "crash safety: {trials} kills in {:.1} s, {attempted} actions previewed, {effects} executed, {crashed_mid_commit} restarts found an interrupted commit",
+        "crash safety ({upstream:?} upstream): {trials} kills in {:.1} s, {attempted} actions previewed, {effects} executed, {crashed_mid_commit} restarts found an interrupted commit",
         started.elapsed().as_secs_f64()
     );
     if trials >= 5 {

@@ -51,10 +51,12 @@ pub enum AuditKind {
     /// An issue-time privacy contract decided a call (the trace event: decision and fields
     /// as dispatched, never raw pre-commit arguments), or a branch was promoted or abandoned.
     Speculation,
-    /// A front end refused a request before it became a tool call: not JSON, too deep, too
-    /// large, a duplicate key, a duplicate in-flight id, a batch, a re-initialization, a
-    /// connection or session limit. `detail` holds the front end and a reason code, never
-    /// the request.
+    /// A request was refused before it became a tool call: by a front end (not JSON, too
+    /// deep, too large, a duplicate key, a duplicate in-flight id, a batch, a
+    /// re-initialization, a connection or session limit) or by the gateway's per-session
+    /// limits (`front_end` = `gateway`: held calls, pending actions, rates; a rate
+    /// rejection record stands for `count` rejections of its session within a second).
+    /// `detail` holds the front end and a reason code, never the request.
     Rejection,
 }
 

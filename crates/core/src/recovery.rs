@@ -144,6 +144,37 @@ impl std::fmt::Display for ReasonCode {
     }
 }
 
+/// A per-session limit of the gateway (issue 12 item 6), named in a
+/// [`ReasonCode::LimitExceeded`] recovery by its configuration key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// Speculative calls held until their branch settles (count).
+    HeldCalls,
+    /// Speculative calls held until their branch settles (bytes of arguments).
+    HeldBytes,
+    /// Previews not yet committed or expired, and approvals not yet settled.
+    PendingActions,
+    /// Calls per second of one session.
+    SessionRate,
+    /// Calls per second of one session to one tool.
+    ToolRate,
+}
+
+impl Limit {
+    /// The key of `[gateway.limits]` that sets this limit.
+    #[must_use]
+    pub fn config_key(self) -> &'static str {
+        match self {
+            Limit::HeldCalls => "max_held_calls_per_session",
+            Limit::HeldBytes => "max_held_bytes_per_session",
+            Limit::PendingActions => "max_pending_per_session",
+            Limit::SessionRate => "session_rate_per_s",
+            Limit::ToolRate => "tool_rate_per_s",
+        }
+    }
+}
+
 /// Coarse class of the action that was denied, shown to the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,6 +202,13 @@ pub struct Recovery {
     /// Branch a deferred call waits on (echoes the runtime's own `_meta` input).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// For [`ReasonCode::LimitExceeded`]: the configuration key of the limit reached
+    /// (`max_pending_per_session`, `session_rate_per_s`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// For a rate limit: milliseconds after which the next call can be accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
     /// One-line fixed explanation.
     pub message: &'static str,
     /// Safe next steps.
@@ -359,9 +397,62 @@ impl Recovery {
             tool: tool.to_owned(),
             action_id: action_id.map(str::to_owned),
             branch: None,
+            limit: None,
+            retry_after_ms: None,
             message,
             next_steps: steps,
         }
+    }
+
+    /// The template for a per-session `limit` that was reached ([`ReasonCode::LimitExceeded`]):
+    /// the recovery names the limit and says how to proceed; a rate limit also says after how
+    /// many milliseconds (`retry_after_ms`) the next call can be accepted.
+    #[must_use]
+    pub fn limit_exceeded(
+        limit: Limit,
+        action_class: ActionClass,
+        tool: &str,
+        retry_after_ms: Option<u64>,
+    ) -> Self {
+        let mut r = Self::new(ReasonCode::LimitExceeded, action_class, tool, None);
+        let operator = "ask the operator if the task needs a higher limit".to_owned();
+        let (message, steps): (&'static str, Vec<String>) = match limit {
+            Limit::HeldCalls | Limit::HeldBytes => (
+                "this session holds as many speculative calls as it may; this call was not sent or held",
+                vec![
+                    "settle what is waiting first: promote or abandon held branches".into(),
+                    operator,
+                ],
+            ),
+            Limit::PendingActions => (
+                "this session has as many previewed actions and approvals waiting as it may; this call was not previewed or sent",
+                vec![
+                    "commit or drop the previews already issued (an uncommitted preview frees its place when its authorization expires)".into(),
+                    "ask the user to decide the pending approvals".into(),
+                    operator,
+                ],
+            ),
+            Limit::SessionRate | Limit::ToolRate => (
+                if limit == Limit::SessionRate {
+                    "this session sent calls faster than its rate limit; this call was not sent"
+                } else {
+                    "this session called this tool faster than its rate limit; this call was not sent"
+                },
+                vec![
+                    match retry_after_ms {
+                        Some(ms) => format!("wait {ms} ms, then send the call again"),
+                        None => "wait a moment, then send the call again".to_owned(),
+                    },
+                    "send fewer calls".into(),
+                    operator,
+                ],
+            ),
+        };
+        r.message = message;
+        r.next_steps = steps;
+        r.limit = Some(limit.config_key().to_owned());
+        r.retry_after_ms = retry_after_ms;
+        r
     }
 
     /// The template for a speculative call deferred until `branch` is promoted.
@@ -381,6 +472,12 @@ impl Recovery {
         );
         if let Some(b) = &self.branch {
             out.push_str(&format!(" Branch: `{b}`."));
+        }
+        if let Some(l) = &self.limit {
+            out.push_str(&format!(" Limit: `{l}`."));
+        }
+        if let Some(ms) = self.retry_after_ms {
+            out.push_str(&format!(" Retry after: {ms} ms."));
         }
         for step in &self.next_steps {
             out.push_str("\n- ");

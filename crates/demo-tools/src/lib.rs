@@ -35,6 +35,7 @@ use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 
+pub mod fault;
 mod research;
 mod state;
 mod tools;

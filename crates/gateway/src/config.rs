@@ -36,6 +36,23 @@ pub struct Limits {
     pub max_held_calls_per_session: usize,
     /// Bytes of arguments (serialized JSON) a session may have held. Default 16 MiB.
     pub max_held_bytes_per_session: usize,
+    /// Actions a session may have waiting: previews neither committed nor expired
+    /// (`artifact_ttl_ms`), and approvals pending or approved but not yet used. Beyond it a
+    /// preview (or a call that would leave one waiting) is refused with `limit_exceeded`
+    /// before anything is stored. Counted by each gateway process. Default 256 (the bypass suite,
+    /// on a frozen clock, leaves over 100 previews of one session uncommitted).
+    pub max_pending_per_session: usize,
+    /// Calls (`tools/call`, preview, commit) a session may make per second, sustained
+    /// (token bucket). Default 50.
+    pub session_rate_per_s: u32,
+    /// Calls a session may make at once before `session_rate_per_s` applies (the bucket's
+    /// size). Default 2000.
+    pub session_burst: u32,
+    /// Calls a session may make to one tool per second, sustained. Default 25.
+    pub tool_rate_per_s: u32,
+    /// Calls a session may make to one tool at once before `tool_rate_per_s` applies.
+    /// Default 1000.
+    pub tool_burst: u32,
 }
 
 impl Default for Limits {
@@ -51,6 +68,11 @@ impl Default for Limits {
             session_ttl_ms: 86_400_000,
             max_held_calls_per_session: 256,
             max_held_bytes_per_session: 16 * 1024 * 1024,
+            max_pending_per_session: 256,
+            session_rate_per_s: 50,
+            session_burst: 2000,
+            tool_rate_per_s: 25,
+            tool_burst: 1000,
         }
     }
 }

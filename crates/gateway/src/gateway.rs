@@ -25,7 +25,7 @@ use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::policy::{
     EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, Provenance, TargetFact,
 };
-use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
+use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{
     ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, Store, StoreError, VaultStore,
 };
@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod limits;
 mod speculation;
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
@@ -155,6 +156,19 @@ pub struct PreviewOutcome {
     pub recovery: Option<Recovery>,
 }
 
+/// Why a preview was not issued: a reason to deny with, or a per-session limit.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    Deny(ReasonCode),
+    Limit(Limit),
+}
+
+impl From<ReasonCode> for Refused {
+    fn from(reason: ReasonCode) -> Self {
+        Refused::Deny(reason)
+    }
+}
+
 /// Everything a preview computed, for the commit that may follow in the same call.
 struct Prepared {
     entry: ToolEntry,
@@ -192,6 +206,10 @@ struct Inner {
     catalog: Catalog,
     executor: Executor,
     speculation: speculation::Speculation,
+    /// Actions each session has waiting (`max_pending_per_session`).
+    pending: limits::PendingSlots,
+    /// Call rates per session and per (session, tool).
+    rates: limits::RateLimiter,
     /// Per session: the objects its store effects wrote (never anchoring when read back).
     written: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
 }
@@ -277,6 +295,12 @@ impl Gateway {
         let speculation = speculation::Speculation::new(secureclaw_core::labeler::Labeler::new(
             config.speculation.labeler.clone(),
         ));
+        let rates = limits::RateLimiter::new(limits::Rates {
+            session_rate_per_s: config.limits.session_rate_per_s,
+            session_burst: config.limits.session_burst,
+            tool_rate_per_s: config.limits.tool_rate_per_s,
+            tool_burst: config.limits.tool_burst,
+        });
         let gw = Self {
             inner: Arc::new(Inner {
                 keys,
@@ -288,6 +312,8 @@ impl Gateway {
                 catalog,
                 executor,
                 speculation,
+                pending: limits::PendingSlots::default(),
+                rates,
                 written: std::sync::Mutex::default(),
             }),
         };
@@ -482,6 +508,104 @@ impl Gateway {
         let _ = self.audit(ev).await;
         tracing::info!(tool, reason = %reason, "denied");
         CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
+    }
+
+    /// Refuse a call because a per-session `limit` was reached: nothing was stored or sent.
+    /// Audited as a rejection when `audit` is `Some(count)` (metadata only: the limit, the
+    /// retry hint and how many rejections the record stands for).
+    async fn refuse_limit(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        limit: Limit,
+        retry_after_ms: Option<u64>,
+        audit: Option<u64>,
+    ) -> CallOutcome {
+        let entry = self.inner.catalog.get(tool);
+        if let Some(count) = audit {
+            let mut ev = self.event(AuditKind::Rejection, session, tool);
+            ev.reason = Some(ReasonCode::LimitExceeded);
+            ev.detail = json!({"front_end": "gateway", "reason": "limit_exceeded",
+                "limit": limit.config_key(), "retry_after_ms": retry_after_ms, "count": count});
+            let _ = self.audit(ev).await;
+        }
+        tracing::debug!(tool, limit = limit.config_key(), "limit exceeded");
+        CallOutcome::Denied(Recovery::limit_exceeded(
+            limit,
+            class(entry),
+            tool,
+            retry_after_ms,
+        ))
+    }
+
+    /// Take one call of `session` to `tool` from the rate limits, or refuse it
+    /// ([`Limit::SessionRate`], [`Limit::ToolRate`]) with a retry hint.
+    async fn throttle(&self, session: &SessionRecord, tool: &str) -> Option<CallOutcome> {
+        let known = self.inner.catalog.get(tool).map(|e| e.exposed.as_str());
+        match self.inner.rates.take(&session.id, known, self.now()) {
+            Ok(()) => None,
+            Err(t) => Some(
+                self.refuse_limit(session, tool, t.limit, t.retry_after_ms, t.audit)
+                    .await,
+            ),
+        }
+    }
+
+    /// Take a waiting-action slot of `session` for `action` (`max_pending_per_session`).
+    /// `expires` is when an uncommitted preview frees it by itself; `None` for an approval,
+    /// which frees it when decided against, used, or its confirmation expires — also when a
+    /// confirmer in another process decided it, which is checked against the store once the
+    /// session is at its limit. Store errors count as "still waiting" (fail closed).
+    async fn take_pending(
+        &self,
+        session: &SessionRecord,
+        action: &ActionId,
+        expires: Option<UnixMillis>,
+    ) -> bool {
+        let cap = self.inner.config.limits.max_pending_per_session;
+        let now = self.now();
+        let waiting = match self
+            .inner
+            .pending
+            .try_take(&session.id, action, expires, cap, now, &[])
+        {
+            limits::SlotTake::Taken => return true,
+            limits::SlotTake::Full(waiting) => waiting,
+        };
+        let mut settled = Vec::new();
+        for id in waiting {
+            if self.approval_settled(&id, now).await {
+                settled.push(id);
+            }
+        }
+        if settled.is_empty() {
+            return false;
+        }
+        matches!(
+            self.inner
+                .pending
+                .try_take(&session.id, action, expires, cap, now, &settled),
+            limits::SlotTake::Taken
+        )
+    }
+
+    /// Whether the approval of `action` no longer waits: its action ran (or was attempted),
+    /// it was declined, or its confirmation expired unused.
+    async fn approval_settled(&self, action: &ActionId, now: UnixMillis) -> bool {
+        if matches!(self.inner.store.ledger_entry(action).await, Ok(Some(_))) {
+            return true;
+        }
+        match self.inner.store.approval(action).await {
+            Ok(Some(a)) => match a.state {
+                ApprovalState::Pending => false,
+                ApprovalState::Denied => true,
+                ApprovalState::Approved => a.decided_at.is_some_and(|at| {
+                    at.plus_millis(self.inner.config.limits.confirmation_ttl_ms) <= now
+                }),
+            },
+            Ok(None) => true,
+            Err(_) => false,
+        }
     }
 
     /// Validate arguments and build the canonical request and policy facts.
@@ -1097,7 +1221,26 @@ impl Gateway {
     /// `approval` (the action id of an approved confirmation, from
     /// `_meta["dev.secureclaw/approval"]`), the call is committed only if it is exactly the
     /// approved request.
+    ///
+    /// Every call first takes a token from the session's rate limits (`session_rate_per_s`,
+    /// `tool_rate_per_s`); past them it is refused with [`ReasonCode::LimitExceeded`] and a
+    /// retry hint, and nothing is sent or stored.
     pub async fn call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        approval: Option<&ActionId>,
+    ) -> CallOutcome {
+        if let Some(refused) = self.throttle(session, tool).await {
+            return refused;
+        }
+        self.call_unthrottled(session, tool, arguments, approval)
+            .await
+    }
+
+    /// [`Gateway::call`] for a call whose rate was already accounted for.
+    pub(crate) async fn call_unthrottled(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -1183,11 +1326,16 @@ impl Gateway {
             };
         }
         let preview = match self
-            .preview_prepared(session, &prepared, &policy_request)
+            .preview_prepared(session, &prepared, &policy_request, false)
             .await
         {
             Ok(p) => p,
-            Err(reason) => return self.deny(session, tool, Some(&entry), reason, None).await,
+            Err(Refused::Deny(reason)) => {
+                return self.deny(session, tool, Some(&entry), reason, None).await;
+            }
+            Err(Refused::Limit(limit)) => {
+                return self.refuse_limit(session, tool, limit, None, Some(1)).await;
+            }
         };
         match preview.decision {
             "allow" => {
@@ -1226,29 +1374,42 @@ impl Gateway {
     /// PREVIEW: canonicalize, decide, seal an artifact, record the action (and a pending
     /// approval when confirmation is needed). Read tools cannot be previewed.
     ///
+    /// An allowed or confirmable preview waits until committed, expired (`artifact_ttl_ms`)
+    /// or, for an approval, decided and used: a session has at most
+    /// `max_pending_per_session` waiting. Rate limits apply as for [`Gateway::call`].
+    ///
     /// # Errors
     /// A [`Recovery`] for calls that cannot be previewed at all (unknown tool, invalid
-    /// arguments, unavailable handles, store down).
+    /// arguments, unavailable handles, store down, a per-session limit reached).
     pub async fn preview(
         &self,
         session: &SessionRecord,
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<PreviewOutcome, Recovery> {
+        if let Some(CallOutcome::Denied(r)) = self.throttle(session, tool).await {
+            return Err(r);
+        }
         let entry = self.inner.catalog.get(tool);
         let result = match self.prepare(session, tool, arguments).await {
             Ok((prepared, _)) if prepared.entry.effect == EffectClass::Read => {
-                Err(ReasonCode::PolicyDeny)
+                Err(Refused::Deny(ReasonCode::PolicyDeny))
             }
             Ok((prepared, policy_request)) => {
-                self.preview_prepared(session, &prepared, &policy_request)
+                self.preview_prepared(session, &prepared, &policy_request, true)
                     .await
             }
-            Err(reason) => Err(reason),
+            Err(reason) => Err(Refused::Deny(reason)),
         };
         match result {
             Ok(preview) => Ok(preview),
-            Err(reason) => {
+            Err(Refused::Limit(limit)) => {
+                match self.refuse_limit(session, tool, limit, None, Some(1)).await {
+                    CallOutcome::Denied(r) => Err(r),
+                    _ => Err(self.recovery(ReasonCode::LimitExceeded, class(entry), tool, None)),
+                }
+            }
+            Err(Refused::Deny(reason)) => {
                 if let CallOutcome::Denied(r) = self.deny(session, tool, entry, reason, None).await
                 {
                     Err(r)
@@ -1264,37 +1425,19 @@ impl Gateway {
         session: &SessionRecord,
         prepared: &Prepared,
         policy_request: &PolicyRequest,
-    ) -> Result<PreviewOutcome, ReasonCode> {
-        let entry = &prepared.entry;
+        explicit: bool,
+    ) -> Result<PreviewOutcome, Refused> {
         let decision = self.inner.policy.decide(policy_request);
         let now = self.now();
         let action_id = ActionId::generate(&mut fill_random);
         let binding =
             bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
-        let (artifact_decision, needs_confirmation, label, policies, deny_reason) = match &decision
-        {
-            PolicyDecision::Allow { policies } => (
-                ArtifactDecision::Allow,
-                false,
-                "allow",
-                policies.clone(),
-                None,
-            ),
-            PolicyDecision::Confirm { policies } => (
-                ArtifactDecision::Allow,
-                true,
-                "confirm",
-                policies.clone(),
-                None,
-            ),
-            PolicyDecision::Deny { reason, policies } => (
-                ArtifactDecision::Deny,
-                false,
-                "deny",
-                policies.clone(),
-                Some(*reason),
-            ),
+        let (artifact_decision, needs_confirmation, label) = match &decision {
+            PolicyDecision::Allow { .. } => (ArtifactDecision::Allow, false, "allow"),
+            PolicyDecision::Confirm { .. } => (ArtifactDecision::Allow, true, "confirm"),
+            PolicyDecision::Deny { .. } => (ArtifactDecision::Deny, false, "deny"),
         };
+        let allowed = matches!(artifact_decision, ArtifactDecision::Allow);
         let artifact = AuthorizationArtifact {
             version: ARTIFACT_VERSION,
             action_id: action_id.clone(),
@@ -1308,6 +1451,65 @@ impl Gateway {
         }
         .seal(&self.inner.keys)
         .map_err(|_| ReasonCode::Internal)?;
+        // An action that will wait (an explicit preview to commit later, or an approval)
+        // takes one of the session's slots before anything is stored; an ordinary call the
+        // policy allows is committed at once and waits for nothing.
+        let waits = allowed && (needs_confirmation || explicit);
+        if waits {
+            let expires = (!needs_confirmation)
+                .then(|| now.plus_millis(self.inner.config.limits.artifact_ttl_ms));
+            if !self.take_pending(session, &action_id, expires).await {
+                return Err(Refused::Limit(Limit::PendingActions));
+            }
+        }
+        let stored = self
+            .store_preview(
+                session,
+                prepared,
+                policy_request,
+                &decision,
+                &action_id,
+                &binding,
+                now,
+            )
+            .await;
+        let recovery = match stored {
+            Ok(r) => r,
+            Err(reason) => {
+                if waits {
+                    self.inner.pending.release(&session.id, &action_id);
+                }
+                return Err(reason.into());
+            }
+        };
+        Ok(PreviewOutcome {
+            action_id,
+            artifact,
+            decision: label,
+            binding,
+            recovery,
+        })
+    }
+
+    /// Record a preview: the action, its audit records (preview and decision) and, when
+    /// confirmation is needed, a pending approval. Returns the recovery to show, if any.
+    #[expect(clippy::too_many_arguments, reason = "the preview's full context")]
+    async fn store_preview(
+        &self,
+        session: &SessionRecord,
+        prepared: &Prepared,
+        policy_request: &PolicyRequest,
+        decision: &PolicyDecision,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        now: UnixMillis,
+    ) -> Result<Option<Recovery>, ReasonCode> {
+        let entry = &prepared.entry;
+        let (needs_confirmation, label, policies, deny_reason) = match decision {
+            PolicyDecision::Allow { policies } => (false, "allow", policies, None),
+            PolicyDecision::Confirm { policies } => (true, "confirm", policies, None),
+            PolicyDecision::Deny { reason, policies } => (false, "deny", policies, Some(*reason)),
+        };
         let display = describe_call(
             entry,
             &prepared.request.inputs.arguments,
@@ -1355,7 +1557,7 @@ impl Gateway {
         self.audit(ev)
             .await
             .map_err(|()| ReasonCode::StoreUnavailable)?;
-        let recovery = match (&decision, needs_confirmation) {
+        let recovery = match (decision, needs_confirmation) {
             (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
                 ActionClass::Effect,
@@ -1365,7 +1567,7 @@ impl Gateway {
             (_, true) => {
                 self.inner
                     .store
-                    .create_approval(&action_id, now)
+                    .create_approval(action_id, now)
                     .await
                     .map_err(|_| ReasonCode::StoreUnavailable)?;
                 Some(self.recovery(
@@ -1377,13 +1579,7 @@ impl Gateway {
             }
             _ => None,
         };
-        Ok(PreviewOutcome {
-            action_id,
-            artifact,
-            decision: label,
-            binding,
-            recovery,
-        })
+        Ok(recovery)
     }
 
     /// COMMIT (explicit two-phase mode): rebuild the canonical request from `arguments`, run
@@ -1396,6 +1592,9 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
+        if let Some(refused) = self.throttle(session, tool).await {
+            return refused;
+        }
         match self.prepare(session, tool, &arguments).await {
             Ok((prepared, _)) => {
                 self.commit_prepared(session, prepared, action_id, artifact)
@@ -1508,6 +1707,8 @@ impl Gateway {
                     .await;
             }
         };
+        // The action is spent (the ledger marked it): it no longer waits.
+        self.inner.pending.release(&session.id, action_id);
         let binding = proof.binding().clone();
         if entry.sink == SinkKind::Store {
             // What is written is what the executor sends: the bound canonical form.
@@ -1753,7 +1954,7 @@ impl Gateway {
         approve: bool,
         confirmer: &str,
     ) -> Result<ApprovalRecord, GatewayError> {
-        decide_approval(
+        let record = decide_approval(
             &self.inner.keys,
             self.inner.store.as_ref(),
             self.now(),
@@ -1762,7 +1963,12 @@ impl Gateway {
             approve,
             confirmer,
         )
-        .await
+        .await?;
+        if !approve {
+            // Declined: the action will never run, so it no longer waits.
+            self.inner.pending.release_any(action_id);
+        }
+        Ok(record)
     }
 
     /// The question a trusted MCP client shows its human for a pending action: the stored,

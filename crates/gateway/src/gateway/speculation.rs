@@ -26,7 +26,7 @@ use secureclaw_core::handle::glob_match;
 use secureclaw_core::labeler::Labeler;
 use secureclaw_core::monitor;
 use secureclaw_core::policy::EffectClass;
-use secureclaw_core::recovery::{ActionClass, ReasonCode, Recovery};
+use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{AuditSink, SessionRecord};
 use secureclaw_core::time::UnixMillis;
 use serde_json::{Map, Value, json};
@@ -130,7 +130,7 @@ struct Held {
 /// Why a call could not be held.
 enum NotHeld {
     /// The session holds as many calls or bytes as its limits allow.
-    Limit,
+    Limit(Limit),
     /// The branch is already promoted or abandoned.
     Settled,
 }
@@ -253,7 +253,25 @@ impl Gateway {
     /// [`CallOutcome::Denied`] with [`ReasonCode::ContractBlocked`], DEFER →
     /// [`CallOutcome::Deferred`], SHADOW → [`CallOutcome::Shadowed`], REWRITE and ALLOW →
     /// dispatched (rewritten arguments in place of the originals).
+    ///
+    /// Every call first takes a token from the session's rate limits (see [`Gateway::call`]).
     pub async fn call_with(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        meta: &CallMeta,
+    ) -> CallOutcome {
+        if let Some(refused) = self.throttle(session, tool).await {
+            return refused;
+        }
+        self.call_with_unthrottled(session, tool, arguments, meta)
+            .await
+    }
+
+    /// [`Gateway::call_with`] for a call whose rate was already accounted for (a held call
+    /// released by a promotion).
+    async fn call_with_unthrottled(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -301,10 +319,14 @@ impl Gateway {
         }
         let enabled = self.inner.config.speculation.enabled;
         if !enabled && !mode.is_pre_commit() {
-            return self.call(session, tool, arguments, approval).await;
+            return self
+                .call_unthrottled(session, tool, arguments, approval)
+                .await;
         }
         let Some(entry) = self.inner.catalog.get(tool).cloned() else {
-            return self.call(session, tool, arguments, approval).await;
+            return self
+                .call_unthrottled(session, tool, arguments, approval)
+                .await;
         };
         let class = match entry.effect {
             EffectClass::Read => ActionClass::Read,
@@ -539,10 +561,11 @@ impl Gateway {
             .held
             .iter()
             .fold(0usize, |sum, h| sum.saturating_add(h.bytes));
-        if task.held.len() >= limits.max_held_calls_per_session
-            || held_bytes.saturating_add(bytes) > limits.max_held_bytes_per_session
-        {
-            return Err(NotHeld::Limit);
+        if task.held.len() >= limits.max_held_calls_per_session {
+            return Err(NotHeld::Limit(Limit::HeldCalls));
+        }
+        if held_bytes.saturating_add(bytes) > limits.max_held_bytes_per_session {
+            return Err(NotHeld::Limit(Limit::HeldBytes));
         }
         task.branches.open(branch);
         task.held.push(Held {
@@ -597,9 +620,9 @@ impl Gateway {
         // promoted branch is not speculative any more, but the runtime said it was: hold it
         // like any other and let the next promotion release it.
         if let Err(why) = self.keep(session, branch, tool, arguments) {
-            let (tag, reason) = match why {
-                NotHeld::Limit => ("block:held_limit", ReasonCode::LimitExceeded),
-                NotHeld::Settled => ("block:branch_settled", ReasonCode::ContractBlocked),
+            let tag = match why {
+                NotHeld::Limit(_) => "block:held_limit",
+                NotHeld::Settled => "block:branch_settled",
             };
             self.record(
                 session,
@@ -613,9 +636,21 @@ impl Gateway {
                 0,
             )
             .await;
-            return self
-                .deny(session, tool, self.inner.catalog.get(tool), reason, None)
-                .await;
+            return match why {
+                NotHeld::Limit(limit) => {
+                    self.refuse_limit(session, tool, limit, None, Some(1)).await
+                }
+                NotHeld::Settled => {
+                    self.deny(
+                        session,
+                        tool,
+                        self.inner.catalog.get(tool),
+                        ReasonCode::ContractBlocked,
+                        None,
+                    )
+                    .await
+                }
+            };
         }
         self.record(
             session,
@@ -657,7 +692,8 @@ impl Gateway {
             }
             Some((SubstituteKind::Tool, Some(with))) => {
                 // The substitute is a local tool behind the same read path and policy.
-                match Box::pin(self.call(session, with, arguments.clone(), None)).await {
+                match Box::pin(self.call_unthrottled(session, with, arguments.clone(), None)).await
+                {
                     CallOutcome::Completed { output, .. } => output,
                     _ => empty_output(),
                 }
@@ -788,7 +824,8 @@ impl Gateway {
                 branch: Some(branch.to_owned()),
                 ..CallMeta::default()
             };
-            let outcome = Box::pin(self.call_with(session, &h.tool, h.arguments, &meta)).await;
+            let outcome =
+                Box::pin(self.call_with_unthrottled(session, &h.tool, h.arguments, &meta)).await;
             released.push(Released {
                 tool: h.tool,
                 outcome,
