@@ -834,7 +834,7 @@ impl Gateway {
         for a in amounts {
             if let Some(max) = session.envelope.max_amount {
                 // Anything that is not a number at most the ceiling needs a human.
-                let ok = a.parse::<f64>().is_ok_and(|v| v >= 0.0 && v <= max as f64);
+                let ok = a.parse::<f64>().is_ok_and(|v| (0.0..=max as f64).contains(&v));
                 if !ok {
                     return Some("amount_over_ceiling");
                 }
