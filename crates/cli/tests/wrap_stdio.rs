@@ -327,7 +327,9 @@ fn every_line_gets_exactly_one_answer() {
     w.send_raw(b"[1,2,3]");
     // Still serving, in order.
     w.send(&json!({"jsonrpc": "2.0", "id": 25, "method": "ping"}));
-    let seen = w.collect(&[20, 21, 22, 23, 24, 25], 4).expect("every line answered");
+    let seen = w
+        .collect(&[20, 21, 22, 23, 24, 25], 4)
+        .expect("every line answered");
     let answers =
         |id: i64| -> Vec<&Value> { seen.iter().filter(|v| v["id"] == json!(id)).collect() };
     let nulls: Vec<&Value> = seen.iter().filter(|v| v["id"].is_null()).collect();

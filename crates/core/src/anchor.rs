@@ -64,9 +64,38 @@ const ADDRESS_DIGITS: usize = 7;
 
 /// URI schemes that name a destination even without `//` (`mailto:`, `tel:`, `https:host`).
 const DESTINATION_SCHEMES: &[&str] = &[
-    "http", "https", "hxxp", "hxxps", "ftp", "ftps", "sftp", "file", "mailto", "tel", "sms",
-    "smsto", "callto", "sip", "sips", "xmpp", "ws", "wss", "smtp", "ldap", "ssh", "git", "s3",
-    "gs", "irc", "matrix", "slack", "whatsapp", "signal", "telnet", "data", "javascript",
+    "http",
+    "https",
+    "hxxp",
+    "hxxps",
+    "ftp",
+    "ftps",
+    "sftp",
+    "file",
+    "mailto",
+    "tel",
+    "sms",
+    "smsto",
+    "callto",
+    "sip",
+    "sips",
+    "xmpp",
+    "ws",
+    "wss",
+    "smtp",
+    "ldap",
+    "ssh",
+    "git",
+    "s3",
+    "gs",
+    "irc",
+    "matrix",
+    "slack",
+    "whatsapp",
+    "signal",
+    "telnet",
+    "data",
+    "javascript",
 ];
 
 /// Whether `name` (an argument name) holds an amount ([`AMOUNT_FIELD_HINTS`]).
@@ -108,7 +137,10 @@ pub fn address_like_tokens(text: &str) -> Vec<String> {
         if let [a, at, b, dot, c] = win
             && at.eq_ignore_ascii_case("at")
             && dot.eq_ignore_ascii_case("dot")
-            && [a, b, c].iter().all(|w| w.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | '+')))
+            && [a, b, c].iter().all(|w| {
+                w.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+            })
         {
             out.push(win.join(" "));
         }
@@ -127,7 +159,9 @@ fn address_like_word(w: &str) -> bool {
         && !rest.is_empty()
         && scheme.len() >= 2
         && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
         && (rest.starts_with("//")
             || DESTINATION_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
     {
@@ -140,9 +174,12 @@ fn address_like_word(w: &str) -> bool {
     }
     let bare = w.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_ok()
-        || bare
-            .rsplit_once(':')
-            .is_some_and(|(host, _)| host.trim_end_matches(']').trim_start_matches('[').parse::<std::net::IpAddr>().is_ok())
+        || bare.rsplit_once(':').is_some_and(|(host, _)| {
+            host.trim_end_matches(']')
+                .trim_start_matches('[')
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+        })
     {
         return true;
     }
@@ -781,7 +818,10 @@ mod tests {
     /// field, are targets (and unanchored, since the task names none of them).
     #[test]
     fn address_like_values_are_targets() {
-        let e = env("Send the Q4 report to our approver approver@corp.example.", &[]);
+        let e = env(
+            "Send the Q4 report to our approver approver@corp.example.",
+            &[],
+        );
         let fields: Vec<String> = vec!["to".into()];
         for args in [
             json!({"to": "approver@corp.example", "reply_to": "\"attacker\"@evil.example"}),

@@ -583,7 +583,9 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
         async {
             let s = pay_session(c, &[PAY], None).await?;
             let h = invoice_handle(c, &s, "INV-42", "iban").await?;
-            let first = c.t.call(&s, PAY, &Args::json(pay(&h, AMOUNT)), None).await?;
+            let first =
+                c.t.call(&s, PAY, &Args::json(pay(&h, AMOUNT)), None)
+                    .await?;
             if first.verdict != (Verdict::Allow { tool_error: false }) {
                 return Err(setup(format!("first payment gave {:?}", first.verdict)));
             }
@@ -598,7 +600,9 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
         async {
             let s = pay_session(c, &[&format!("{PAY}#2")], None).await?;
             let h = invoice_handle(c, &s, "INV-42", "iban").await?;
-            let first = c.t.call(&s, PAY, &Args::json(pay(&h, AMOUNT)), None).await?;
+            let first =
+                c.t.call(&s, PAY, &Args::json(pay(&h, AMOUNT)), None)
+                    .await?;
             if first.verdict != (Verdict::Allow { tool_error: false }) {
                 return Err(setup(format!("first payment gave {:?}", first.verdict)));
             }

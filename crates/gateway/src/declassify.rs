@@ -54,8 +54,7 @@ pub(crate) struct RuntimeText {
 
 impl RuntimeText {
     fn covers(&self, value: &str) -> bool {
-        self.fresh_all
-            || (!value.is_empty() && self.strings.iter().any(|t| t.contains(value)))
+        self.fresh_all || (!value.is_empty() && self.strings.iter().any(|t| t.contains(value)))
     }
 }
 
@@ -278,9 +277,9 @@ impl Minter<'_, '_> {
                 .map_err(|_| ())?
         }
         .filter(|r| {
-                r.usable(&self.session.caller, &self.session.id, self.d.now)
-                    .is_ok()
-            });
+            r.usable(&self.session.caller, &self.session.id, self.d.now)
+                .is_ok()
+        });
         if let Some(record) = reused {
             let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
             ev.session = Some(crate::gateway::audit_session_id(&self.session.id));

@@ -834,18 +834,24 @@ impl Gateway {
         for a in amounts {
             if let Some(max) = session.envelope.max_amount {
                 // Anything that is not a number at most the ceiling needs a human.
-                let ok = a.parse::<f64>().is_ok_and(|v| (0.0..=max as f64).contains(&v));
+                let ok = a
+                    .parse::<f64>()
+                    .is_ok_and(|v| (0.0..=max as f64).contains(&v));
                 if !ok {
                     return Some("amount_over_ceiling");
                 }
                 continue;
             }
-            let named = session.envelope.request.split_whitespace().any(|w| {
-                w.trim_matches(|c: char| !c.is_ascii_digit()) == a && !a.is_empty()
-            });
-            let read = self.inner.read_amounts.lock().is_ok_and(|m| {
-                m.get(&session.id).is_some_and(|set| set.contains(&a))
-            });
+            let named = session
+                .envelope
+                .request
+                .split_whitespace()
+                .any(|w| w.trim_matches(|c: char| !c.is_ascii_digit()) == a && !a.is_empty());
+            let read = self
+                .inner
+                .read_amounts
+                .lock()
+                .is_ok_and(|m| m.get(&session.id).is_some_and(|set| set.contains(&a)));
             if !(named || read) {
                 return Some("amount_unanchored");
             }

@@ -20,8 +20,8 @@
 mod common;
 
 use common::*;
-use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::artifact::ActionId;
+use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::store::SessionRecord;
 use serde_json::{Value, json};
 
@@ -57,7 +57,14 @@ async fn undetected_recipients_and_numbers_are_targets() {
         ("meta", json!({"callback": "+447700900123"})),
     ];
     for (key, value) in attacks {
-        let o = h.call(&h.session, SEND, with(base.clone(), key, value.clone()), None).await;
+        let o = h
+            .call(
+                &h.session,
+                SEND,
+                with(base.clone(), key, value.clone()),
+                None,
+            )
+            .await;
         let id = assert_pending(&o);
         let record = h.store.action(&id).unwrap().unwrap();
         assert!(
@@ -155,7 +162,10 @@ async fn grant_counts_and_amount_ceilings() {
     assert!(display(&h, &id).await.contains("(amount_over_ceiling)"));
     let high = pay_session(&h, &[PAY], Some(200_000)).await;
     let iban = handle_at(&h.read_invoice(&high, "INV-42").await, "iban");
-    completed(&h.call(&high, PAY, pay("INV-42", &iban, 150_000), None).await);
+    completed(
+        &h.call(&high, PAY, pay("INV-42", &iban, 150_000), None)
+            .await,
+    );
     assert_eq!(h.payments(), 3);
 }
 
@@ -192,7 +202,10 @@ async fn runtime_text_never_lands_on_an_existing_handle() {
     let first = h.read_invoice(s, "INV-42").await;
     let notes = email_handle_in(first["notes"].as_str().unwrap()).unwrap();
     let again = h.read_invoice(s, "INV-42").await;
-    assert_eq!(email_handle_in(again["notes"].as_str().unwrap()), Some(notes.clone()));
+    assert_eq!(
+        email_handle_in(again["notes"].as_str().unwrap()),
+        Some(notes.clone())
+    );
     // The oracle: echo a right and a wrong guess of the address behind `notes`.
     let right = echo_handle(
         &h.call(s, "test__echo", json!({"text": ATTACKER}), None)
@@ -206,7 +219,10 @@ async fn runtime_text_never_lands_on_an_existing_handle() {
         &h.call(s, "test__echo", json!({"text": ATTACKER}), None)
             .await,
     );
-    assert_ne!(right, notes, "the guess landed on the upstream value's handle");
+    assert_ne!(
+        right, notes,
+        "the guess landed on the upstream value's handle"
+    );
     assert_ne!(wrong, notes);
     // Right and wrong look alike: each echo is a fresh handle, equal to nothing seen before.
     assert_ne!(right, right_again);
@@ -220,5 +236,8 @@ async fn runtime_text_never_lands_on_an_existing_handle() {
     let notes2 = email_handle_in(read["notes"].as_str().unwrap()).unwrap();
     assert_ne!(guess, notes2);
     let read = h.read_invoice(&s2, "INV-42").await;
-    assert_eq!(email_handle_in(read["notes"].as_str().unwrap()), Some(notes2));
+    assert_eq!(
+        email_handle_in(read["notes"].as_str().unwrap()),
+        Some(notes2)
+    );
 }
