@@ -128,6 +128,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
                 request: args.task,
                 trusted_targets: args.trusted_targets,
                 granted_tools: args.granted_tools,
+                max_amount: None,
             },
         )
         .await?;

@@ -22,6 +22,8 @@ pub const DEFAULT_TARGET_FIELDS: &[&str] = &[
     "to",
     "cc",
     "bcc",
+    "reply_to",
+    "forward_to",
     "recipient",
     "recipients",
     "email",
@@ -50,6 +52,150 @@ pub const DEFAULT_TARGET_FIELDS: &[&str] = &[
 /// Substrings of argument names whose numeric values are targets (an account number, IBAN,
 /// card or phone number written as a JSON number is still a destination).
 pub const NUMERIC_TARGET_HINTS: &[&str] = &["account", "iban", "card", "phone"];
+
+/// Substrings of argument names that hold amounts of money or other quantities: a number there
+/// is not an address (a granted financial effect's amount is checked separately, against the
+/// task's ceiling or the amounts of the reads the task anchored).
+pub const AMOUNT_FIELD_HINTS: &[&str] = &["amount", "cents", "price", "total", "fee", "cost"];
+
+/// Numbers with at least this many digits are address-like wherever they appear (a phone
+/// number, an account number written as a JSON number), except in amount fields.
+const ADDRESS_DIGITS: usize = 7;
+
+/// URI schemes that name a destination even without `//` (`mailto:`, `tel:`, `https:host`).
+const DESTINATION_SCHEMES: &[&str] = &[
+    "http",
+    "https",
+    "hxxp",
+    "hxxps",
+    "ftp",
+    "ftps",
+    "sftp",
+    "file",
+    "mailto",
+    "tel",
+    "sms",
+    "smsto",
+    "callto",
+    "sip",
+    "sips",
+    "xmpp",
+    "ws",
+    "wss",
+    "smtp",
+    "ldap",
+    "ssh",
+    "git",
+    "s3",
+    "gs",
+    "irc",
+    "matrix",
+    "slack",
+    "whatsapp",
+    "signal",
+    "telnet",
+    "data",
+    "javascript",
+];
+
+/// Whether `name` (an argument name) holds an amount ([`AMOUNT_FIELD_HINTS`]).
+#[must_use]
+pub fn is_amount_field(name: &str) -> bool {
+    let n = squash(name);
+    AMOUNT_FIELD_HINTS.iter().any(|h| n.contains(h))
+}
+
+/// Whether a JSON number is long enough to be an address (phone, account): an integer part
+/// of at least [`ADDRESS_DIGITS`] digits.
+fn address_like_number(n: &serde_json::Number) -> bool {
+    let text = n.to_string();
+    let int = text.trim_start_matches('-');
+    let int = int.split(['.', 'e', 'E']).next().unwrap_or_default();
+    int.len() >= ADDRESS_DIGITS || n.as_f64().is_some_and(|f| f.abs() >= 1e6)
+}
+
+/// Tokens of `text` that could be an address of some kind although no detector recognises
+/// them (recall first; red-team finding F6): anything with an `@` between two parts
+/// (`"attacker"@evil.example`, `attacker@[203.0.113.5]`, `attacker@evil`), a URI scheme
+/// (`https:evil.example`, `hxxp://…`, `//evil.example/x`), an IP literal, a run of at least
+/// seven digits, and addresses spelled out (`attacker at evil dot example`).
+#[must_use]
+pub fn address_like_tokens(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '<' | '>' | '(' | ')'))
+        .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?']))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    for w in &words {
+        if address_like_word(w) {
+            out.push((*w).to_owned());
+        }
+    }
+    // `attacker at evil dot example`
+    for win in words.windows(5) {
+        if let [a, at, b, dot, c] = win
+            && at.eq_ignore_ascii_case("at")
+            && dot.eq_ignore_ascii_case("dot")
+            && [a, b, c].iter().all(|w| {
+                w.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+            })
+        {
+            out.push(win.join(" "));
+        }
+    }
+    out
+}
+
+fn address_like_word(w: &str) -> bool {
+    if let Some((local, domain)) = w.rsplit_once('@')
+        && (!local.is_empty() || domain.contains('.'))
+        && !domain.is_empty()
+    {
+        return true;
+    }
+    if let Some((scheme, rest)) = w.split_once(':')
+        && !rest.is_empty()
+        && scheme.len() >= 2
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+        && (rest.starts_with("//")
+            || DESTINATION_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
+    {
+        return true;
+    }
+    if (w.starts_with("//") || w.starts_with("\\\\"))
+        && w.chars().nth(2).is_some_and(char::is_alphanumeric)
+    {
+        return true;
+    }
+    let bare = w.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<std::net::IpAddr>().is_ok()
+        || bare.rsplit_once(':').is_some_and(|(host, _)| {
+            host.trim_end_matches(']')
+                .trim_start_matches('[')
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+        })
+    {
+        return true;
+    }
+    let mut run = 0usize;
+    for c in w.chars() {
+        if c.is_ascii_digit() {
+            run += 1;
+            if run >= ADDRESS_DIGITS {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    false
+}
 
 /// Argument names that reference stored objects (attachments, files, documents). For an
 /// `egress` tool their values are targets: sending a stored object out is a disclosure the
@@ -82,8 +228,12 @@ pub enum TargetOrigin {
     Identifier(IdentifierKind),
     /// A number in an argument named like an account, IBAN, card or phone field.
     Number,
-    /// A reference to a stored object sent by an `egress` tool.
+    /// A reference to a stored object sent by an `egress` tool, or an object id (`*_id`,
+    /// `id`) in the arguments of a destructive or financial tool.
     ObjectReference,
+    /// Text or a number no detector recognises that could still be an address
+    /// ([`address_like_tokens`]; a long number in any field but an amount).
+    AddressLike,
 }
 
 /// One target value found in the arguments.
@@ -195,6 +345,11 @@ pub fn collect_targets(
                     self.push(field, v.to_owned(), TargetOrigin::Identifier(f.kind));
                 }
             }
+            // Recall first: what no detector recognises but could still be an address is a
+            // target too (unanchored unless the task names it exactly).
+            for token in address_like_tokens(&text) {
+                self.push(field, token, TargetOrigin::AddressLike);
+            }
         }
         /// Every scalar below `v` is a target of `origin` (named or object-reference field).
         fn all(&mut self, field: &str, v: &Value, origin: TargetOrigin, numbers: bool) {
@@ -220,6 +375,9 @@ pub fn collect_targets(
                     let name = squash(field);
                     if NUMERIC_TARGET_HINTS.iter().any(|h| name.contains(h)) {
                         self.push(field, n.to_string(), TargetOrigin::Number);
+                    } else if address_like_number(n) && !is_amount_field(field) {
+                        // A long number in any field may be a phone or account number.
+                        self.push(field, n.to_string(), TargetOrigin::AddressLike);
                     }
                 }
                 Value::Array(items) => items.iter().for_each(|i| self.value(field, i)),
@@ -231,12 +389,10 @@ pub fn collect_targets(
             for (name, v) in map {
                 // An identifier used as a key is a target wherever it appears.
                 self.identifiers(if parent.is_empty() { name } else { parent }, name);
-                let numeric = {
-                    let n = squash(name);
-                    NUMERIC_TARGET_HINTS.iter().any(|h| n.contains(h))
-                };
                 if self.fields.iter().any(|f| f.eq_ignore_ascii_case(name)) {
-                    self.all(name, v, TargetOrigin::NamedField, numeric);
+                    // Every value of a target field is a target, whatever its shape: a number
+                    // in `to` or `dest` is a phone or account number.
+                    self.all(name, v, TargetOrigin::NamedField, true);
                 } else if self.egress && OBJECT_REFERENCE_FIELDS.contains(&squash(name).as_str()) {
                     self.all(name, v, TargetOrigin::ObjectReference, true);
                 } else {
@@ -252,6 +408,62 @@ pub fn collect_targets(
     };
     w.object("", arguments);
     w.out
+}
+
+/// Whether `name` names an object id: `id`, `*_id`, `*-id`, `*Id` (and their plurals).
+#[must_use]
+pub fn is_object_id_field(name: &str) -> bool {
+    let n = name.strip_suffix('s').unwrap_or(name);
+    n.eq_ignore_ascii_case("id")
+        || n.ends_with("_id")
+        || n.ends_with("-id")
+        || n.ends_with("_ID")
+        || (n.ends_with("Id") && n.len() > 2)
+}
+
+/// The object ids in the arguments of a destructive or financial tool (red-team finding F11):
+/// every string or number, at any depth, below an argument named like an id
+/// ([`is_object_id_field`]) or one of `extra_fields`. Paying INV-43 under a task that names
+/// INV-42 is an effect on an object nobody named; these ids are targets, anchored only like
+/// any other target (the task, the operator, or a handle from an anchored read).
+#[must_use]
+pub fn object_id_targets(arguments: &Map<String, Value>, extra_fields: &[String]) -> Vec<Target> {
+    fn scalars(field: &str, v: &Value, out: &mut Vec<Target>) {
+        match v {
+            Value::String(s) if !s.trim().is_empty() => out.push(Target {
+                field: field.to_owned(),
+                value: s.clone(),
+                origin: TargetOrigin::ObjectReference,
+            }),
+            Value::Number(n) => out.push(Target {
+                field: field.to_owned(),
+                value: n.to_string(),
+                origin: TargetOrigin::ObjectReference,
+            }),
+            Value::Array(items) => items.iter().for_each(|i| scalars(field, i, out)),
+            Value::Object(map) => map.values().for_each(|i| scalars(field, i, out)),
+            Value::String(_) | Value::Null | Value::Bool(_) => {}
+        }
+    }
+    fn walk(map: &Map<String, Value>, extra: &[String], out: &mut Vec<Target>) {
+        for (name, v) in map {
+            if is_object_id_field(name) || extra.iter().any(|f| f.eq_ignore_ascii_case(name)) {
+                scalars(name, v, out);
+            } else {
+                search(v, extra, out);
+            }
+        }
+    }
+    fn search(v: &Value, extra: &[String], out: &mut Vec<Target>) {
+        match v {
+            Value::Object(map) => walk(map, extra, out),
+            Value::Array(items) => items.iter().for_each(|i| search(i, extra, out)),
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(arguments, extra_fields, &mut out);
+    out
 }
 
 /// Collect target values from arguments named in `fields` (case-insensitive), at any depth:
@@ -599,6 +811,71 @@ mod tests {
                 true
             ),
             vec![("to".to_owned(), "a@corp.example".to_owned())]
+        );
+    }
+
+    /// Red-team finding F6: recipients no detector recognises, and numbers in any target
+    /// field, are targets (and unanchored, since the task names none of them).
+    #[test]
+    fn address_like_values_are_targets() {
+        let e = env(
+            "Send the Q4 report to our approver approver@corp.example.",
+            &[],
+        );
+        let fields: Vec<String> = vec!["to".into()];
+        for args in [
+            json!({"to": "approver@corp.example", "reply_to": "\"attacker\"@evil.example"}),
+            json!({"to": "approver@corp.example", "forward_to": "attacker@[203.0.113.5]"}),
+            json!({"to": "approver@corp.example", "forward_to": "attacker@evil"}),
+            json!({"to": "approver@corp.example", "x": "https:evil.example"}),
+            json!({"to": "approver@corp.example", "x": "hxxp://evil.example/a"}),
+            json!({"to": "approver@corp.example", "x": "//evil.example/x"}),
+            json!({"to": "approver@corp.example", "x": "203.0.113.5:25"}),
+            json!({"to": "approver@corp.example", "x": "attacker at evil dot example"}),
+            json!({"to": "approver@corp.example", "note": "call 447700900123"}),
+            json!({"to": ["approver@corp.example", 447_700_900_123_u64]}),
+            json!({"to": "approver@corp.example", "cc": 447_700_900_123_u64}),
+            json!({"to": "approver@corp.example", "dest": 15_551_234_567_u64}),
+        ] {
+            let t = collect_targets(args.as_object().unwrap(), &fields, true);
+            let defaults = all_targets(&args, true);
+            for found in [
+                t.iter().map(|t| t.value.clone()).collect::<Vec<_>>(),
+                defaults.iter().map(|(_, v)| v.clone()).collect(),
+            ] {
+                assert!(
+                    found.iter().any(|v| !is_anchored(v, &e, &[])),
+                    "{args}: {found:?}"
+                );
+            }
+        }
+        // Positive controls: ordinary text, dates, small numbers and amounts are not targets.
+        let args = json!({"to": "approver@corp.example", "subject": "Q4: report",
+            "body": "Hi, see the report for 2026-12-01 (3 pages, version 1.2). Thanks!",
+            "amount_cents": 9_007_199_254_740_991_u64, "count": 12});
+        assert_eq!(
+            all_targets(&args, true),
+            vec![("to".to_owned(), "approver@corp.example".to_owned())]
+        );
+    }
+
+    /// Red-team finding F11: object ids of destructive or financial tools.
+    #[test]
+    fn object_ids_are_found() {
+        let args = json!({"invoice_id": "INV-43", "iban": "x", "amount_cents": 1,
+            "items": [{"id": 7}], "orderIds": ["o1"], "paid": "no"});
+        let mut t: Vec<(String, String)> = object_id_targets(args.as_object().unwrap(), &[])
+            .into_iter()
+            .map(|t| (t.field, t.value))
+            .collect();
+        t.sort();
+        assert_eq!(
+            t,
+            vec![
+                ("id".to_owned(), "7".to_owned()),
+                ("invoice_id".to_owned(), "INV-43".to_owned()),
+                ("orderIds".to_owned(), "o1".to_owned()),
+            ]
         );
     }
 

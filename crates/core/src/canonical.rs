@@ -90,6 +90,13 @@ pub struct TaskEnvelope {
     /// digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_tools: Vec<String>,
+    /// The largest amount (in the unit of the tools' amount fields, e.g. cents) the user
+    /// allowed for this task's financial effects: a granted financial effect with a larger
+    /// amount needs a trusted confirmation. Without it, a granted financial effect's amount
+    /// must be named in the request text or come from a read the task anchored. Omitted from
+    /// the canonical bytes when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_amount: Option<u64>,
 }
 
 impl TaskEnvelope {

@@ -118,10 +118,14 @@ impl<'a> Ctx<'a> {
     async fn new(t: &'a Target) -> Result<Self, EvalError> {
         // The user also grants paying (the payment case study, T18, pays INV-42): without
         // the grant every payment would wait for a confirmation (see the `semantics` cases).
+        // The commit-path cases pay INV-42 many times and at the edges of exact binding, so
+        // this grant has no use limit (`#*`) and the task's amount ceiling is the largest
+        // exact amount; the `semantics` cases test the default limits in their own sessions.
         let envelope = TaskEnvelope {
             request: TASK.into(),
             trusted_targets: vec![SECOND.into()],
-            granted_tools: vec![PAY.into()],
+            granted_tools: vec![format!("{PAY}#*")],
+            max_amount: Some(secureclaw_core::canonical::MAX_SAFE_INTEGER),
         };
         Ok(Self {
             t,

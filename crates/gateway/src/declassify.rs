@@ -12,6 +12,14 @@
 //! the value differently gets a new handle, so a weaker occurrence (free text, an unanchored
 //! read) never shares, and never changes, a more trusted handle. Within one read the first
 //! occurrence in document order decides the value's handle, as before.
+//!
+//! Text the runtime supplied never lands on an existing handle (red-team finding F1: an error
+//! that echoed a guessed address showed the secret's own handle). A value that occurs in the
+//! call's own arguments or in what the session wrote ([`RuntimeText`]) gets a fresh handle for
+//! each occurrence, never reused and never registered for reuse; and when the arguments hold
+//! anything address-like at all (so the upstream may echo a transformed guess), every value
+//! of that result is treated so. The runtime learns nothing from such handles: equal values
+//! get unequal handles. Values that only ever came from upstreams keep one handle per session.
 
 use crate::catalog::ToolEntry;
 use crate::upstream::ToolOutput;
@@ -32,8 +40,27 @@ use std::collections::HashMap;
 /// Text that replaces content blocks the gateway cannot declassify.
 pub(crate) const WITHHELD: &str = "[non-text content withheld by SecureClaw]";
 
+/// Text the runtime supplied: the strings of this call's arguments (keys and values, as sent
+/// and normalized) and the values the session wrote before.
+#[derive(Default)]
+pub(crate) struct RuntimeText {
+    /// The strings.
+    pub strings: Vec<String>,
+    /// The arguments hold something address-like (an identifier a detector finds, an `@`, a
+    /// URI, a long number): every value of the result is vaulted fresh, since the upstream may
+    /// echo the runtime's text transformed (decoded, re-cased) where a substring test misses it.
+    pub fresh_all: bool,
+}
+
+impl RuntimeText {
+    fn covers(&self, value: &str) -> bool {
+        self.fresh_all || (!value.is_empty() && self.strings.iter().any(|t| t.contains(value)))
+    }
+}
+
 pub(crate) struct Declassifier<'a> {
     pub keys: &'a KeyRing,
+    pub runtime: &'a RuntimeText,
     pub store: &'a dyn Store,
     pub classifier: &'a Classifier,
     pub summary: &'a SummaryConfig,
@@ -52,7 +79,10 @@ struct Minter<'a, 'b> {
     /// Values met by the planning pass, with the placeholder returned for each (a token of the
     /// length the real handle will have), in the order they are issued.
     planned: HashMap<String, String>,
-    todo: Vec<Protected>,
+    todo: Vec<(String, Protected)>,
+    /// Occurrences of runtime-supplied values met so far in the current pass (each gets its
+    /// own handle; both passes meet them in the same order).
+    occurrence: usize,
     /// Handle id → plaintext of the handles the executor resolved for this call: the gateway
     /// replaced their values by the handle ids before D ran (an upstream that echoes its
     /// arguments must not show plaintext), so a protected field holding exactly such an id
@@ -113,9 +143,21 @@ impl Minter<'_, '_> {
 
     /// First pass (D is synchronous, the store is not): note each value to vault, in
     /// document order, and answer with a placeholder of the handle's shape and length.
+    /// The key a value is vaulted under in this read: the value itself, or, for text the
+    /// runtime supplied, the value and its occurrence number (one fresh handle each).
+    fn key(&mut self, p: &Protected) -> String {
+        if self.d.runtime.covers(&p.value) {
+            self.occurrence += 1;
+            format!("{}\u{0}{}", p.value, self.occurrence)
+        } else {
+            p.value.clone()
+        }
+    }
+
     fn plan(&mut self, p: &Protected) -> String {
         let p = self.unscrubbed(p);
-        if let Some(token) = self.planned.get(&p.value) {
+        let key = self.key(&p);
+        if let Some(token) = self.planned.get(&key) {
             return token.clone();
         }
         let token = self
@@ -124,20 +166,21 @@ impl Minter<'_, '_> {
                 mint_handle_id(self.d.keys, &kind_tag, &[0; 16], "", "").map_err(|_| ())
             })
             .map_or_else(|()| "[withheld]".to_owned(), |id| id.0);
-        self.planned.insert(p.value.clone(), token.clone());
-        self.todo.push(p);
+        self.planned.insert(key.clone(), token.clone());
+        self.todo.push((key, p));
         token
     }
 
     /// Between the passes: issue (or reuse) a handle for every planned value, in order.
     async fn issue_planned(&mut self) {
-        for p in std::mem::take(&mut self.todo) {
-            if self.minted.contains_key(&p.value) {
+        for (key, p) in std::mem::take(&mut self.todo) {
+            if self.minted.contains_key(&key) {
                 continue;
             }
-            match self.issue(&p).await {
+            let fresh = self.d.runtime.covers(&p.value);
+            match self.issue(&p, fresh).await {
                 Ok(id) => {
-                    self.minted.insert(p.value.clone(), id);
+                    self.minted.insert(key, id);
                 }
                 Err(()) => {
                     self.failed = true;
@@ -151,7 +194,8 @@ impl Minter<'_, '_> {
     /// fails closed.
     fn mint(&mut self, p: &Protected) -> String {
         let p = self.unscrubbed(p);
-        match self.minted.get(&p.value) {
+        let key = self.key(&p);
+        match self.minted.get(&key) {
             Some(id) => id.0.clone(),
             None => {
                 self.failed = true;
@@ -203,7 +247,9 @@ impl Minter<'_, '_> {
         })
     }
 
-    async fn issue(&self, p: &Protected) -> Result<HandleId, ()> {
+    /// Vault `p` and return its handle. `fresh`: text the runtime supplied, which never
+    /// reuses an existing handle and is never found for reuse later.
+    async fn issue(&self, p: &Protected, fresh: bool) -> Result<HandleId, ()> {
         let (label, kind_tag, sensitivity, allowed_sinks, anchor) = self.classify(p)?;
         let anchored = anchor && self.anchored;
         // One handle per (session, value, classification): a value read again with the same
@@ -221,16 +267,19 @@ impl Minter<'_, '_> {
         let reuse_key = handle_reuse_key(self.d.keys, &self.session.id, &class, p.value.as_bytes())
             .map_err(|_| ())?;
         let valid_until = self.d.now.plus_millis(self.d.handle_ttl_ms / 2);
-        let reused = self
-            .d
-            .store
-            .reusable_handle(&self.session.id, &reuse_key, valid_until)
-            .await
-            .map_err(|_| ())?
-            .filter(|r| {
-                r.usable(&self.session.caller, &self.session.id, self.d.now)
-                    .is_ok()
-            });
+        let reused = if fresh {
+            None
+        } else {
+            self.d
+                .store
+                .reusable_handle(&self.session.id, &reuse_key, valid_until)
+                .await
+                .map_err(|_| ())?
+        }
+        .filter(|r| {
+            r.usable(&self.session.caller, &self.session.id, self.d.now)
+                .is_ok()
+        });
         if let Some(record) = reused {
             let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
             ev.session = Some(crate::gateway::audit_session_id(&self.session.id));
@@ -274,7 +323,7 @@ impl Minter<'_, '_> {
         };
         self.d
             .store
-            .put_handle_keyed(&record, Some(&reuse_key))
+            .put_handle_keyed(&record, (!fresh).then_some(reuse_key.as_str()))
             .await
             .map_err(|_| ())?;
         let mut ev = AuditEvent::new(AuditKind::HandleIssue, self.d.now);
@@ -311,6 +360,7 @@ impl Declassifier<'_> {
             minted: HashMap::new(),
             planned: HashMap::new(),
             todo: Vec::new(),
+            occurrence: 0,
             echoed: resolved
                 .iter()
                 .map(|(plain, id)| (id.0.as_str(), plain.as_str()))
@@ -321,6 +371,7 @@ impl Declassifier<'_> {
         // placeholders of the handles' length), the store issues their handles, and the second
         // pass produces the output with them.
         let _ = self.render(entry, &output, &mut |p| m.plan(p));
+        m.occurrence = 0;
         m.issue_planned().await;
         if m.failed {
             return Err(());

@@ -6,7 +6,9 @@ use crate::declassify::Declassifier;
 use crate::executor::{ExecError, Executor, Resolution, ResolveError};
 use crate::upstream::{ToolOutput, Upstream};
 use secureclaw_core::acceptance::{CommitAttempt, accept};
-use secureclaw_core::anchor::{anchor_provenance, collect_targets, is_anchored};
+use secureclaw_core::anchor::{
+    anchor_provenance, collect_targets, is_amount_field, is_anchored, object_id_targets,
+};
 use secureclaw_core::artifact::{
     ARTIFACT_VERSION, ActionId, ArtifactDecision, AuthorizationArtifact,
 };
@@ -174,6 +176,13 @@ struct Prepared {
     entry: ToolEntry,
     request: CanonicalRequest,
     handle_records: Vec<HandleRecord>,
+    /// The task's grant this call would use: its key (the grant entry) and how many
+    /// unconfirmed uses it allows (`None`: unlimited).
+    grant: Option<(String, Option<u64>)>,
+    /// Why a grant that names this tool does not cover this call (shown to the approver and
+    /// recorded with the decision): `grant_exhausted`, `amount_unanchored`,
+    /// `amount_over_ceiling`.
+    grant_withheld: Option<&'static str>,
     /// A store effect naming a protected object (or the lookup failed: fail closed). Its
     /// objects are all recorded protected before it runs (protection spreads to a move's
     /// destination, a copy, …).
@@ -212,6 +221,13 @@ struct Inner {
     rates: limits::RateLimiter,
     /// Per session: the objects its store effects wrote (never anchoring when read back).
     written: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    /// Per (session, grant entry): unconfirmed uses of a limited grant so far (red-team
+    /// finding F11: a grant covers what the task asked, not every use of the tool).
+    grant_uses: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
+    /// Per session: the amounts (decimal text) found under amount-like keys in results of
+    /// reads the task anchored (`read_invoice INV-42` for "Pay invoice INV-42").
+    read_amounts:
+        std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -315,6 +331,8 @@ impl Gateway {
                 pending: limits::PendingSlots::default(),
                 rates,
                 written: std::sync::Mutex::default(),
+                grant_uses: std::sync::Mutex::default(),
+                read_amounts: std::sync::Mutex::default(),
             }),
         };
         let dangling = gw
@@ -679,11 +697,8 @@ impl Gateway {
             }
         }
         let qualified = format!("{}__{}", entry.upstream, entry.name);
-        let granted = session
-            .envelope
-            .granted_tools
-            .iter()
-            .any(|p| secureclaw_core::handle::glob_match(p, &qualified) || p == &entry.exposed);
+        let (grant, grant_withheld) = self.grant_for(session, &entry, &qualified, arguments);
+        let granted = grant.is_some() && grant_withheld.is_none();
         let policy_request = PolicyRequest {
             caller: session.caller.clone(),
             upstream: entry.upstream.clone(),
@@ -734,6 +749,8 @@ impl Gateway {
                 request,
                 handle_records: records.into_values().collect(),
                 names_protected,
+                grant,
+                grant_withheld,
             },
             policy_request,
         ))
@@ -761,7 +778,20 @@ impl Gateway {
         let egress = entry.sink == SinkKind::Egress;
         let mut seen_handles: Vec<&HandleId> = Vec::new();
         let mut out: Vec<TargetFact> = Vec::new();
-        for t in collect_targets(arguments, &entry.targets, egress) {
+        let mut found = collect_targets(arguments, &entry.targets, egress);
+        if entry.destructive || entry.financial {
+            // The objects a destructive or financial effect acts on are targets too (F11).
+            let seen: std::collections::HashSet<(String, String)> = found
+                .iter()
+                .map(|t| (t.field.clone(), t.value.clone()))
+                .collect();
+            found.extend(
+                object_id_targets(arguments, &[])
+                    .into_iter()
+                    .filter(|t| !seen.contains(&(t.field.clone(), t.value.clone()))),
+            );
+        }
+        for t in found {
             let refs = find_handles(&Value::String(t.value.clone()));
             let (anchored, provenance) = match refs.as_slice() {
                 [] => anchor_provenance(
@@ -991,6 +1021,129 @@ impl Gateway {
             })
     }
 
+    /// The grant entry of the task that names this tool, with its limit, and why it does not
+    /// cover this call, if it does not (red-team finding F11). A `granted_tools` entry may carry
+    /// a count, `office__pay_invoice#2`, or `#*` for no limit; without one a financial tool's
+    /// grant covers one unconfirmed use per task and any other tool's is unlimited (its
+    /// targets and object ids must still be anchored). A granted financial effect's amounts
+    /// must be at most the task's `max_amount` when it has one; otherwise each must be named in
+    /// the request text or come from a read the task anchored (the invoice's own amount).
+    fn grant_for(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        qualified: &str,
+        arguments: &Map<String, Value>,
+    ) -> (Option<(String, Option<u64>)>, Option<&'static str>) {
+        let matched = session.envelope.granted_tools.iter().find_map(|p| {
+            let (pattern, count) = match p.rsplit_once('#') {
+                Some((pat, "*")) => (pat, Some(None)),
+                Some((pat, n)) => match n.parse::<u64>() {
+                    Ok(n) => (pat, Some(Some(n))),
+                    Err(_) => (p.as_str(), None),
+                },
+                None => (p.as_str(), None),
+            };
+            (secureclaw_core::handle::glob_match(pattern, qualified) || pattern == entry.exposed)
+                .then(|| {
+                    let limit = count.unwrap_or(if entry.financial { Some(1) } else { None });
+                    (p.clone(), limit)
+                })
+        });
+        let Some((key, limit)) = matched else {
+            return (None, None);
+        };
+        if let Some(limit) = limit {
+            let used = self.inner.grant_uses.lock().map_or(u64::MAX, |m| {
+                m.get(&(session.id.clone(), key.clone()))
+                    .copied()
+                    .unwrap_or(0)
+            });
+            if used >= limit {
+                return (Some((key, Some(limit))), Some("grant_exhausted"));
+            }
+        }
+        let withheld = if entry.financial {
+            self.amount_withheld(session, arguments)
+        } else {
+            None
+        };
+        (Some((key, limit)), withheld)
+    }
+
+    /// Why a granted financial effect's amounts are not covered by the task, if they are not.
+    fn amount_withheld(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> Option<&'static str> {
+        let mut amounts = Vec::new();
+        amount_values(&Value::Object(arguments.clone()), false, &mut amounts);
+        for a in amounts {
+            if let Some(max) = session.envelope.max_amount {
+                // Anything that is not a number at most the ceiling needs a human.
+                let ok = a
+                    .parse::<f64>()
+                    .is_ok_and(|v| (0.0..=max as f64).contains(&v));
+                if !ok {
+                    return Some("amount_over_ceiling");
+                }
+                continue;
+            }
+            let named = session
+                .envelope
+                .request
+                .split_whitespace()
+                .any(|w| w.trim_matches(|c: char| !c.is_ascii_digit()) == a && !a.is_empty());
+            let read = self
+                .inner
+                .read_amounts
+                .lock()
+                .is_ok_and(|m| m.get(&session.id).is_some_and(|set| set.contains(&a)));
+            if !(named || read) {
+                return Some("amount_unanchored");
+            }
+        }
+        None
+    }
+
+    /// Count one unconfirmed use of a limited grant; `false` if it is used up (two concurrent
+    /// previews cannot both take the last use).
+    fn take_grant(&self, session: &SessionRecord, key: &str, limit: u64) -> bool {
+        let Ok(mut m) = self.inner.grant_uses.lock() else {
+            return false;
+        };
+        let used = m.entry((session.id.clone(), key.to_owned())).or_insert(0);
+        if *used >= limit {
+            return false;
+        }
+        *used += 1;
+        true
+    }
+
+    /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]).
+    fn note_read_amounts(&self, session: &SessionRecord, output: &ToolOutput) {
+        let mut amounts = Vec::new();
+        if let Some(v) = &output.structured {
+            amount_values(v, false, &mut amounts);
+        }
+        for block in &output.content {
+            if let Some(v) = block
+                .get("text")
+                .and_then(Value::as_str)
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            {
+                amount_values(&v, false, &mut amounts);
+            }
+        }
+        if amounts.is_empty() {
+            return;
+        }
+        if let Ok(mut m) = self.inner.read_amounts.lock() {
+            m.entry(session.id.clone()).or_default().extend(amounts);
+        }
+    }
+
     /// Remember the objects a store effect of this session is about to write (the strings in
     /// its target fields and the identifiers in its arguments): a later read of them is never
     /// anchored, so the session cannot anchor a value by writing it and reading it back
@@ -1020,6 +1173,55 @@ impl Gateway {
                 .entry(session.id.clone())
                 .or_default()
                 .extend(values);
+        }
+    }
+
+    /// The text the runtime supplied for this call (F1): every string and key of its
+    /// arguments (as sent and normalized, handle ids aside) and the values the session wrote
+    /// before; `fresh_all` when the arguments hold anything address-like.
+    fn runtime_text(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> crate::declassify::RuntimeText {
+        fn strings(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(s.clone()),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+                Value::Object(map) => {
+                    for (k, i) in map {
+                        out.push(k.clone());
+                        strings(i, out);
+                    }
+                }
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        strings(&Value::Object(arguments.clone()), &mut out);
+        let normalized: Vec<String> = out
+            .iter()
+            .filter_map(|s| match secureclaw_core::normalize::normalize(s) {
+                std::borrow::Cow::Owned(n) => Some(n),
+                std::borrow::Cow::Borrowed(_) => None,
+            })
+            .collect();
+        out.extend(normalized);
+        out.retain(|s| !s.trim().is_empty());
+        if let Ok(w) = self.inner.written.lock()
+            && let Some(set) = w.get(&session.id)
+        {
+            out.extend(set.iter().cloned());
+        }
+        // Past this much text a substring test per vaulted value costs too much: treat every
+        // value of the result as the runtime's (fresh handles only).
+        const MAX_RUNTIME_TEXT: usize = 64 * 1024;
+        let fresh_all = out.iter().map(String::len).sum::<usize>() > MAX_RUNTIME_TEXT
+            || !collect_targets(arguments, &[], false).is_empty();
+        crate::declassify::RuntimeText {
+            strings: out,
+            fresh_all,
         }
     }
 
@@ -1109,6 +1311,7 @@ impl Gateway {
         mut output: ToolOutput,
         action: Option<ActionId>,
         resolved: &[(String, HandleId)],
+        runtime_args: &Map<String, Value>,
     ) -> CallOutcome {
         let anchored = read.as_ref().is_some_and(|r| r.anchored);
         // A value the executor resolved for this call goes back to its handle before anything
@@ -1121,8 +1324,10 @@ impl Gateway {
         } else {
             ReasonCode::StoreUnavailable
         };
+        let runtime = self.runtime_text(session, runtime_args);
         let d = Declassifier {
             keys: &self.inner.keys,
+            runtime: &runtime,
             store: self.inner.store.as_ref(),
             classifier: &self.inner.classifier,
             summary: &self.inner.config.summary,
@@ -1310,7 +1515,18 @@ impl Gateway {
                                 arguments: &arguments,
                                 records: &prepared.handle_records,
                             };
-                            self.finish(session, &entry, Some(read), output, None, &pairs)
+                            if anchored {
+                                self.note_read_amounts(session, &output);
+                            }
+                            self.finish(
+                                session,
+                                &entry,
+                                Some(read),
+                                output,
+                                None,
+                                &pairs,
+                                &arguments,
+                            )
                                 .await
                         }
                         Err(e) => self.exec_failure(session, &entry, &e, None).await,
@@ -1427,7 +1643,22 @@ impl Gateway {
         policy_request: &PolicyRequest,
         explicit: bool,
     ) -> Result<PreviewOutcome, Refused> {
-        let decision = self.inner.policy.decide(policy_request);
+        let entry = &prepared.entry;
+        let mut decision = self.inner.policy.decide(policy_request);
+        let mut grant_withheld = prepared.grant_withheld;
+        // A limited grant is used when the gateway issues an artifact that needs no human for
+        // a destructive or financial effect; when it is used up, the call goes to a human.
+        if let (PolicyDecision::Allow { .. }, Some((key, Some(limit)))) =
+            (&decision, &prepared.grant)
+            && policy_request.granted
+            && (entry.destructive || entry.financial)
+            && !self.take_grant(session, key, *limit)
+        {
+            let mut without = policy_request.clone();
+            without.granted = false;
+            decision = self.inner.policy.decide(&without);
+            grant_withheld = Some("grant_exhausted");
+        }
         let now = self.now();
         let action_id = ActionId::generate(&mut fill_random);
         let binding =
@@ -1471,6 +1702,7 @@ impl Gateway {
                 &action_id,
                 &binding,
                 now,
+                grant_withheld,
             )
             .await;
         let recovery = match stored {
@@ -1503,6 +1735,7 @@ impl Gateway {
         action_id: &ActionId,
         binding: &BindingDigest,
         now: UnixMillis,
+        grant_withheld: Option<&'static str>,
     ) -> Result<Option<Recovery>, ReasonCode> {
         let entry = &prepared.entry;
         let (needs_confirmation, label, policies, deny_reason) = match decision {
@@ -1510,11 +1743,14 @@ impl Gateway {
             PolicyDecision::Confirm { policies } => (true, "confirm", policies, None),
             PolicyDecision::Deny { reason, policies } => (false, "deny", policies, Some(*reason)),
         };
-        let display = describe_call(
+        let mut display = describe_call(
             entry,
             &prepared.request.inputs.arguments,
             &policy_request.targets,
         );
+        if let Some(why) = grant_withheld {
+            display.push_str(&format!("\n  grant: does not cover this call ({why})"));
+        }
         let record = ActionRecord {
             action_id: action_id.clone(),
             session: session.id.clone(),
@@ -1553,7 +1789,8 @@ impl Gateway {
         ev.action_id = Some(action_id.0.clone());
         ev.reason = deny_reason.or(needs_confirmation.then_some(confirm_reason));
         ev.detail = json!({"decision": label, "policies": policies,
-            "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation()});
+            "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation(),
+            "grant_withheld": grant_withheld});
         self.audit(ev)
             .await
             .map_err(|()| ReasonCode::StoreUnavailable)?;
@@ -1724,6 +1961,7 @@ impl Gateway {
             )
             .await;
         let mut resolve = |id: &HandleId| resolver.next(id);
+        let runtime_args = proof.request().inputs.arguments.clone();
         let result = self.inner.executor.commit(proof, &mut resolve).await;
         match result {
             Ok(output) => {
@@ -1761,6 +1999,7 @@ impl Gateway {
                     output,
                     Some(action_id.clone()),
                     &pairs,
+                    &runtime_args,
                 )
                 .await
             }
@@ -2365,6 +2604,26 @@ pub async fn describe_handles(store: &dyn VaultStore, text: &str) -> String {
 
 /// Replace every occurrence of a resolved value in the output's strings (and object keys) by
 /// its handle. Longest values first, so a value containing another is replaced whole.
+/// The amounts (decimal text) below amount-like keys ([`is_amount_field`]) of `v`, at any
+/// depth: numbers, and strings that parse as numbers.
+fn amount_values(v: &Value, under_amount: bool, out: &mut Vec<String>) {
+    match v {
+        Value::Number(n) if under_amount => out.push(n.to_string()),
+        Value::String(s) if under_amount && s.trim().parse::<f64>().is_ok() => {
+            out.push(s.trim().to_owned());
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| amount_values(i, under_amount, out)),
+        Value::Object(map) => {
+            for (k, i) in map {
+                amount_values(i, under_amount || is_amount_field(k), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
     let mut pairs: Vec<&(String, HandleId)> =
         resolved.iter().filter(|(v, _)| !v.is_empty()).collect();

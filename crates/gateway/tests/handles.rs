@@ -278,9 +278,10 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     let o = h.call(&h.session, PAY, pay(&iban), None).await;
     assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
     assert_eq!(h.payments(), 0);
-    // The user's task grants paying: the anchored payment runs.
+    // The user's task grants paying (twice: a financial grant covers one payment unless it
+    // carries a count): the anchored payment runs.
     let session = h
-        .open_granted_session("alice", &["office__pay_invoice"])
+        .open_granted_session("alice", &["office__pay_invoice#2"])
         .await;
     let inv = h.read_invoice(&session, "INV-42").await;
     let iban = handle_at(&inv, "iban");

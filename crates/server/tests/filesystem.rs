@@ -214,6 +214,7 @@ async fn filesystem_server_behind_secureclaw() {
                 // The host read "write the summary" as granting the (destructive: it
                 // overwrites) write tool; without the grant every write would ask.
                 granted_tools: vec!["fs__write_file".into()],
+                max_amount: None,
             },
         )
         .await

@@ -1,0 +1,243 @@
+//! Red-team findings F6, F11 and F1 (authorization semantics), each as a class:
+//!
+//! - F6: recipients no detector recognises (quoted local parts, address literals, dotless
+//!   domains, URIs without `//`) and numbers in any target field are targets, so with an
+//!   anchored `to` beside them the call still goes to a human;
+//! - F11: a grant covers what the task asked, not every use of the tool: the object ids of a
+//!   financial effect are targets, a financial grant covers one unconfirmed use per task
+//!   unless it says otherwise (`tool#N`), and its amount must be under the task's ceiling or
+//!   come from the task (its text or a read it anchored);
+//! - F1: text the runtime supplied never lands on an existing handle (no equality oracle),
+//!   while a value that only came from upstreams keeps its handle.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+mod common;
+
+use common::*;
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::store::SessionRecord;
+use serde_json::{Value, json};
+
+const SEND: &str = "office__send_email";
+const PAY: &str = "office__pay_invoice";
+const AMOUNT: u64 = 129_900;
+
+fn with(mut v: Value, key: &str, new: Value) -> Value {
+    v[key] = new;
+    v
+}
+
+// ------------------------------------------------------------------------------------ F6
+
+#[tokio::test]
+async fn undetected_recipients_and_numbers_are_targets() {
+    let h = Harness::new().await;
+    let base = email(APPROVER, "INV-42");
+    let attacks = [
+        ("reply_to", json!("\"attacker\"@evil.example")),
+        ("forward_to", json!("attacker@[203.0.113.5]")),
+        ("forward_to", json!("attacker@evil")),
+        ("forward_to", json!("attacker@localhost")),
+        ("notify", json!("https:evil.example")),
+        ("notify", json!("hxxp://evil.example/drop")),
+        ("notify", json!("//evil.example/x")),
+        ("notify", json!("attacker at evil dot example")),
+        ("relay", json!("203.0.113.5")),
+        ("to", json!([APPROVER, 447_700_900_123_u64])),
+        ("cc", json!(447_700_900_123_u64)),
+        ("dest", json!(15_551_234_567_u64)),
+        ("meta", json!({"callback": 447_700_900_123_u64})),
+        ("meta", json!({"callback": "+447700900123"})),
+    ];
+    for (key, value) in attacks {
+        let o = h
+            .call(
+                &h.session,
+                SEND,
+                with(base.clone(), key, value.clone()),
+                None,
+            )
+            .await;
+        let id = assert_pending(&o);
+        let record = h.store.action(&id).unwrap().unwrap();
+        assert!(
+            record.display.contains("NOT ANCHORED"),
+            "{key}={value}: {}",
+            record.display
+        );
+    }
+    assert_eq!(h.sent(), 0, "nothing went out without a human");
+    // Positive control: the anchored send, with ordinary text, dates and small numbers.
+    let control = with(
+        base,
+        "body",
+        json!("INV-42 (due 2026-12-15, 3 pages, v1.2, 129900 cents) for sign-off."),
+    );
+    completed(&h.call(&h.session, SEND, control, None).await);
+    assert_eq!(h.sent(), 1);
+}
+
+// ------------------------------------------------------------------------------------ F11
+
+async fn pay_session(h: &Harness, grants: &[&str], max_amount: Option<u64>) -> SessionRecord {
+    h.gw.open_session(
+        "payer",
+        TaskEnvelope {
+            request: "Pay invoice INV-42.".into(),
+            granted_tools: grants.iter().map(|g| (*g).to_owned()).collect(),
+            max_amount,
+            ..TaskEnvelope::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn pay(invoice: &str, iban: &str, amount: u64) -> Value {
+    json!({"invoice_id": invoice, "iban": iban, "amount_cents": amount})
+}
+
+async fn display(h: &Harness, id: &ActionId) -> String {
+    h.store.action(id).unwrap().unwrap().display
+}
+
+#[tokio::test]
+async fn a_grant_covers_the_payment_the_task_names_once() {
+    let h = Harness::new().await;
+    let s = pay_session(&h, &[PAY], None).await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    // Positive control: the one payment the task names runs without a prompt.
+    completed(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    assert_eq!(h.payments(), 1);
+    // The same payment again: the grant is used up.
+    let id = assert_pending(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    assert!(display(&h, &id).await.contains("(grant_exhausted)"));
+    // Another invoice to INV-42's IBAN: INV-43 is an object nobody named.
+    let s2 = pay_session(&h, &[PAY], None).await;
+    let iban2 = handle_at(&h.read_invoice(&s2, "INV-42").await, "iban");
+    for invoice in ["INV-43", "INV-44"] {
+        let id = assert_pending(&h.call(&s2, PAY, pay(invoice, &iban2, 48_750), None).await);
+        assert!(
+            display(&h, &id)
+                .await
+                .contains("target \"invoice_id\": NOT ANCHORED"),
+            "{invoice}"
+        );
+    }
+    // An amount nobody named (2^53 - 1), on the invoice the task names.
+    let id = assert_pending(
+        &h.call(&s2, PAY, pay("INV-42", &iban2, 9_007_199_254_740_991), None)
+            .await,
+    );
+    assert!(display(&h, &id).await.contains("(amount_unanchored)"));
+    assert_eq!(h.payments(), 1, "only the control paid");
+    // The grant was not used by the held calls: the named payment still runs.
+    completed(&h.call(&s2, PAY, pay("INV-42", &iban2, AMOUNT), None).await);
+    assert_eq!(h.payments(), 2);
+}
+
+#[tokio::test]
+async fn grant_counts_and_amount_ceilings() {
+    let h = Harness::new().await;
+    // `#2`: two unconfirmed payments, the third asks.
+    let s = pay_session(&h, &[&format!("{PAY}#2")], None).await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    for _ in 0..2 {
+        completed(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    }
+    let id = assert_pending(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    assert!(display(&h, &id).await.contains("(grant_exhausted)"));
+    assert_eq!(h.payments(), 2);
+    // A ceiling below the amount asks; one above it lets the amount through.
+    let low = pay_session(&h, &[PAY], Some(100_000)).await;
+    let iban = handle_at(&h.read_invoice(&low, "INV-42").await, "iban");
+    let id = assert_pending(&h.call(&low, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    assert!(display(&h, &id).await.contains("(amount_over_ceiling)"));
+    let high = pay_session(&h, &[PAY], Some(200_000)).await;
+    let iban = handle_at(&h.read_invoice(&high, "INV-42").await, "iban");
+    completed(
+        &h.call(&high, PAY, pay("INV-42", &iban, 150_000), None)
+            .await,
+    );
+    assert_eq!(h.payments(), 3);
+}
+
+#[tokio::test]
+async fn concurrent_payments_take_the_grant_once() {
+    let h = Harness::new().await;
+    let s = pay_session(&h, &[PAY], None).await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    let v = pay("INV-42", &iban, AMOUNT);
+    let (a, b) = tokio::join!(
+        h.call(&s, PAY, v.clone(), None),
+        h.call(&s, PAY, v.clone(), None)
+    );
+    let done = [&a, &b]
+        .iter()
+        .filter(|o| matches!(o, secureclaw_gateway::CallOutcome::Completed { .. }))
+        .count();
+    assert_eq!(done, 1, "{a:?} {b:?}");
+    assert_eq!(h.payments(), 1);
+}
+
+// ------------------------------------------------------------------------------------ F1
+
+fn echo_handle(o: &secureclaw_gateway::CallOutcome) -> String {
+    let text = completed(o).content[0]["text"].as_str().unwrap().to_owned();
+    email_handle_in(&text).unwrap_or_else(|| panic!("no email handle in {text}"))
+}
+
+#[tokio::test]
+async fn runtime_text_never_lands_on_an_existing_handle() {
+    let h = Harness::new().await;
+    let s = &h.session;
+    // Positive control: the same upstream value read twice keeps its handle.
+    let first = h.read_invoice(s, "INV-42").await;
+    let notes = email_handle_in(first["notes"].as_str().unwrap()).unwrap();
+    let again = h.read_invoice(s, "INV-42").await;
+    assert_eq!(
+        email_handle_in(again["notes"].as_str().unwrap()),
+        Some(notes.clone())
+    );
+    // The oracle: echo a right and a wrong guess of the address behind `notes`.
+    let right = echo_handle(
+        &h.call(s, "test__echo", json!({"text": ATTACKER}), None)
+            .await,
+    );
+    let wrong = echo_handle(
+        &h.call(s, "test__echo", json!({"text": "bob@evil.example"}), None)
+            .await,
+    );
+    let right_again = echo_handle(
+        &h.call(s, "test__echo", json!({"text": ATTACKER}), None)
+            .await,
+    );
+    assert_ne!(
+        right, notes,
+        "the guess landed on the upstream value's handle"
+    );
+    assert_ne!(wrong, notes);
+    // Right and wrong look alike: each echo is a fresh handle, equal to nothing seen before.
+    assert_ne!(right, right_again);
+    // Never registered for reuse: a later upstream read does not land on the echo's handle.
+    let s2 = h.open_session("alice").await;
+    let guess = echo_handle(
+        &h.call(&s2, "test__echo", json!({"text": ATTACKER}), None)
+            .await,
+    );
+    let read = h.read_invoice(&s2, "INV-42").await;
+    let notes2 = email_handle_in(read["notes"].as_str().unwrap()).unwrap();
+    assert_ne!(guess, notes2);
+    let read = h.read_invoice(&s2, "INV-42").await;
+    assert_eq!(
+        email_handle_in(read["notes"].as_str().unwrap()),
+        Some(notes2)
+    );
+}
