@@ -36,6 +36,17 @@ pub struct Limits {
     pub max_held_calls_per_session: usize,
     /// Bytes of arguments (serialized JSON) a session may have held. Default 16 MiB.
     pub max_held_bytes_per_session: usize,
+    /// Distinct targets (target-field values, identifiers found anywhere in the arguments,
+    /// object references) checked in one call; a call with more is refused with
+    /// `too_many_targets` before anything is sent. Default 1024.
+    pub max_targets_per_call: usize,
+    /// Values a session's store writes are remembered by (so that reading them back never
+    /// anchors): at most this many per session. Once full, every later read of the session is
+    /// treated as reading something it wrote (never anchored). Default 65536.
+    pub max_written_values_per_session: usize,
+    /// Bytes of those remembered values per session, with the same overflow rule.
+    /// Default 8 MiB.
+    pub max_written_bytes_per_session: usize,
 }
 
 impl Default for Limits {
@@ -51,6 +62,9 @@ impl Default for Limits {
             session_ttl_ms: 86_400_000,
             max_held_calls_per_session: 256,
             max_held_bytes_per_session: 16 * 1024 * 1024,
+            max_targets_per_call: 1024,
+            max_written_values_per_session: 65_536,
+            max_written_bytes_per_session: 8 * 1024 * 1024,
         }
     }
 }
