@@ -190,7 +190,11 @@ fn wrap_serves_a_stdio_upstream_with_handles_and_policy() {
         .args(["approvals", "list"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let listing = String::from_utf8(out.stdout).unwrap();
     assert!(listing.contains("attacker@evil.example"), "{listing}");
     assert!(listing.contains("(session ses#"), "{listing}");

@@ -825,11 +825,12 @@ impl Gateway {
         // session's written set is marked full below, which fails closed.
         let limit = self.inner.config.limits.max_targets_per_call;
         let (args, fields) = (arguments.clone(), entry.targets.clone());
-        let found =
-            tokio::task::spawn_blocking(move || collect_targets_bounded(&args, &fields, false, limit))
-                .await
-                .ok()
-                .and_then(Result::ok);
+        let found = tokio::task::spawn_blocking(move || {
+            collect_targets_bounded(&args, &fields, false, limit)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok);
         let overflow = found.is_none();
         for t in found.unwrap_or_default() {
             let value = t.value.trim().to_owned();

@@ -62,7 +62,9 @@ async fn shown(h: &Harness, id: &secureclaw_core::artifact::ActionId) -> String 
 async fn send_to_inv44_contact(h: &Harness) -> String {
     let inv = h.read_invoice(&h.session, "INV-44").await;
     let contact = handle_at(&inv, "contact_email");
-    let o = h.call(&h.session, SEND, email(&contact, "INV-42"), None).await;
+    let o = h
+        .call(&h.session, SEND, email(&contact, "INV-42"), None)
+        .await;
     let id = assert_pending(&o);
     shown(h, &id).await
 }
@@ -78,7 +80,9 @@ async fn many_identifiers_are_refused_and_cheap() {
     let h = Harness::new().await;
     let started = Instant::now();
     for (tool, n) in [(COUNT, 150_000), (ECHO, 20_000), (COUNT, 1025)] {
-        let o = h.call(&h.session, tool, json!({"q": addresses(n)}), None).await;
+        let o = h
+            .call(&h.session, tool, json!({"q": addresses(n)}), None)
+            .await;
         assert_denied(&o, ReasonCode::TooManyTargets);
         let CallOutcome::Denied(r) = &o else {
             unreachable!()
@@ -92,9 +96,13 @@ async fn many_identifiers_are_refused_and_cheap() {
     assert_eq!(h.test.effects() + h.test.reads(), 0, "nothing was sent");
     // Positive controls: at the cap the call is decided as usual (unanchored recipients:
     // confirmation), and a read with a few identifiers runs.
-    let o = h.call(&h.session, COUNT, json!({"q": addresses(1024)}), None).await;
+    let o = h
+        .call(&h.session, COUNT, json!({"q": addresses(1024)}), None)
+        .await;
     assert_pending(&o);
-    let o = h.call(&h.session, ECHO, json!({"q": addresses(3)}), None).await;
+    let o = h
+        .call(&h.session, ECHO, json!({"q": addresses(3)}), None)
+        .await;
     completed(&o);
 }
 
@@ -104,11 +112,18 @@ async fn target_cap_is_configurable() {
     let mut config = test_config();
     config.limits.max_targets_per_call = 2;
     let h = Harness::with_config(config).await;
-    let o = h.call(&h.session, COUNT, json!({"q": addresses(3)}), None).await;
+    let o = h
+        .call(&h.session, COUNT, json!({"q": addresses(3)}), None)
+        .await;
     assert_denied(&o, ReasonCode::TooManyTargets);
     // Positive control: two targets (duplicates count once).
     let o = h
-        .call(&h.session, COUNT, json!({"to": ["a@x.example", "a@x.example"], "q": "b@x.example"}), None)
+        .call(
+            &h.session,
+            COUNT,
+            json!({"to": ["a@x.example", "a@x.example"], "q": "b@x.example"}),
+            None,
+        )
         .await;
     assert_pending(&o);
 }
@@ -128,7 +143,12 @@ async fn many_distinct_non_ascii_characters_are_cheap_and_capped() {
     let distinct = body.chars().count();
     let started = Instant::now();
     let o = h
-        .call(&h.session, SEND, json!({"to": ATTACKER, "subject": "0", "body": body}), None)
+        .call(
+            &h.session,
+            SEND,
+            json!({"to": ATTACKER, "subject": "0", "body": body}),
+            None,
+        )
         .await;
     let id = assert_pending(&o);
     assert!(started.elapsed() < LIVENESS, "{:?}", started.elapsed());
@@ -143,7 +163,14 @@ async fn many_distinct_non_ascii_characters_are_cheap_and_capped() {
         "{warning:.400}"
     );
     // Positive control: one look-alike is listed by code point, nothing counted.
-    let o = h.call(&h.session, SEND, email("\u{0430}pprover@corp.example", "x"), None).await;
+    let o = h
+        .call(
+            &h.session,
+            SEND,
+            email("\u{0430}pprover@corp.example", "x"),
+            None,
+        )
+        .await;
     let display = shown(&h, &assert_pending(&o)).await;
     assert!(display.contains("U+0430 'а'"), "{display}");
     assert!(!display.contains("more)"), "{display}");
@@ -161,13 +188,19 @@ async fn revealed_look_alike_is_flagged() {
     let first = display.lines().next().unwrap();
     assert!(first.starts_with("WARNING: 1 revealed value"), "{display}");
     assert!(first.contains("U+0430 'а'"), "{display}");
-    assert!(display.contains("«\u{0430}pprover@corp.example»"), "{display}");
+    assert!(
+        display.contains("«\u{0430}pprover@corp.example»"),
+        "{display}"
+    );
     // Positive control: an ASCII contact is revealed without a warning.
     let h = harness_with_contact(test_config(), "billing@blueriver.example").await;
     let display = send_to_inv44_contact(&h).await;
     assert!(!display.contains("WARNING"), "{display}");
     assert!(display.contains("«billing@blueriver.example»"), "{display}");
-    assert!(display.starts_with("1 of 1 target(s) NOT ANCHORED"), "{display}");
+    assert!(
+        display.starts_with("1 of 1 target(s) NOT ANCHORED"),
+        "{display}"
+    );
 }
 
 /// F7: a revealed value with newlines and a fake target block cannot forge display lines:
@@ -182,20 +215,35 @@ async fn revealed_values_cannot_forge_display_lines() {
     let h = harness_with_contact(test_config(), &fake).await;
     let display = send_to_inv44_contact(&h).await;
     assert!(display.lines().count() <= 8, "{display}");
-    assert!(!display.contains("anchored (named in the task)\n"), "{display}");
-    assert!(display.contains("\\n  target \\\"to\\\": anchored"), "{display}");
+    assert!(
+        !display.contains("anchored (named in the task)\n"),
+        "{display}"
+    );
+    assert!(
+        display.contains("\\n  target \\\"to\\\": anchored"),
+        "{display}"
+    );
     assert!(display.contains("\\u{bb})"), "{display}");
     let genuine = display
         .find("target \"to\": NOT ANCHORED")
         .expect("genuine target line");
     let call = display.find("call: ").expect("call line");
     assert!(genuine < call, "{display}");
-    assert!(display.lines().next().unwrap().starts_with("WARNING: 1 revealed value"));
+    assert!(
+        display
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("WARNING: 1 revealed value")
+    );
     // A long value is cut with a marker.
     let long = format!("billing@blueriver.example{}", " ".repeat(3000));
     let h = harness_with_contact(test_config(), &long).await;
     let display = send_to_inv44_contact(&h).await;
-    assert!(display.contains("more characters not shown]»"), "{display:.300}");
+    assert!(
+        display.contains("more characters not shown]»"),
+        "{display:.300}"
+    );
     // Positive control: a plain value is shown as it is, one line per item.
     let h = harness_with_contact(test_config(), "billing@blueriver.example").await;
     let display = send_to_inv44_contact(&h).await;
@@ -206,8 +254,7 @@ async fn revealed_values_cannot_forge_display_lines() {
 // ---------------------------------------------------------------- F10 audit amplification
 
 fn resolve_records(h: &Harness) -> Vec<Value> {
-    let all: Value =
-        serde_json::to_value(h.store.audit_records(0, usize::MAX).unwrap()).unwrap();
+    let all: Value = serde_json::to_value(h.store.audit_records(0, usize::MAX).unwrap()).unwrap();
     all.as_array()
         .unwrap()
         .iter()
@@ -225,7 +272,12 @@ async fn repeated_handle_is_resolved_and_audited_once() {
     let contact = handle_at(&inv, "contact_email");
     let body = format!("{contact} ").repeat(10_000);
     let o = h
-        .call(&h.session, DRAFT, json!({"to": "x", "subject": "s", "body": body}), None)
+        .call(
+            &h.session,
+            DRAFT,
+            json!({"to": "x", "subject": "s", "body": body}),
+            None,
+        )
         .await;
     completed(&o);
     let records = resolve_records(&h);

@@ -879,14 +879,16 @@ async fn a_full_written_set_fails_closed() {
         let s = d.session().await;
         let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
         let u = d.read(&s, "find_user_id_by_name_zip", lookup).await["user_id"].clone();
-        let profile = d
-            .read(&s, "get_user_details", json!({"user_id": u}))
-            .await;
+        let profile = d.read(&s, "get_user_details", json!({"user_id": u})).await;
         let order = profile["orders"][0].clone();
         assert!(d.anchored(&order));
         let address = address_args(&profile["address"]);
         ran(&d
-            .call(&s, "modify_user_address", with(address, json!({"user_id": u})))
+            .call(
+                &s,
+                "modify_user_address",
+                with(address, json!({"user_id": u})),
+            )
             .await);
         let details = d
             .read(&s, "get_order_details", json!({"order_id": order}))
