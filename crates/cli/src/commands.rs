@@ -336,7 +336,8 @@ pub async fn approvals(
                     a.action_id,
                     a.state.as_str(),
                     secureclaw_gateway::reveal_for_approver(store.as_ref(), &act.display).await,
-                    act.session,
+                    // Never the raw session id: it is the runtime's bearer credential.
+                    secureclaw_gateway::audit_session_id(&act.session),
                     act.caller
                 );
             }

@@ -182,6 +182,23 @@ fn wrap_serves_a_stdio_upstream_with_handles_and_policy() {
         r["result"]["structuredContent"]["recovery"]["reason"],
         "confirmation_required"
     );
+    // Red-team F4: `approvals list` names the session by its digest, never by its id (the
+    // runtime's bearer token, `ses_…`).
+    let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(w._dir.path().join("state"))
+        .args(["approvals", "list"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing = String::from_utf8(out.stdout).unwrap();
+    assert!(listing.contains("attacker@evil.example"), "{listing}");
+    assert!(listing.contains("(session ses#"), "{listing}");
+    assert!(!listing.contains("ses_"), "{listing}");
 }
 
 #[test]

@@ -302,19 +302,49 @@ pub fn collect_targets(
     fields: &[String],
     egress: bool,
 ) -> Vec<Target> {
+    // Without a limit the walk cannot fail.
+    collect_targets_bounded(arguments, fields, egress, usize::MAX).unwrap_or_default()
+}
+
+/// More distinct targets than allowed were found in one call's arguments
+/// ([`collect_targets_bounded`]); the walk stopped there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyTargets {
+    /// The limit that was exceeded.
+    pub limit: usize,
+}
+
+/// [`collect_targets`] with at most `limit` distinct targets: the walk stops as soon as one
+/// more is found, so the cost of a call with an unbounded number of identifiers is bounded
+/// too. De-duplication is a hash set, linear in the number of targets (red-team F13: a linear
+/// scan per target made 150k addresses cost minutes of CPU).
+///
+/// # Errors
+/// [`TooManyTargets`] when the arguments hold more than `limit` distinct targets.
+pub fn collect_targets_bounded(
+    arguments: &Map<String, Value>,
+    fields: &[String],
+    egress: bool,
+    limit: usize,
+) -> Result<Vec<Target>, TooManyTargets> {
     struct Walk<'a> {
         fields: &'a [String],
         egress: bool,
         out: Vec<Target>,
+        seen: std::collections::HashSet<(String, String)>,
+        limit: usize,
+        over: bool,
     }
     impl Walk<'_> {
         fn push(&mut self, field: &str, value: String, origin: TargetOrigin) {
-            if value.trim().is_empty()
-                || self
-                    .out
-                    .iter()
-                    .any(|t| t.field == field && t.value == value)
-            {
+            if self.over || value.trim().is_empty() {
+                return;
+            }
+            if !self.seen.insert((field.to_owned(), value.clone())) {
+                return;
+            }
+            if self.out.len() >= self.limit {
+                self.over = true;
                 return;
             }
             self.out.push(Target {
@@ -324,6 +354,9 @@ pub fn collect_targets(
             });
         }
         fn identifiers(&mut self, field: &str, text: &str) {
+            if self.over {
+                return;
+            }
             // Normalized first (NFKC; zero-width, bidi, control characters removed), as the
             // read path does: a recipient split by a zero-width space or written in full-width
             // letters is still found. Handle ids are the gateway's own tokens; it checks their
@@ -405,9 +438,15 @@ pub fn collect_targets(
         fields,
         egress,
         out: Vec::new(),
+        seen: std::collections::HashSet::new(),
+        limit,
+        over: false,
     };
     w.object("", arguments);
-    w.out
+    if w.over {
+        return Err(TooManyTargets { limit });
+    }
+    Ok(w.out)
 }
 
 /// Whether `name` names an object id: `id`, `*_id`, `*-id`, `*Id` (and their plurals).
@@ -952,5 +991,30 @@ mod tests {
         ] {
             assert!(!is_anchored(padded, &e, &[]), "{padded:?}");
         }
+    }
+
+    /// Red-team F13: many distinct identifiers in one argument. The walk is linear (this ran
+    /// minutes before the hash set) and stops at the cap with a typed refusal; below the cap
+    /// every target is still found, duplicates once.
+    #[test]
+    fn many_identifiers_are_linear_and_capped() {
+        let n = 150_000;
+        let text: String = (0..n).map(|i| format!("u{i:06}@corp.example ")).collect();
+        let args = json!({"q": text});
+        let map = args.as_object().unwrap_or_else(|| unreachable!());
+        let started = std::time::Instant::now();
+        let err = collect_targets_bounded(map, &[], false, 1024).unwrap_err();
+        assert_eq!(err, TooManyTargets { limit: 1024 });
+        // Unbounded: every one found, linear time (a liveness bound, not a timing threshold).
+        let all = collect_targets_bounded(map, &[], false, usize::MAX).unwrap();
+        assert_eq!(all.len(), n);
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        // Positive control: under the cap, duplicates count once.
+        let dup = json!({"to": ["a@x.example", "a@x.example", "b@x.example"], "q": "a@x.example"});
+        let dup = dup.as_object().unwrap_or_else(|| unreachable!());
+        let fields = vec!["to".to_owned()];
+        let t = collect_targets_bounded(dup, &fields, false, 3).unwrap();
+        assert_eq!(t.len(), 3, "{t:?}");
+        assert!(collect_targets_bounded(dup, &fields, false, 2).is_err());
     }
 }

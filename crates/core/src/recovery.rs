@@ -93,6 +93,9 @@ pub enum ReasonCode {
     /// A per-session limit of the gateway was reached (held calls, pending approvals, rate);
     /// nothing was sent or recorded for this call.
     LimitExceeded,
+    /// The arguments of one call hold more distinct targets (recipients, paths, accounts,
+    /// identifiers) than the gateway checks per call; nothing was sent or recorded.
+    TooManyTargets,
 }
 
 impl ReasonCode {
@@ -134,6 +137,7 @@ impl ReasonCode {
             ReasonCode::Deferred => "deferred",
             ReasonCode::ContractBlocked => "contract_blocked",
             ReasonCode::LimitExceeded => "limit_exceeded",
+            ReasonCode::TooManyTargets => "too_many_targets",
         }
     }
 }
@@ -360,6 +364,13 @@ impl Recovery {
                 vec![
                     "settle what is waiting first: promote or abandon held branches, or ask the user to decide pending approvals".into(),
                     "ask the operator if the task needs a higher limit".into(),
+                ],
+            ),
+            ReasonCode::TooManyTargets => (
+                "this call names more targets (recipients, paths, accounts, identifiers) than one call may; it was not sent",
+                vec![
+                    "split the call into several smaller calls, each with fewer targets".into(),
+                    "ask the operator if the task needs a higher max_targets_per_call".into(),
                 ],
             ),
             ReasonCode::Replay => (

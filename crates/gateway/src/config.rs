@@ -53,6 +53,17 @@ pub struct Limits {
     /// Calls a session may make to one tool at once before `tool_rate_per_s` applies.
     /// Default 1000.
     pub tool_burst: u32,
+    /// Distinct targets (target-field values, identifiers found anywhere in the arguments,
+    /// object references) checked in one call; a call with more is refused with
+    /// `too_many_targets` before anything is sent. Default 1024.
+    pub max_targets_per_call: usize,
+    /// Values a session's store writes are remembered by (so that reading them back never
+    /// anchors): at most this many per session. Once full, every later read of the session is
+    /// treated as reading something it wrote (never anchored). Default 65536.
+    pub max_written_values_per_session: usize,
+    /// Bytes of those remembered values per session, with the same overflow rule.
+    /// Default 8 MiB.
+    pub max_written_bytes_per_session: usize,
 }
 
 impl Default for Limits {
@@ -73,6 +84,9 @@ impl Default for Limits {
             session_burst: 2000,
             tool_rate_per_s: 25,
             tool_burst: 1000,
+            max_targets_per_call: 1024,
+            max_written_values_per_session: 65_536,
+            max_written_bytes_per_session: 8 * 1024 * 1024,
         }
     }
 }

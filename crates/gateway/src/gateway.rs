@@ -7,7 +7,8 @@ use crate::executor::{ExecError, Executor, Resolution, ResolveError};
 use crate::upstream::{ToolOutput, Upstream};
 use secureclaw_core::acceptance::{CommitAttempt, accept};
 use secureclaw_core::anchor::{
-    anchor_provenance, collect_targets, is_amount_field, is_anchored, object_id_targets,
+    anchor_provenance, collect_targets, collect_targets_bounded, is_amount_field, is_anchored,
+    object_id_targets,
 };
 use secureclaw_core::artifact::{
     ARTIFACT_VERSION, ActionId, ArtifactDecision, AuthorizationArtifact,
@@ -220,7 +221,7 @@ struct Inner {
     /// Call rates per session and per (session, tool).
     rates: limits::RateLimiter,
     /// Per session: the objects its store effects wrote (never anchoring when read back).
-    written: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    written: std::sync::Mutex<std::collections::HashMap<String, WrittenValues>>,
     /// Per (session, grant entry): unconfirmed uses of a limited grant so far (red-team
     /// finding F11: a grant covers what the task asked, not every use of the tool).
     grant_uses: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
@@ -228,6 +229,37 @@ struct Inner {
     /// reads the task anchored (`read_invoice INV-42` for "Pay invoice INV-42").
     read_amounts:
         std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+}
+
+/// The values one session's store effects wrote, bounded (`max_written_values_per_session`,
+/// `max_written_bytes_per_session`; red-team F13). Once a bound is reached the set is `full`
+/// and stops growing, and every later value counts as written: a read of the session is then
+/// never anchored. That fails closed — forgetting a written value could let the session
+/// anchor it by reading it back; treating unknown values as written only costs the session
+/// anchoring (its reads of named objects need confirmation instead).
+#[derive(Debug, Default)]
+struct WrittenValues {
+    values: std::collections::HashSet<String>,
+    bytes: usize,
+    full: bool,
+}
+
+impl WrittenValues {
+    fn add(&mut self, value: String, max_values: usize, max_bytes: usize) {
+        if self.full || self.values.contains(&value) {
+            return;
+        }
+        if self.values.len() >= max_values || self.bytes.saturating_add(value.len()) > max_bytes {
+            self.full = true;
+            return;
+        }
+        self.bytes += value.len();
+        self.values.insert(value);
+    }
+
+    fn contains(&self, value: &str) -> bool {
+        self.full || self.values.contains(value)
+    }
 }
 
 impl std::fmt::Debug for Gateway {
@@ -678,7 +710,23 @@ impl Gateway {
                 sink_allowed: r.sink_allowed(&sink),
             })
             .collect();
-        let mut targets = self.targets(session, &entry, arguments, &records);
+        // Target collection runs the detectors over every argument: linear, bounded by
+        // `max_targets_per_call`, and off the async workers so a large call cannot stall other
+        // sessions (red-team F13).
+        let found = if entry.targets_declared && entry.targets.is_empty() {
+            Vec::new()
+        } else {
+            let (args, fields) = (arguments.clone(), entry.targets.clone());
+            let egress = entry.sink == SinkKind::Egress;
+            let limit = self.inner.config.limits.max_targets_per_call;
+            tokio::task::spawn_blocking(move || {
+                collect_targets_bounded(&args, &fields, egress, limit)
+            })
+            .await
+            .map_err(|_| ReasonCode::Internal)?
+            .map_err(|_| ReasonCode::TooManyTargets)?
+        };
+        let mut targets = self.targets(session, &entry, arguments, found, &records);
         let mut names_protected = false;
         if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
             for (field, values) in self.object_identifiers(&entry, arguments, &records).await {
@@ -768,6 +816,7 @@ impl Gateway {
         session: &SessionRecord,
         entry: &ToolEntry,
         arguments: &Map<String, Value>,
+        found: Vec<secureclaw_core::anchor::Target>,
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Vec<TargetFact> {
         // The operator declared the tool target-less (`targets = []`, e.g. saving a draft):
@@ -775,10 +824,10 @@ impl Gateway {
         if entry.targets_declared && entry.targets.is_empty() {
             return Vec::new();
         }
-        let egress = entry.sink == SinkKind::Egress;
-        let mut seen_handles: Vec<&HandleId> = Vec::new();
+        let mut seen_handles: std::collections::HashSet<&HandleId> =
+            std::collections::HashSet::new();
         let mut out: Vec<TargetFact> = Vec::new();
-        let mut found = collect_targets(arguments, &entry.targets, egress);
+        let mut found = found;
         if entry.destructive || entry.financial {
             // The objects a destructive or financial effect acts on are targets too (F11).
             let seen: std::collections::HashSet<(String, String)> = found
@@ -820,7 +869,7 @@ impl Gateway {
         // not counted: it must not turn a call with no recognised target into an anchored
         // one.)
         for (path, id) in find_handles(&Value::Object(arguments.clone())) {
-            if seen_handles.contains(&&id) {
+            if seen_handles.contains(&id) {
                 continue;
             }
             let Some(rec) = records.get(&id) else {
@@ -877,15 +926,31 @@ impl Gateway {
             ids.push(id.clone());
             Ok(id.0.clone())
         });
+        // Each distinct handle is checked, read and audited once per call, with the number of
+        // its occurrences (red-team F10: one record per occurrence let one call write 10k
+        // audit records); every occurrence gets the same result.
+        let mut counts: BTreeMap<&HandleId, u64> = BTreeMap::new();
+        for id in &ids {
+            *counts.entry(id).or_default() += 1;
+        }
+        let mut done: BTreeMap<HandleId, Resolution> = BTreeMap::new();
         let mut results = std::collections::VecDeque::with_capacity(ids.len());
         let mut resolved = Vec::new();
-        for id in ids {
-            let result = self.resolve_one(session, entry, action, &id).await;
+        for id in &ids {
+            let result = match done.get(id) {
+                Some(r) => r.clone(),
+                None => {
+                    let count = counts.get(id).copied().unwrap_or(1);
+                    let r = self.resolve_one(session, entry, action, id, count).await;
+                    if let Ok(plain) = &r {
+                        resolved.push((plain.clone(), id.clone()));
+                    }
+                    done.insert(id.clone(), r.clone());
+                    r
+                }
+            };
             let failed = result.is_err();
-            if let Ok(plain) = &result {
-                resolved.push((plain.clone(), id.clone()));
-            }
-            results.push_back((id, result));
+            results.push_back((id.clone(), result));
             if failed {
                 break;
             }
@@ -899,6 +964,7 @@ impl Gateway {
         entry: &ToolEntry,
         action: Option<&ActionId>,
         id: &HandleId,
+        occurrences: u64,
     ) -> Resolution {
         let now = self.now();
         let rec = self
@@ -924,7 +990,8 @@ impl Gateway {
             .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
         let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
         ev.action_id = action.map(|a| a.0.clone());
-        ev.detail = json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name)});
+        ev.detail = json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name),
+                           "occurrences": occurrences});
         self.audit(ev).await.map_err(|()| ResolveError::Store)?;
         Ok(String::from_utf8_lossy(&value).into_owned())
     }
@@ -1156,7 +1223,18 @@ impl Gateway {
         arguments: &Map<String, Value>,
     ) {
         let mut values: Vec<String> = Vec::new();
-        for t in collect_targets(arguments, &entry.targets, false) {
+        // The call passed `max_targets_per_call` in prepare(); past it (not expected), the
+        // session's written set is marked full below, which fails closed.
+        let limit = self.inner.config.limits.max_targets_per_call;
+        let (args, fields) = (arguments.clone(), entry.targets.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            collect_targets_bounded(&args, &fields, false, limit)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok);
+        let overflow = found.is_none();
+        for t in found.unwrap_or_default() {
             let value = t.value.trim().to_owned();
             // A handle written to: its plaintext is written too, so that neither the handle
             // nor the literal value anchors a later read of what the session wrote.
@@ -1168,11 +1246,17 @@ impl Gateway {
             }
             values.push(value);
         }
+        let limits = &self.inner.config.limits;
         if let Ok(mut written) = self.inner.written.lock() {
-            written
-                .entry(session.id.clone())
-                .or_default()
-                .extend(values);
+            let set = written.entry(session.id.clone()).or_default();
+            set.full |= overflow;
+            for v in values {
+                set.add(
+                    v,
+                    limits.max_written_values_per_session,
+                    limits.max_written_bytes_per_session,
+                );
+            }
         }
     }
 
@@ -1209,15 +1293,20 @@ impl Gateway {
             .collect();
         out.extend(normalized);
         out.retain(|s| !s.trim().is_empty());
+        // A full written set stands for "anything may be the session's own text": every value
+        // of the result gets a fresh handle (fail closed, like its reads being unanchored).
+        let mut written_full = false;
         if let Ok(w) = self.inner.written.lock()
             && let Some(set) = w.get(&session.id)
         {
-            out.extend(set.iter().cloned());
+            out.extend(set.values.iter().cloned());
+            written_full = set.full;
         }
         // Past this much text a substring test per vaulted value costs too much: treat every
         // value of the result as the runtime's (fresh handles only).
         const MAX_RUNTIME_TEXT: usize = 64 * 1024;
-        let fresh_all = out.iter().map(String::len).sum::<usize>() > MAX_RUNTIME_TEXT
+        let fresh_all = written_full
+            || out.iter().map(String::len).sum::<usize>() > MAX_RUNTIME_TEXT
             || !collect_targets(arguments, &[], false).is_empty();
         crate::declassify::RuntimeText {
             strings: out,
@@ -2406,28 +2495,125 @@ fn result_digest(output: &ToolOutput) -> String {
     ))
 }
 
-/// The approval display: the tool and every argument in full, then each target's field,
-/// anchoring and provenance, then every non-ASCII character of the arguments by code point (a
-/// Cyrillic `а` in an address looks like a Latin `a`). Shown on the trusted side (approval
-/// API and CLI) with handles revealed, and to a trusted MCP client with handles described.
+/// Distinct non-ASCII code points listed by name in an approval display warning; the rest are
+/// counted (red-team F14).
+pub const MAX_FLAGGED_CODE_POINTS: usize = 32;
+
+/// Characters of one revealed handle value shown in an approval display; a longer value is cut
+/// with a marker naming how much is hidden (red-team F7).
+pub const MAX_REVEALED_VALUE_CHARS: usize = 1024;
+
+/// Distinct non-ASCII characters of `text` in order of first appearance: at most
+/// [`MAX_FLAGGED_CODE_POINTS`] of them formatted (`U+0430 'а'`), and how many there are in
+/// all. Linear (a set, not a list scan: red-team F14).
+fn flagged_code_points(text: &str) -> (Vec<String>, usize) {
+    let mut seen = std::collections::HashSet::new();
+    let mut listed = Vec::new();
+    for c in text.chars().filter(|c| !c.is_ascii()) {
+        if seen.insert(c) && listed.len() < MAX_FLAGGED_CODE_POINTS {
+            listed.push(format!("U+{:04X} {c:?}", u32::from(c)));
+        }
+    }
+    (listed, seen.len())
+}
+
+/// `U+0430 'а', U+0440 'р'` or, past the cap, `… (and N more)`.
+fn code_point_list(listed: &[String], total: usize) -> String {
+    let mut out = listed.join(", ");
+    if total > listed.len() {
+        out.push_str(&format!(" (and {} more)", total - listed.len()));
+    }
+    out
+}
+
+/// `c` is shown as an escape in an approval display: control characters, line and paragraph
+/// separators, and the invisible and bidirectional-control characters normalization removes.
+fn shown_escaped(c: char) -> bool {
+    c.is_control()
+        || secureclaw_core::normalize::is_removable(c)
+        || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// `text` with every [`shown_escaped`] character written as `\u{…}` (for JSON text, which
+/// already escapes quotes and control characters but not invisible or bidirectional ones).
+fn escape_invisible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if shown_escaped(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` as it is shown inside an approval display: every character that could break the
+/// layout or hide text is made visible (`\n`, `\r`, `\t`, `\u{202e}`), as are the quote,
+/// the backslash and the «» delimiters of revealed values, and the result is cut after `max`
+/// characters with a marker.
+#[must_use]
+pub fn display_escape(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut shown = 0usize;
+    let mut total = 0usize;
+    for c in text.chars() {
+        total += 1;
+        if shown >= max {
+            continue;
+        }
+        shown += 1;
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '«' | '»' => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c if shown_escaped(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    if total > shown {
+        out.push_str(&format!("…[{} more characters not shown]", total - shown));
+    }
+    out
+}
+
+/// The approval display. A summary line comes first (unanchored targets, non-ASCII characters
+/// in the arguments), then the non-ASCII warning listing them by code point (a Cyrillic `а` in
+/// an address looks like a Latin `a`), each target's field, anchoring and provenance, the tool's
+/// flags, and last the tool and every argument in full — so nothing an argument contains
+/// (padding, fake lines) can push the warnings off the first screen (red-team F7). Shown on the
+/// trusted side (approval API and CLI) with handles revealed ([`reveal_for_approver`], which
+/// adds its own warning for the revealed values), and to a trusted MCP client with handles
+/// described.
 fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[TargetFact]) -> String {
     // Every argument in full, JSON-encoded (control characters escaped, strings quoted), so
-    // padding, newlines or look-alike separators cannot hide part of a target from the human.
+    // padding, newlines or look-alike separators cannot hide part of a target from the human;
+    // invisible and bidirectional-control characters are escaped too.
     let parts: Vec<String> = args
         .iter()
         .map(|(k, v)| format!("{}={}", Value::String(k.clone()), v))
         .collect();
-    let mut out = format!("{}({})", entry.exposed, parts.join(", "));
-    let mut flags: Vec<String> = Vec::new();
-    if entry.destructive {
-        flags.push("destructive".into());
+    let call = escape_invisible(&format!("{}({})", entry.exposed, parts.join(", ")));
+    let unanchored = targets.iter().filter(|t| !t.anchored).count();
+    let (listed, distinct) = flagged_code_points(&Value::Object(args.clone()).to_string());
+    let mut out = format!(
+        "{} of {} target(s) NOT ANCHORED; {distinct} distinct non-ASCII character(s) in the arguments",
+        unanchored,
+        targets.len()
+    );
+    if distinct > 0 {
+        out.push_str(&format!(
+            "\n  WARNING: non-ASCII characters (look-alikes possible): {}",
+            code_point_list(&listed, distinct)
+        ));
     }
-    if entry.financial {
-        flags.push("financial".into());
-    }
-    flags.push(format!("{} sink", entry.sink.as_str()));
-    out.push_str(&format!("\n  tool: {}", flags.join(", ")));
-    for t in targets {
+    // Unanchored targets first.
+    let mut ordered: Vec<&TargetFact> = targets.iter().collect();
+    ordered.sort_by_key(|t| t.anchored);
+    for t in ordered {
         let source = match &t.provenance {
             Provenance::Task => "named in the task".to_owned(),
             Provenance::Operator => "operator's trusted targets".to_owned(),
@@ -2447,23 +2633,19 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[Target
         };
         out.push_str(&format!(
             "\n  target {}: {state} ({source})",
-            Value::String(t.field.clone())
+            escape_invisible(&Value::String(t.field.clone()).to_string())
         ));
     }
-    let mut odd: Vec<String> = Vec::new();
-    let text = Value::Object(args.clone()).to_string();
-    for c in text.chars().filter(|c| !c.is_ascii()) {
-        let cp = format!("U+{:04X} {c:?}", u32::from(c));
-        if !odd.contains(&cp) {
-            odd.push(cp);
-        }
+    let mut flags: Vec<String> = Vec::new();
+    if entry.destructive {
+        flags.push("destructive".into());
     }
-    if !odd.is_empty() {
-        out.push_str(&format!(
-            "\n  WARNING: non-ASCII characters (look-alikes possible): {}",
-            odd.join(", ")
-        ));
+    if entry.financial {
+        flags.push("financial".into());
     }
+    flags.push(format!("{} sink", entry.sink.as_str()));
+    out.push_str(&format!("\n  tool: {}", flags.join(", ")));
+    out.push_str(&format!("\n  call: {call}"));
     out
 }
 
@@ -2556,8 +2738,16 @@ fn replace_handles(text: &str, replacements: &BTreeMap<HandleId, String>) -> Str
 
 /// Replace the handles in `text` by their values, for display to a trusted approver (CLI,
 /// operator API) only — never to the runtime. Unresolvable handles stay as they are.
+///
+/// A revealed value is what the human actually approves, so it is checked here (red-team F4,
+/// F7): it is shown between «» with control, invisible and bidirectional characters, quotes and
+/// the delimiters escaped ([`display_escape`]), cut after [`MAX_REVEALED_VALUE_CHARS`]; and
+/// when any revealed value has non-ASCII or escaped characters, or was cut, a warning line
+/// naming them by code point is put before everything else.
 pub async fn reveal_for_approver(store: &dyn VaultStore, text: &str) -> String {
     let mut replacements = BTreeMap::new();
+    let mut flagged_values = 0usize;
+    let mut odd = String::new();
     for id in handle_ids(text) {
         if replacements.contains_key(&id) {
             continue;
@@ -2571,10 +2761,34 @@ pub async fn reveal_for_approver(store: &dyn VaultStore, text: &str) -> String {
             None => None,
         };
         if let Some(v) = plain {
-            replacements.insert(id, format!("«{}»", String::from_utf8_lossy(&v)));
+            let v = String::from_utf8_lossy(&v);
+            let suspicious = v.chars().any(|c| !c.is_ascii() || shown_escaped(c))
+                || v.chars().count() > MAX_REVEALED_VALUE_CHARS;
+            if suspicious {
+                flagged_values += 1;
+                odd.extend(v.chars().filter(|c| !c.is_ascii() || shown_escaped(*c)));
+            }
+            replacements.insert(
+                id,
+                format!("«{}»", display_escape(&v, MAX_REVEALED_VALUE_CHARS)),
+            );
         }
     }
-    replace_handles(text, &replacements)
+    let body = replace_handles(text, &replacements);
+    if flagged_values == 0 {
+        return body;
+    }
+    let mut listed = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for c in odd.chars() {
+        if seen.insert(c) && listed.len() < MAX_FLAGGED_CODE_POINTS {
+            listed.push(format!("U+{:04X} {c:?}", u32::from(c)));
+        }
+    }
+    format!(
+        "WARNING: {flagged_values} revealed value(s) «…» contain non-ASCII, invisible or control characters or were cut (look-alikes possible): {}\n  {body}",
+        code_point_list(&listed, seen.len())
+    )
 }
 
 /// Replace the handles in `text` by a description — label, sensitivity and source — for a

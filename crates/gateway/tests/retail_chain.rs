@@ -381,12 +381,18 @@ struct Deployment {
 }
 
 async fn deploy() -> Deployment {
+    deploy_with(|_| {}).await
+}
+
+/// [`deploy`] with the operator configuration adjusted by `adjust`.
+async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
     let dir = tempfile::tempdir().unwrap();
     let keys = Arc::new(KeyRing::generate(&mut |b: &mut [u8]| {
         getrandom::fill(b).unwrap();
     }));
     let store = Arc::new(SqliteStore::open(&dir.path().join("sc.db"), keys.clone()).unwrap());
-    let config: GatewayConfig = toml::from_str(OPERATOR_CONFIG).unwrap();
+    let mut config: GatewayConfig = toml::from_str(OPERATOR_CONFIG).unwrap();
+    adjust(&mut config);
     let retail = Arc::new(Retail {
         shop: Mutex::new(Shop::new()),
         effects: Mutex::new(Vec::new()),
@@ -860,4 +866,37 @@ async fn handles_are_per_session_and_a_written_object_does_not_anchor() {
         .read(&s2, "get_user_details", json!({"user_id": u2}))
         .await;
     assert!(d.anchored(&other["orders"][0]));
+}
+
+/// Red-team F13: the values a session wrote are remembered in a bounded set
+/// (`max_written_values_per_session`). Once it is full the session's reads are never anchored
+/// (fail closed: a forgotten value could otherwise be written and read back as anchored), even
+/// reads of objects it did not write; with room left, such a read stays anchored (control).
+#[tokio::test]
+async fn a_full_written_set_fails_closed() {
+    for (limit, anchored_after) in [(65_536, true), (1, false)] {
+        let d = deploy_with(|c| c.limits.max_written_values_per_session = limit).await;
+        let s = d.session().await;
+        let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
+        let u = d.read(&s, "find_user_id_by_name_zip", lookup).await["user_id"].clone();
+        let profile = d.read(&s, "get_user_details", json!({"user_id": u})).await;
+        let order = profile["orders"][0].clone();
+        assert!(d.anchored(&order));
+        let address = address_args(&profile["address"]);
+        ran(&d
+            .call(
+                &s,
+                "modify_user_address",
+                with(address, json!({"user_id": u})),
+            )
+            .await);
+        let details = d
+            .read(&s, "get_order_details", json!({"order_id": order}))
+            .await;
+        assert_eq!(
+            d.anchored(&details["order_id"]),
+            anchored_after,
+            "limit {limit}: {details}"
+        );
+    }
 }

@@ -328,7 +328,7 @@ async fn list_approvals(
     for (a, act) in s.gateway.approvals(state).await? {
         let call = s.gateway.reveal_for_approver(&act.display).await;
         list.push(json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": call,
-               "session": act.session, "caller": act.caller, "created_at": a.created_at}));
+               "session": secureclaw_gateway::audit_session_id(&act.session), "caller": act.caller, "created_at": a.created_at}));
     }
     Ok(Json(json!({"approvals": list})))
 }

@@ -405,6 +405,13 @@ async fn approval_flow_over_http() {
     )
     .await;
     assert_eq!(list["approvals"][0]["action_id"], action.as_str());
+    // Red-team F4: the listing names the session by its digest, never by its id (the
+    // runtime's bearer token).
+    assert!(!list.to_string().contains(&sid), "{list}");
+    assert_eq!(
+        list["approvals"][0]["session"],
+        secureclaw_gateway::audit_session_id(&sid).as_str()
+    );
     let (s, _) = send(
         &e.app,
         "POST",
