@@ -218,7 +218,11 @@ impl Cluster {
                 std::fs::write(
                     &config,
                     format!(
-                        "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
+                        // The load tests drive one session hard and, during the database
+                        // outage, leave previews uncommitted: the per-session pending cap and
+                        // rates (tested in gateway/tests/session_limits.rs) are raised so that
+                        // they measure recovery, not those limits.
+                        "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[gateway.limits]\nmax_pending_per_session = 1000000\nsession_burst = 1000000\ntool_burst = 1000000\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
                         office.display().to_string()
                     ),
                 )
@@ -812,18 +816,33 @@ fn database_connections_lost_under_load_fail_closed_then_recover() {
         loop {
             let subject = format!("after the outage on replica {i}");
             let args = mail(&subject);
-            let done = c.preview(i, &args).ok().and_then(|(a, t)| {
-                subjects
-                    .lock()
-                    .unwrap()
-                    .insert(subject.clone(), (a.clone(), t.clone()));
-                let (_, r) = c.commit(i, &args, &a, &t).ok()?;
-                (r["status"] == "completed").then_some(())
-            });
+            let mut last = String::new();
+            let done = match c.preview(i, &args) {
+                Ok((a, t)) => {
+                    subjects
+                        .lock()
+                        .unwrap()
+                        .insert(subject.clone(), (a.clone(), t.clone()));
+                    match c.commit(i, &args, &a, &t) {
+                        Ok((_, r)) if r["status"] == "completed" => Some(()),
+                        other => {
+                            last = format!("commit: {other:?}");
+                            None
+                        }
+                    }
+                }
+                Err(e) => {
+                    last = format!("preview: {e:?}");
+                    None
+                }
+            };
             if done.is_some() {
                 break;
             }
-            assert!(Instant::now() < deadline, "replica {i} did not recover");
+            assert!(
+                Instant::now() < deadline,
+                "replica {i} did not recover; last answer: {last}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }

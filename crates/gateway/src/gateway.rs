@@ -188,6 +188,9 @@ struct Prepared {
     /// objects are all recorded protected before it runs (protection spreads to a move's
     /// destination, a copy, …).
     names_protected: bool,
+    /// The protected-object lookup failed for some object of a store effect: the call is held
+    /// at preview and refused (`store_unavailable`) at commit, and nothing is recorded.
+    protection_unknown: bool,
 }
 
 /// The read a result answers (for [`Gateway::finish`]).
@@ -728,19 +731,30 @@ impl Gateway {
         };
         let mut targets = self.targets(session, &entry, arguments, found, &records);
         let mut names_protected = false;
+        let mut protection_unknown = false;
         if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
             for (field, values) in self.object_identifiers(&entry, arguments, &records).await {
-                // A failed lookup counts as protected (fail closed: the call needs a human).
-                if self.protected(session, &values).await.unwrap_or(true) {
-                    names_protected = true;
-                    if !entry.allow_protected_objects {
-                        targets.push(TargetFact {
-                            field,
-                            anchored: false,
-                            via_handle: values.len() > 1,
-                            provenance: Provenance::ProtectedObject,
-                        });
+                // A failed lookup is held like a protected object (fail closed: the call needs
+                // a human), but it does not make the objects protected: a transient store
+                // error must not protect a session's objects for good.
+                let held = match self.protected(session, &values).await {
+                    Ok(true) => {
+                        names_protected = true;
+                        true
                     }
+                    Ok(false) => false,
+                    Err(()) => {
+                        protection_unknown = true;
+                        true
+                    }
+                };
+                if held && !entry.allow_protected_objects {
+                    targets.push(TargetFact {
+                        field,
+                        anchored: false,
+                        via_handle: values.len() > 1,
+                        provenance: Provenance::ProtectedObject,
+                    });
                 }
             }
         }
@@ -797,6 +811,7 @@ impl Gateway {
                 request,
                 handle_records: records.into_values().collect(),
                 names_protected,
+                protection_unknown,
                 grant,
                 grant_withheld,
             },
@@ -1616,7 +1631,7 @@ impl Gateway {
                                 &pairs,
                                 &arguments,
                             )
-                                .await
+                            .await
                         }
                         Err(e) => self.exec_failure(session, &entry, &e, None).await,
                     }
@@ -1979,6 +1994,17 @@ impl Gateway {
         // carries a handle in its content (the value lands in the object in clear). Recorded
         // before dispatch, since an effect whose outcome is unknown may have happened; if it
         // cannot be recorded, nothing runs.
+        if entry.sink == SinkKind::Store && prepared.protection_unknown {
+            return self
+                .deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    ReasonCode::StoreUnavailable,
+                    Some(action_id),
+                )
+                .await;
+        }
         if entry.sink == SinkKind::Store
             && (prepared.names_protected
                 || content_handles(&prepared.request.inputs.arguments, &entry.targets))
