@@ -116,7 +116,13 @@ async fn oversized_deep_and_inexact_arguments() {
     assert_eq!(h.test.effects(), 0);
     // Positive controls at the edges: 2^53 exactly, 60 levels, just under the size limit.
     let o = h
-        .call(&h.session, "test__count", json!({"n": 1u64 << 53}), None)
+        // (In an amount field: a bare 16-digit number elsewhere is an address-like target.)
+        .call(
+            &h.session,
+            "test__count",
+            json!({"amount": 1u64 << 53}),
+            None,
+        )
         .await;
     completed(&o);
     let mut ok_deep = json!(1);

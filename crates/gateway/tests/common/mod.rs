@@ -101,6 +101,11 @@ pub fn demo_config() -> GatewayConfig {
 pub fn test_config() -> GatewayConfig {
     let mut c = demo_config();
     c.limits.upstream_timeout_ms = 20_000;
+    // These harnesses drive the commit path with thousands of previews in one session; the
+    // per-session pending cap and rates have their own tests (session_limits.rs).
+    c.limits.max_pending_per_session = usize::MAX;
+    c.limits.session_burst = u32::MAX;
+    c.limits.tool_burst = u32::MAX;
     // The scripted upstream is not in the shipped catalog of known servers, so its
     // `readOnlyHint` alone makes nothing a read: the operator declares its read tools.
     for read in ["hang", "crash", "peek", "echo"] {
