@@ -59,12 +59,32 @@ fn untargeted(v: Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (format!("k_{k}"), untargeted(v)))
+                .map(|(k, v)| (format!("k_{}", plain(&k)), untargeted(v)))
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.into_iter().map(untargeted).collect()),
+        // A number of 7 or more digits is an address-like target (a phone or account number,
+        // red-team F6): keep the property's numbers below that.
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::from(i % 1_000_000),
+            (None, Some(f)) if f.abs() >= 1e6 => Value::from(f / 1e10),
+            _ => Value::Number(n),
+        },
+        Value::String(t) => Value::String(plain(&t)),
         other => other,
     }
+}
+
+/// Text without what makes a value address-like (`@`, `:`, digit runs), so the property's
+/// random strings stay untargeted.
+fn plain(t: &str) -> String {
+    t.chars()
+        .map(|c| match c {
+            '@' | ':' | '/' => '_',
+            c if c.is_numeric() => 'd',
+            c => c,
+        })
+        .collect()
 }
 
 fn as_request(arguments: Map<String, Value>) -> CanonicalRequest {
