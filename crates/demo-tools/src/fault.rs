@@ -232,7 +232,12 @@ impl FaultServer {
                 "peek" => {
                     let n = self.peeks.fetch_add(1, Ordering::SeqCst) + 1;
                     let mut result = text(&format!("peek {n}: account {PEEK_IBAN}"));
-                    result["structuredContent"] = json!({"peek": n, "iban": PEEK_IBAN});
+                    if let Some(map) = result.as_object_mut() {
+                        map.insert(
+                            "structuredContent".to_owned(),
+                            json!({"peek": n, "iban": PEEK_IBAN}),
+                        );
+                    }
                     ok(&id, result)
                 }
                 other => Reply::Json(json!({"jsonrpc": "2.0", "id": id,

@@ -1407,6 +1407,7 @@ impl Gateway {
     /// Declassify and audit a result. `read`: set for a read, whose objects become protected
     /// objects of the session if the result withheld a protected value (at least one
     /// handle); if they cannot be recorded, the result is withheld.
+    #[expect(clippy::too_many_arguments, reason = "the result's full context")]
     async fn finish(
         &self,
         session: &SessionRecord,

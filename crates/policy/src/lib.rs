@@ -213,7 +213,7 @@ impl CedarPolicy {
     fn context(req: &PolicyRequest) -> Result<Context, String> {
         let string = |s: &str| RestrictedExpression::new_string(s.to_owned());
         let strings =
-            |items: Vec<&str>| RestrictedExpression::new_set(items.into_iter().map(|s| string(s)));
+            |items: Vec<&str>| RestrictedExpression::new_set(items.into_iter().map(&string));
         let unanchored: Vec<&str> = req
             .targets
             .iter()
