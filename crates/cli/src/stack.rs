@@ -3,9 +3,7 @@
 use crate::state;
 use anyhow::{Context, Result, bail};
 use secureclaw_core::store::Store;
-use secureclaw_gateway::{
-    Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, system_clock,
-};
+use secureclaw_gateway::{Gateway, GatewayConfig, RmcpConnector, UpstreamSpec, system_clock};
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{PgStore, SqliteStore};
 use std::path::{Path, PathBuf};
@@ -47,7 +45,8 @@ pub async fn open_state(
     Ok((keys, Arc::new(store)))
 }
 
-/// Connect every upstream and start the gateway over the store of [`open_state`].
+/// Start the gateway over the store of [`open_state`]; it connects every upstream of `specs`
+/// itself ([`RmcpConnector`]) and keeps the connections.
 pub async fn start(
     dir: &Path,
     store_url: Option<&str>,
@@ -57,18 +56,13 @@ pub async fn start(
 ) -> Result<Gateway> {
     let policy = load_policy(policy_files)?;
     let (keys, store) = open_state(dir, store_url).await?;
-    let mut upstreams: Vec<(UpstreamSpec, Arc<dyn Upstream>)> = Vec::new();
-    let startup = std::time::Duration::from_millis(config.limits.upstream_startup_timeout_ms);
-    for spec in specs {
-        let up = RmcpUpstream::connect(&spec, startup).await?;
-        upstreams.push((spec, Arc::new(up)));
-    }
     let gw = Gateway::start(
         keys,
         store,
         Arc::new(policy),
         config,
-        upstreams,
+        specs,
+        &RmcpConnector,
         system_clock(),
     )
     .await?;

@@ -414,16 +414,29 @@ impl Parts<'_> {
         let office: Arc<dyn Upstream> = self.office.clone();
         let counter: Arc<dyn Upstream> = self.counter.clone();
         let files: Arc<dyn Upstream> = self.files.clone();
+        // The stack's connector: the gateway's executor gets the in-process servers by id (the
+        // stack keeps its own handles only to count effects and restart the gateway).
+        let connect = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
+            let up = match spec.id.as_str() {
+                "office" => office.clone(),
+                "counter" => counter.clone(),
+                "files" => files.clone(),
+                other => {
+                    return Err(UpstreamError::Start {
+                        id: other.to_owned(),
+                        message: "not an in-process upstream of the stack".into(),
+                    });
+                }
+            };
+            Ok(Box::new(up))
+        };
         Ok(Gateway::start(
             keys,
             store,
             Arc::new(policy),
             self.config.clone(),
-            vec![
-                (spec("office"), office),
-                (spec("counter"), counter),
-                (spec("files"), files),
-            ],
+            vec![spec("office"), spec("counter"), spec("files")],
+            &connect,
             self.clock.clock(),
         )
         .await?)

@@ -141,12 +141,14 @@ async fn gateway(enabled: bool, latency: Duration, dir: &std::path::Path) -> Gat
         namespace: true,
     };
     let up: Arc<dyn Upstream> = Arc::new(SlowSearch { latency });
+    let (specs, connector) = in_process(vec![(spec, up)]);
     match Gateway::start(
         keys,
         store,
         policy,
         config(enabled),
-        vec![(spec, up)],
+        specs,
+        &connector,
         system_clock(),
     )
     .await
@@ -289,4 +291,29 @@ fn main() {
         let overhead = (pct(&b, 50.0) / pct(&a, 50.0) - 1.0) * 100.0;
         println!("\noverhead of contracts at p50: {overhead:+.1}%");
     });
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

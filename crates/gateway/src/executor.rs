@@ -12,13 +12,13 @@
 //! retry. A read whose transport failed is retried once (reads have no effect, and the
 //! upstream reconnects after a transport failure).
 
-use crate::upstream::{ToolOutput, Upstream, UpstreamError};
+use crate::catalog::Listing;
+use crate::config::UpstreamSpec;
+use crate::upstream::{Connector, ToolOutput, Upstream, UpstreamError, startup_tools};
 use secureclaw_core::acceptance::CommitProof;
 use secureclaw_core::handle::{HandleDenial, HandleId, substitute_handles};
 use secureclaw_core::policy::EffectClass;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Why the executor did not return a tool result.
@@ -87,42 +87,87 @@ pub enum ResolveError {
     Store,
 }
 
-/// The executor.
+/// One upstream connection the executor owns, with the spec it was built from.
+struct Connection {
+    spec: UpstreamSpec,
+    upstream: Box<dyn Upstream>,
+}
+
+/// The executor: owns every upstream connection. Built only inside the gateway crate
+/// ([`crate::Gateway::start`] connects the operator's upstream specs through a
+/// [`Connector`]); it never hands a connection out.
 pub struct Executor {
-    upstreams: HashMap<String, Arc<dyn Upstream>>,
+    connections: Vec<Connection>,
     timeout: Duration,
 }
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Executor")
-            .field("upstreams", &self.upstreams.keys().collect::<Vec<_>>())
+            .field(
+                "upstreams",
+                &self
+                    .connections
+                    .iter()
+                    .map(|c| c.spec.id.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
 
 impl Executor {
-    /// An executor over `upstreams` with a per-call `timeout`.
-    #[must_use]
-    pub fn new(upstreams: Vec<Arc<dyn Upstream>>, timeout: Duration) -> Self {
-        Self {
-            upstreams: upstreams
-                .into_iter()
-                .map(|u| (u.id().to_owned(), u))
-                .collect(),
-            timeout,
+    /// Connect every upstream of `specs` (in order) with `connector`, each within
+    /// `startup_timeout`; each call later gets `timeout`.
+    ///
+    /// # Errors
+    /// The first upstream that cannot be connected ([`UpstreamError::Start`]).
+    pub(crate) async fn new(
+        specs: Vec<UpstreamSpec>,
+        connector: &dyn Connector,
+        startup_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Self, UpstreamError> {
+        let mut connections = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let upstream = connector.connect(&spec, startup_timeout).await?;
+            connections.push(Connection { spec, upstream });
         }
+        Ok(Self {
+            connections,
+            timeout,
+        })
     }
 
-    /// The upstreams (for listing tools at start-up).
-    pub fn upstreams(&self) -> impl Iterator<Item = &Arc<dyn Upstream>> {
-        self.upstreams.values()
+    /// Every upstream's spec, reported `serverInfo.name` and tools (in spec order), for the
+    /// catalog at start-up; see [`startup_tools`] for the limits.
+    ///
+    /// # Errors
+    /// The first upstream whose listing fails, is late or exceeds the schema limits.
+    pub(crate) async fn startup_listings(
+        &self,
+        startup_timeout: Duration,
+    ) -> Result<Vec<Listing>, UpstreamError> {
+        let mut listings = Vec::with_capacity(self.connections.len());
+        for c in &self.connections {
+            let server = c.upstream.server_name().map(str::to_owned);
+            let tools = startup_tools(c.upstream.as_ref(), startup_timeout).await?;
+            listings.push((c.spec.clone(), server, tools));
+        }
+        Ok(listings)
+    }
+
+    fn upstream(&self, id: &str) -> Option<&dyn Upstream> {
+        self.connections
+            .iter()
+            .find(|c| c.spec.id == id)
+            .map(|c| c.upstream.as_ref())
     }
 
     /// Destination label of an upstream.
     #[must_use]
     pub fn destination(&self, upstream: &str) -> Option<&str> {
-        self.upstreams.get(upstream).map(|u| u.destination())
+        self.upstream(upstream).map(|u| u.destination())
     }
 
     async fn send(
@@ -132,8 +177,7 @@ impl Executor {
         arguments: Map<String, Value>,
     ) -> Result<ToolOutput, ExecError> {
         let up = self
-            .upstreams
-            .get(upstream)
+            .upstream(upstream)
             .ok_or_else(|| ExecError::UnknownUpstream(upstream.to_owned()))?;
         match tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await {
             Ok(result) => Ok(result?),

@@ -4,7 +4,7 @@ use crate::catalog::{Catalog, ToolEntry};
 use crate::config::GatewayConfig;
 use crate::declassify::Declassifier;
 use crate::executor::{ExecError, Executor, Resolution, ResolveError};
-use crate::upstream::{ToolOutput, Upstream};
+use crate::upstream::{Connector, ToolOutput};
 use secureclaw_core::acceptance::{CommitAttempt, accept};
 use secureclaw_core::anchor::{
     anchor_provenance, collect_targets, collect_targets_bounded, is_amount_field, is_anchored,
@@ -295,14 +295,17 @@ fn class(entry: Option<&ToolEntry>) -> ActionClass {
 }
 
 impl Gateway {
-    /// Start a gateway: list every upstream's tools and build the catalog.
+    /// Start a gateway: connect every upstream of `upstreams` with `connector`, list their
+    /// tools and build the catalog.
     ///
-    /// `upstreams` pairs each connected upstream with its spec. Reports dangling ledger
-    /// reservations (crash between mark and execution) to the audit log; they are never
+    /// The executor owns the connections the connector builds (SecureClaw paper §3.4;
+    /// issue 13 item 5): the gateway hands none of them out, so nothing outside the executor
+    /// can reach an upstream. Production passes [`crate::RmcpConnector`]. Reports dangling
+    /// ledger reservations (crash between mark and execution) to the audit log; they are never
     /// executed again.
     ///
     /// # Errors
-    /// [`GatewayError::Upstream`] if an upstream cannot list its tools within
+    /// [`GatewayError::Upstream`] if an upstream cannot be connected, or cannot list its tools within
     /// `limits.upstream_startup_timeout_ms` or advertises a schema beyond the limits of
     /// [`crate::upstream::startup_tools`]; [`GatewayError::Catalog`] if two tools would share an exposed name, names are
     /// confusable or an upstream id is invalid; store errors.
@@ -311,24 +314,20 @@ impl Gateway {
         store: Arc<dyn Store>,
         policy: Arc<dyn PolicyEngine>,
         config: GatewayConfig,
-        upstreams: Vec<(crate::config::UpstreamSpec, Arc<dyn Upstream>)>,
+        upstreams: Vec<crate::config::UpstreamSpec>,
+        connector: &dyn Connector,
         clock: Clock,
     ) -> Result<Self, GatewayError> {
         let startup = Duration::from_millis(config.limits.upstream_startup_timeout_ms);
-        let mut listings = Vec::with_capacity(upstreams.len());
-        for (spec, up) in &upstreams {
-            let server = up.server_name().map(str::to_owned);
-            listings.push((
-                spec.clone(),
-                server,
-                crate::upstream::startup_tools(up.as_ref(), startup).await?,
-            ));
-        }
-        let catalog = Catalog::build(&listings, &config.tools)?;
         let executor = Executor::new(
-            upstreams.into_iter().map(|(_, u)| u).collect(),
+            upstreams,
+            connector,
+            startup,
             Duration::from_millis(config.limits.upstream_timeout_ms),
-        );
+        )
+        .await?;
+        let listings = executor.startup_listings(startup).await?;
+        let catalog = Catalog::build(&listings, &config.tools)?;
         let classifier = Classifier {
             rules: config.classify.clone(),
         };

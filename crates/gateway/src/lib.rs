@@ -29,4 +29,7 @@ pub use gateway::{
     decide_approval, describe_handles, reveal_for_approver, session_exposure, session_trace,
     system_clock, valid_branch,
 };
-pub use upstream::{BoxFuture, RmcpUpstream, ToolOutput, Upstream, UpstreamError, UpstreamTool};
+pub use upstream::{
+    BoxFuture, Connector, RmcpConnector, RmcpUpstream, ToolOutput, Upstream, UpstreamError,
+    UpstreamTool,
+};

@@ -124,6 +124,83 @@ pub trait Upstream: Send + Sync {
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>>;
 }
 
+/// A shared upstream is an upstream: lets a [`Connector`] hand the executor an in-process fake
+/// (tests, evaluation harnesses) whose state its owner inspects.
+impl<T: Upstream + ?Sized> Upstream for Arc<T> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn destination(&self) -> &str {
+        (**self).destination()
+    }
+    fn server_name(&self) -> Option<&str> {
+        (**self).server_name()
+    }
+    fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
+        (**self).list_tools()
+    }
+    fn call_tool(
+        &self,
+        name: String,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
+        (**self).call_tool(name, arguments)
+    }
+}
+
+/// Builds the connection to one upstream from its spec (issue 13 item 5, DESIGN.md §2).
+///
+/// [`crate::Gateway::start`] takes upstream specs and a connector, and hands every connection
+/// the connector builds to the executor, which keeps it: nothing else in the gateway holds an
+/// [`Upstream`] after start. Production uses [`RmcpConnector`]; tests and evaluation
+/// harnesses pass their own connector for in-process servers. A closure
+/// `Fn(&UpstreamSpec) -> Result<Box<dyn Upstream>, UpstreamError>` is a connector.
+pub trait Connector: Send + Sync {
+    /// Connect the upstream `spec` describes, within `startup_timeout` (the operator's
+    /// `upstream_startup_timeout_ms`).
+    ///
+    /// # Errors
+    /// [`UpstreamError::Start`] if the upstream cannot be started or connected; the gateway
+    /// then does not start.
+    fn connect<'a>(
+        &'a self,
+        spec: &'a UpstreamSpec,
+        startup_timeout: Duration,
+    ) -> BoxFuture<'a, Result<Box<dyn Upstream>, UpstreamError>>;
+}
+
+impl<F> Connector for F
+where
+    F: Fn(&UpstreamSpec) -> Result<Box<dyn Upstream>, UpstreamError> + Send + Sync,
+{
+    fn connect<'a>(
+        &'a self,
+        spec: &'a UpstreamSpec,
+        _startup_timeout: Duration,
+    ) -> BoxFuture<'a, Result<Box<dyn Upstream>, UpstreamError>> {
+        let connected = self(spec);
+        Box::pin(async move { connected })
+    }
+}
+
+/// The production connector: an [`RmcpUpstream`] per spec, started (stdio) or connected
+/// (Streamable HTTP) with [`RmcpUpstream::connect`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RmcpConnector;
+
+impl Connector for RmcpConnector {
+    fn connect<'a>(
+        &'a self,
+        spec: &'a UpstreamSpec,
+        startup_timeout: Duration,
+    ) -> BoxFuture<'a, Result<Box<dyn Upstream>, UpstreamError>> {
+        Box::pin(async move {
+            let up = RmcpUpstream::connect(spec, startup_timeout).await?;
+            Ok(Box::new(up) as Box<dyn Upstream>)
+        })
+    }
+}
+
 type Client = RunningService<RoleClient, ()>;
 
 /// An upstream reached with rmcp.

@@ -122,12 +122,14 @@ async fn start(
     let dir = tempfile::tempdir().unwrap();
     let keys = keys();
     let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
+    let (specs, connector) = in_process(upstreams);
     let gw = Gateway::start(
         keys,
         store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
-        upstreams,
+        specs,
+        &connector,
         TestClock::new(T0).clock(),
     )
     .await?;

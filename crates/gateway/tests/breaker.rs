@@ -300,12 +300,14 @@ async fn rec_harness() -> RecHarness {
         identifiers: false,
     });
     let dynup: Arc<dyn Upstream> = up.clone();
+    let (specs, connector) = in_process(vec![(rec_spec(), dynup)]);
     let gw = Gateway::start(
         keys,
         store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
-        vec![(rec_spec(), dynup)],
+        specs,
+        &connector,
         TestClock::new(T0).clock(),
     )
     .await

@@ -18,7 +18,7 @@ mod common;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use common::{assert_denied, keys, read_rule, test_config};
+use common::{assert_denied, in_process, keys, read_rule, test_config};
 use rmcp::ServiceExt;
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
@@ -254,12 +254,14 @@ async fn deploy(upstream: Arc<dyn Upstream>) -> Deployment {
         },
         namespace: true,
     };
+    let (specs, connector) = in_process(vec![(spec, upstream)]);
     let gw = Gateway::start(
         keys,
         store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config(),
-        vec![(spec, upstream)],
+        specs,
+        &connector,
         system_clock(),
     )
     .await

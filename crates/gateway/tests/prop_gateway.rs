@@ -23,7 +23,7 @@ mod common;
 #[path = "../../core/tests/prop_support/mod.rs"]
 mod prop_support;
 
-use common::{Harness, TestClock, assert_denied, completed, keys, visible};
+use common::{Harness, TestClock, assert_denied, completed, in_process, keys, visible};
 use prop_support::{Change, apply, argument_change, json_same, planted_text, record};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
@@ -304,13 +304,15 @@ fn gateway_read_never_shows_planted_values() {
         namespace: true,
     };
     let dyn_up: Arc<dyn Upstream> = up.clone();
+    let (specs, connector) = in_process(vec![(spec, dyn_up)]);
     let gw: Gateway = rt
         .block_on(Gateway::start(
             keys,
             store.clone(),
             Arc::new(CedarPolicy::load(&[]).unwrap()),
             leak_config(),
-            vec![(spec, dyn_up)],
+            specs,
+            &connector,
             TestClock::new(common::T0).clock(),
         ))
         .unwrap();
@@ -390,13 +392,15 @@ fn regression_audit_path_holds_no_key_plaintext() {
         namespace: true,
     };
     let dyn_up: Arc<dyn Upstream> = up.clone();
+    let (specs, connector) = in_process(vec![(spec, dyn_up)]);
     let gw = rt
         .block_on(Gateway::start(
             keys,
             store.clone(),
             Arc::new(CedarPolicy::load(&[]).unwrap()),
             leak_config(),
-            vec![(spec, dyn_up)],
+            specs,
+            &connector,
             TestClock::new(common::T0).clock(),
         ))
         .unwrap();

@@ -41,7 +41,7 @@ mod common;
 #[path = "../../core/tests/prop_support/mod.rs"]
 mod prop_support;
 
-use common::{TestClock, keys, reason, visible};
+use common::{TestClock, in_process, keys, reason, visible};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use secureclaw_core::canonical::TaskEnvelope;
@@ -346,12 +346,14 @@ async fn start_in(
     // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.
     let mut config = config;
     config.tools.insert(0, common::read_rule("fs__read_file"));
+    let (specs, connector) = in_process(vec![(spec, up)]);
     let gw = Gateway::start(
         keys.clone(),
         store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
-        vec![(spec, up)],
+        specs,
+        &connector,
         TestClock::new(common::T0).clock(),
     )
     .await

@@ -408,12 +408,14 @@ async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
         },
         namespace: true,
     };
+    let (specs, connector) = in_process(vec![(spec, up)]);
     let gw = Gateway::start(
         keys,
         store.clone(),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
-        vec![(spec, up)],
+        specs,
+        &connector,
         Arc::new(|| UnixMillis(1_800_000_000_000)),
     )
     .await
@@ -899,4 +901,29 @@ async fn a_full_written_set_fails_closed() {
             "limit {limit}: {details}"
         );
     }
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{args, keys};
+use common::{args, in_process, keys};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     Gateway, GatewayConfig, GatewayError, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
@@ -84,12 +84,14 @@ async fn start(up: Broken, startup_ms: u64) -> Result<Gateway, GatewayError> {
         },
         namespace: true,
     };
+    let (specs, connector) = in_process(vec![(spec, Arc::new(up) as Arc<dyn Upstream>)]);
     Gateway::start(
         keys,
         store,
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
-        vec![(spec, Arc::new(up) as Arc<dyn Upstream>)],
+        specs,
+        &connector,
         system_clock(),
     )
     .await

@@ -189,6 +189,7 @@ async fn filesystem_server_behind_secureclaw() {
     .await
     .unwrap_or_else(|e| panic!("cannot start the filesystem server with node: {e}"));
     let upstream: Arc<dyn Upstream> = Arc::new(upstream);
+    let (specs, connector) = in_process(vec![(spec, upstream)]);
     let gateway = timed(
         "gateway start",
         Gateway::start(
@@ -196,7 +197,8 @@ async fn filesystem_server_behind_secureclaw() {
             store.clone(),
             Arc::new(policy),
             GatewayConfig::default(),
-            vec![(spec, upstream)],
+            specs,
+            &connector,
             system_clock(),
         ),
     )
@@ -477,4 +479,29 @@ async fn filesystem_server_behind_secureclaw() {
 
     client.cancel().await.unwrap();
     let _ = timed("server shutdown", server).await;
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

@@ -117,12 +117,14 @@ async fn env() -> Env {
         destructive: Some(false),
         ..ToolRule::default()
     });
+    let (specs, connector) = in_process(vec![(spec, office.clone() as Arc<dyn Upstream>)]);
     let gw = Gateway::start(
         keys,
         store,
         policy,
         config,
-        vec![(spec, office.clone() as Arc<dyn Upstream>)],
+        specs,
+        &connector,
         system_clock(),
     )
     .await
@@ -643,4 +645,29 @@ async fn speculative_calls_over_http() {
     let (s, body) = send(&e.app, "GET", &path, Some(OPERATOR), None).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["observers"].as_array().unwrap().len(), 5);
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

@@ -138,12 +138,14 @@ async fn server_with(require_token: bool, conn: ConnLimits, limits: McpSessionLi
         hidden: false,
         ..secureclaw_gateway::ToolRule::default()
     });
+    let (specs, connector) = in_process(vec![(spec, office.clone() as Arc<dyn Upstream>)]);
     let gw = Gateway::start(
         keys,
         store,
         policy,
         config,
-        vec![(spec, office.clone() as Arc<dyn Upstream>)],
+        specs,
+        &connector,
         system_clock(),
     )
     .await
@@ -746,4 +748,29 @@ async fn keep_alive(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
         .ok()?
         .ok()?;
     (&buf == b"HTTP/1.1 200").then_some(c)
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

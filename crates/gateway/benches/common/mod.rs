@@ -270,13 +270,15 @@ impl Fixture {
         };
         let upstream: Arc<dyn Upstream> = Arc::new(NoopUpstream);
         let store = Arc::new(store);
+        let (specs, connector) = in_process(vec![(spec, upstream)]);
         let gateway = must(
             runtime.block_on(Gateway::start(
                 keys,
                 store.clone(),
                 Arc::new(policy),
                 config(),
-                vec![(spec, upstream)],
+                specs,
+                &connector,
                 system_clock(),
             )),
             "start gateway",
@@ -449,4 +451,29 @@ pub fn action_id() -> ActionId {
 #[must_use]
 pub fn now() -> UnixMillis {
     (system_clock())()
+}
+
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+fn in_process(
+    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+) -> (
+    Vec<secureclaw_gateway::UpstreamSpec>,
+    impl secureclaw_gateway::Connector,
+) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
+        Box<dyn secureclaw_gateway::Upstream>,
+        secureclaw_gateway::UpstreamError,
+    > {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
+            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
 }

@@ -25,7 +25,8 @@ use secureclaw_core::time::UnixMillis;
 use secureclaw_demo_tools::{DemoState, DemoTools, load_state};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallOutcome, Clock, Gateway, GatewayConfig, PreviewOutcome, ToolOutput, ToolRule, Upstream,
+    CallOutcome, Clock, Connector, Gateway, GatewayConfig, PreviewOutcome, ToolOutput, ToolRule,
+    Upstream,
     UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
@@ -434,6 +435,25 @@ impl Upstream for TestUpstream {
     }
 }
 
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the test keeps its own handle on the fake to inspect it).
+pub fn in_process(
+    pairs: Vec<(UpstreamSpec, Arc<dyn Upstream>)>,
+) -> (Vec<UpstreamSpec>, impl Connector) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn Upstream>)
+            .ok_or_else(|| UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
+}
+
 fn spec(id: &str) -> UpstreamSpec {
     UpstreamSpec {
         id: id.into(),
@@ -490,6 +510,7 @@ impl Harness {
                 Arc::new(CedarPolicy::load(&[]).unwrap()),
                 config.clone(),
                 vec![],
+                &in_process(vec![]).1,
                 clock.clock(),
             )
             .await
@@ -529,12 +550,14 @@ impl Harness {
             .collect();
         let demo: Arc<dyn Upstream> = self.demo.clone();
         let test: Arc<dyn Upstream> = self.test.clone();
+        let (specs, connector) = in_process(vec![(spec("office"), demo), (spec("test"), test)]);
         Gateway::start(
             self.keys.clone(),
             store,
             Arc::new(CedarPolicy::load(&extra).unwrap()),
             self.config.clone(),
-            vec![(spec("office"), demo), (spec("test"), test)],
+            specs,
+            &connector,
             self.clock.clock(),
         )
         .await
