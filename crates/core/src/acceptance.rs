@@ -76,6 +76,57 @@ pub struct CommitAttempt<'a> {
 }
 
 /// Proof that one commit passed every check. Consumed by the executor's effectful call.
+///
+/// Only [`accept`] builds one. A doctest is compiled as an external crate, so it shows what
+/// code outside this module can do. With the public API, a function that takes a proof and
+/// reads it compiles:
+///
+/// ```
+/// use secureclaw_core::acceptance::CommitProof;
+/// use secureclaw_core::artifact::ActionId;
+///
+/// fn execute(proof: CommitProof) -> (ActionId, String) {
+///     (proof.action_id().clone(), proof.request().intent.tool.clone())
+/// }
+///
+/// fn action_from_wire(text: &str) -> ActionId {
+///     serde_json::from_str(text).unwrap()
+/// }
+/// ```
+///
+/// but a proof cannot be forged as a struct literal (its fields are private):
+///
+/// ```compile_fail
+/// use secureclaw_core::acceptance::CommitProof;
+///
+/// fn forge() -> CommitProof {
+///     CommitProof {
+///         action_id: todo!(),
+///         binding: todo!(),
+///         request: todo!(),
+///     }
+/// }
+/// ```
+///
+/// nor copied to authorize a second effect:
+///
+/// ```compile_fail
+/// use secureclaw_core::acceptance::CommitProof;
+///
+/// fn twice(proof: CommitProof) -> (CommitProof, CommitProof) {
+///     (proof.clone(), proof)
+/// }
+/// ```
+///
+/// nor deserialized from bytes a runtime sent:
+///
+/// ```compile_fail
+/// use secureclaw_core::acceptance::CommitProof;
+///
+/// fn from_wire(text: &str) -> CommitProof {
+///     serde_json::from_str(text).unwrap()
+/// }
+/// ```
 #[derive(Debug)]
 #[must_use = "a commit proof authorizes exactly one effect; dropping it wastes the action id"]
 pub struct CommitProof {
@@ -125,6 +176,42 @@ fn key_reason(err: &KeyError) -> ReasonCode {
     }
 }
 
+/// Check 6 of [`accept`], the binding check, on its own: `request` is exactly the call
+/// `bound` was computed over, with its `ctx.policy_digest` replaced by `bound_policy_digest`
+/// (the digest the binding was made under), so that a policy change is not reported as a
+/// binding mismatch.
+///
+/// [`accept`] runs it in its place in the order; the gateway's approval re-issue also runs it
+/// first, before it tells the runtime anything about the approval (pending, declined), so
+/// that an approval id attached to another call learns nothing — and then runs [`accept`] on
+/// the re-issued call. There is no other copy of the check.
+///
+/// Returns the request decoded from the canonical bytes whose digest matched (arguments in
+/// canonical form: numbers as RFC 8785 writes them, keys sorted).
+///
+/// # Errors
+/// `binding_mismatch` if the digests differ or the request cannot be canonicalized;
+/// `key_unknown` / `key_retired` for the binding key id; `internal` if the canonical bytes do
+/// not decode again.
+pub fn check_binding(
+    keys: &KeyRing,
+    bound: &BindingDigest,
+    bound_policy_digest: &str,
+    request: &CanonicalRequest,
+) -> Result<CanonicalRequest, Rejection> {
+    let mut request = request.clone();
+    bound_policy_digest.clone_into(&mut request.ctx.policy_digest);
+    let Ok(bytes) = request.canonical_bytes() else {
+        return reject(ReasonCode::BindingMismatch);
+    };
+    match binding::verify_bytes(keys, bound, &bytes) {
+        Ok(true) => {}
+        Ok(false) | Err(BindingError::Canonical(_)) => return reject(ReasonCode::BindingMismatch),
+        Err(BindingError::Key(e)) => return reject(key_reason(&e)),
+    }
+    CanonicalRequest::from_canonical_bytes(&bytes).or_else(|_| reject(ReasonCode::Internal))
+}
+
 /// Run the acceptance predicate (see the module docs for the order of checks).
 ///
 /// # Errors
@@ -159,22 +246,12 @@ pub async fn accept(
     // 6. binding recomputed from the call about to be executed. The proof then carries the
     // request decoded from exactly the bytes whose digest matched: the executor sends the
     // canonical form of what was bound, never the runtime's own spelling of it.
-    let mut request = attempt.request.clone();
-    request
-        .ctx
-        .policy_digest
-        .clone_from(&artifact.policy_digest);
-    let Ok(bytes) = request.canonical_bytes() else {
-        return reject(ReasonCode::BindingMismatch);
-    };
-    match binding::verify_bytes(keys, &artifact.binding, &bytes) {
-        Ok(true) => {}
-        Ok(false) | Err(BindingError::Canonical(_)) => return reject(ReasonCode::BindingMismatch),
-        Err(BindingError::Key(e)) => return reject(key_reason(&e)),
-    }
-    let Ok(request) = CanonicalRequest::from_canonical_bytes(&bytes) else {
-        return reject(ReasonCode::Internal);
-    };
+    let request = check_binding(
+        keys,
+        &artifact.binding,
+        &artifact.policy_digest,
+        attempt.request,
+    )?;
     // 7. policy set unchanged.
     if artifact.policy_digest != attempt.current_policy_digest {
         return reject(ReasonCode::PolicyChanged);

@@ -596,3 +596,65 @@ fn failed_checks_do_not_burn_the_action_id() {
     let good = request();
     assert!(accept(&p.keys, &ledger, &attempt(&p, &good)).is_ok());
 }
+
+/// The binding check on its own (the approval re-issue runs it before telling the runtime
+/// anything): positive control, then each way a different call fails it for its own reason.
+#[test]
+fn check_binding_alone() {
+    let keys = ring();
+    let bound_req = request();
+    let bound = binding::bind(&keys, &bound_req).unwrap();
+    // Positive control: the bound call passes and comes back in canonical form.
+    let checked = check_binding(&keys, &bound, "pol-1", &bound_req).unwrap();
+    assert_eq!(checked, bound_req);
+    // A later policy set does not make the same call a different one: the digest it was
+    // bound under is put back before the check (a policy change is check 7's business).
+    let mut later = request();
+    later.ctx.policy_digest = "pol-2".into();
+    assert_eq!(
+        check_binding(&keys, &bound, "pol-1", &later).unwrap(),
+        bound_req
+    );
+    // Another recipient, another handle version, another session: another call.
+    let mut other = request();
+    other
+        .inputs
+        .arguments
+        .insert("to".into(), json!("attacker@evil.example"));
+    let mut version = request();
+    version.inputs.handles[0].version = 2;
+    let mut session = request();
+    session.session = "sess-2".into();
+    for call in [&other, &version, &session] {
+        assert_eq!(
+            check_binding(&keys, &bound, "pol-1", call)
+                .unwrap_err()
+                .reason,
+            ReasonCode::BindingMismatch
+        );
+    }
+    // Bound under another policy digest than claimed: the bytes differ, so the digest does.
+    assert_eq!(
+        check_binding(&keys, &bound, "pol-0", &bound_req)
+            .unwrap_err()
+            .reason,
+        ReasonCode::BindingMismatch
+    );
+    // An unknown binding key id, then a retired one.
+    let mut unknown = bound.clone();
+    unknown.kid = KeyId("bind-nope".into());
+    assert_eq!(
+        check_binding(&keys, &unknown, "pol-1", &bound_req)
+            .unwrap_err()
+            .reason,
+        ReasonCode::KeyUnknown
+    );
+    let mut retired = ring();
+    retired.retire(&bound.kid).unwrap();
+    assert_eq!(
+        check_binding(&retired, &bound, "pol-1", &bound_req)
+            .unwrap_err()
+            .reason,
+        ReasonCode::KeyRetired
+    );
+}

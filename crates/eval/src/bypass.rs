@@ -1120,7 +1120,12 @@ async fn beyond(c: &Ctx<'_>, r: &mut Results) {
             c.observe(async move {
                 let approval = secureclaw_core::artifact::ActionId(p.action_id.clone());
                 let o = changed
-                    .call(session_record(&c.alice)?, SEND, obj(v), Some(&approval))
+                    .call(
+                        session_record(&c.alice)?,
+                        SEND,
+                        obj(v),
+                        &secureclaw_gateway::CallMeta::committed(Some(&approval)),
+                    )
                     .await;
                 Ok(crate::target::reply_of(&o))
             })

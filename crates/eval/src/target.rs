@@ -213,7 +213,7 @@ fn preview_of(p: PreviewOutcome) -> Preview {
     Preview {
         action_id: p.action_id.0,
         artifact: p.artifact,
-        decision: p.decision.to_owned(),
+        decision: p.decision.as_str().to_owned(),
         reason: p.recovery.map(|r| r.reason),
     }
 }
@@ -507,7 +507,7 @@ impl Target {
                 let approval = approval.map(|a| ActionId(a.to_owned()));
                 let o = s
                     .gateway
-                    .call(session.record()?, tool, args.map()?, approval.as_ref())
+                    .call(session.record()?, tool, args.map()?, &secureclaw_gateway::CallMeta::committed(approval.as_ref()))
                     .await;
                 Ok(reply_of(&o))
             }

@@ -124,7 +124,7 @@ fn preview_commit_rows(kind: StoreKind, warmup: usize, n: usize) {
             Some(&p.artifact),
         ));
         let t2 = Instant::now();
-        if p.decision != "allow"
+        if p.decision != secureclaw_gateway::PreviewDecision::Allow
             || !matches!(outcome, secureclaw_gateway::CallOutcome::Completed { .. })
         {
             eprintln!("unexpected outcome: decision {} / {outcome:?}", p.decision);

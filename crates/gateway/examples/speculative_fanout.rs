@@ -185,7 +185,7 @@ async fn fan_out(gw: &Gateway, speculative: bool) -> Duration {
             .collect();
         let session = session.clone();
         async move {
-            gw.call_with(&session, "search__web_search", args, &meta)
+            gw.call(&session, "search__web_search", args, &meta)
                 .await
         }
     });

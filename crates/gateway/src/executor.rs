@@ -1,10 +1,12 @@
 //! The executor: the only holder of upstream connections (SecureClaw paper §3.4, DESIGN.md §1).
 //!
-//! Read-class tools go through [`Executor::read`], which refuses any tool classified as
-//! effectful. Effectful tools go through [`Executor::commit`], which needs a
-//! [`CommitProof`] — a value only the acceptance predicate can construct — and sends exactly
-//! the arguments bound in that proof, after resolving handles for this sink. Nothing else in
-//! the gateway can reach an upstream.
+//! The executor owns every upstream connection: [`crate::Gateway::start`] builds them from the
+//! operator's specs through a [`Connector`] and hands them to the executor, which never hands
+//! one out. Read-class tools go through [`Executor::read`], which needs a [`ReadPermit`] — a
+//! value only the read path's catalog and policy decision can construct. Effectful tools go
+//! through [`Executor::commit`], which needs a [`CommitProof`] — a value only the acceptance
+//! predicate can construct — and sends exactly the arguments bound in that proof, after
+//! resolving handles for this sink. Nothing else in the gateway can reach an upstream.
 //!
 //! At most once: the executor never re-sends an effect. If an effect was dispatched and no
 //! outcome came back ([`ExecError::outcome_unknown`]: the transport failed after sending, or
@@ -14,10 +16,10 @@
 
 use crate::catalog::Listing;
 use crate::config::UpstreamSpec;
+use crate::permit::ReadPermit;
 use crate::upstream::{Connector, ToolOutput, Upstream, UpstreamError, startup_tools};
 use secureclaw_core::acceptance::CommitProof;
 use secureclaw_core::handle::{HandleDenial, HandleId, substitute_handles};
-use secureclaw_core::policy::EffectClass;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -27,9 +29,6 @@ pub enum ExecError {
     /// The upstream id is not configured.
     #[error("unknown upstream `{0}`")]
     UnknownUpstream(String),
-    /// An effectful tool was sent through the read path.
-    #[error("tool is effectful and needs a commit proof")]
-    NeedsProof,
     /// A handle could not be resolved for this sink.
     #[error("handle resolution failed: {0}")]
     Handle(HandleDenial),
@@ -50,7 +49,6 @@ impl ExecError {
     pub fn class(&self) -> &'static str {
         match self {
             ExecError::UnknownUpstream(_) => "unknown_upstream",
-            ExecError::NeedsProof => "needs_proof",
             ExecError::Handle(HandleDenial::Unavailable) => "handle_unavailable",
             ExecError::Handle(HandleDenial::SinkForbidden) => "handle_sink_forbidden",
             ExecError::Store => "store_unavailable",
@@ -200,21 +198,19 @@ impl Executor {
         }
     }
 
-    /// Forward a read-class call, resolving handles in its arguments with `resolve`.
+    /// Forward a read-class call: the tool a [`ReadPermit`] names (only the read path's
+    /// catalog and policy decision mints one), with handles in `arguments` resolved by
+    /// `resolve`. Consumes the permit.
     ///
     /// # Errors
-    /// [`ExecError::NeedsProof`] if `effect` is not read; resolution and upstream failures.
+    /// Resolution and upstream failures.
     pub async fn read(
         &self,
-        effect: EffectClass,
-        upstream: &str,
-        tool: &str,
+        permit: ReadPermit,
         arguments: &Map<String, Value>,
         resolve: &mut (dyn FnMut(&HandleId) -> Resolution + Send),
     ) -> Result<ToolOutput, ExecError> {
-        if effect != EffectClass::Read {
-            return Err(ExecError::NeedsProof);
-        }
+        let (upstream, tool) = (permit.upstream(), permit.tool());
         let args = Self::resolve_all(arguments, resolve)?;
         match self.send(upstream, tool, args.clone()).await {
             // A read has no effect: after a transport failure (the upstream reconnects) it is

@@ -4,8 +4,9 @@ use crate::catalog::{Catalog, ToolEntry};
 use crate::config::GatewayConfig;
 use crate::declassify::Declassifier;
 use crate::executor::{ExecError, Executor, Resolution, ResolveError};
+use crate::permit::ReadPermit;
 use crate::upstream::{Connector, ToolOutput};
-use secureclaw_core::acceptance::{CommitAttempt, accept};
+use secureclaw_core::acceptance::{CommitAttempt, accept, check_binding};
 use secureclaw_core::anchor::{
     anchor_provenance, collect_targets, collect_targets_bounded, is_amount_field, is_anchored,
     object_id_targets,
@@ -151,12 +152,53 @@ pub struct PreviewOutcome {
     /// The sealed authorization artifact (also issued for denials; it authorizes nothing).
     pub artifact: String,
     /// `allow`, `confirm` or `deny`.
-    pub decision: &'static str,
+    pub decision: PreviewDecision,
     /// Binding digest of the canonical request.
     pub binding: BindingDigest,
     /// Recovery for `confirm` and `deny`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+}
+
+/// The policy's answer to a preview, as the runtime sees it (serialized `allow`, `confirm`,
+/// `deny`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreviewDecision {
+    /// The artifact authorizes the commit as is.
+    Allow,
+    /// The artifact authorizes the commit once a trusted confirmer approves it.
+    Confirm,
+    /// The artifact authorizes nothing; the recovery says why.
+    Deny,
+}
+
+impl PreviewDecision {
+    /// The decision a policy answer gives.
+    #[must_use]
+    pub fn of(decision: &PolicyDecision) -> Self {
+        match decision {
+            PolicyDecision::Allow { .. } => Self::Allow,
+            PolicyDecision::Confirm { .. } => Self::Confirm,
+            PolicyDecision::Deny { .. } => Self::Deny,
+        }
+    }
+
+    /// `allow`, `confirm` or `deny` (the wire and audit form).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Confirm => "confirm",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+impl std::fmt::Display for PreviewDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Why a preview was not issued: a reason to deny with, or a per-session limit.
@@ -305,10 +347,10 @@ impl Gateway {
     /// executed again.
     ///
     /// # Errors
-    /// [`GatewayError::Upstream`] if an upstream cannot be connected, or cannot list its tools within
-    /// `limits.upstream_startup_timeout_ms` or advertises a schema beyond the limits of
-    /// [`crate::upstream::startup_tools`]; [`GatewayError::Catalog`] if two tools would share an exposed name, names are
-    /// confusable or an upstream id is invalid; store errors.
+    /// [`GatewayError::Upstream`] if an upstream cannot be connected, cannot list its tools
+    /// within `limits.upstream_startup_timeout_ms` or advertises a schema beyond the limits of
+    /// [`crate::upstream::startup_tools`]; [`GatewayError::Catalog`] if two tools would share
+    /// an exposed name, names are confusable or an upstream id is invalid; store errors.
     pub async fn start(
         keys: Arc<KeyRing>,
         store: Arc<dyn Store>,
@@ -1516,7 +1558,6 @@ impl Gateway {
             ExecError::Store => ReasonCode::StoreUnavailable,
             ExecError::Timeout => ReasonCode::UpstreamTimeout,
             ExecError::Upstream(_) | ExecError::UnknownUpstream(_) => ReasonCode::UpstreamError,
-            ExecError::NeedsProof => ReasonCode::Internal,
         };
         // Only the error class: an upstream message may quote arguments after handles were
         // resolved, i.e. protected values.
@@ -1525,16 +1566,17 @@ impl Gateway {
             .await
     }
 
-    /// An ordinary MCP `tools/call`: read tools are forwarded and declassified; effectful tools
-    /// are previewed and, if the policy allows without confirmation, committed at once. With
-    /// `approval` (the action id of an approved confirmation, from
+    /// Dispatch of a call the privacy monitor let through ([`Gateway::call`], the only public
+    /// entry point for a tool call): read tools are forwarded and declassified; effectful
+    /// tools are previewed and, if the policy allows without confirmation, committed at once.
+    /// With `approval` (the action id of an approved confirmation, from
     /// `_meta["dev.secureclaw/approval"]`), the call is committed only if it is exactly the
     /// approved request.
     ///
     /// Every call first takes a token from the session's rate limits (`session_rate_per_s`,
     /// `tool_rate_per_s`); past them it is refused with [`ReasonCode::LimitExceeded`] and a
     /// retry hint, and nothing is sent or stored.
-    pub async fn call(
+    async fn dispatch(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -1548,7 +1590,7 @@ impl Gateway {
             .await
     }
 
-    /// [`Gateway::call`] for a call whose rate was already accounted for.
+    /// [`Gateway::dispatch`] for a call whose rate was already accounted for.
     pub(crate) async fn call_unthrottled(
         &self,
         session: &SessionRecord,
@@ -1571,78 +1613,53 @@ impl Gateway {
         };
         let entry = prepared.entry.clone();
         if entry.effect == EffectClass::Read {
-            return match self.inner.policy.decide(&policy_request) {
-                PolicyDecision::Allow { .. } => {
-                    // A read sends its arguments to the provider and returns what it says:
-                    // resolving a handle for it would let the runtime read the value back
-                    // (a dereference oracle). Only handles whose record names this read tool
-                    // as a sink may flow into it.
-                    let qualified = format!("{}__{}", entry.upstream, entry.name);
-                    let explicit = prepared.handle_records.iter().all(|r| {
-                        r.allowed_sinks
-                            .iter()
-                            .any(|p| secureclaw_core::handle::glob_match(p, &qualified))
-                    });
-                    if !explicit {
-                        return self
-                            .deny(
-                                session,
-                                tool,
-                                Some(&entry),
-                                ReasonCode::HandleSinkForbidden,
-                                None,
-                            )
-                            .await;
+            // Only the read path's decision mints the permit the executor needs: a read in the
+            // catalog, allowed by the policy, whose handles all name it as a sink.
+            let permit = match ReadPermit::decide(
+                &entry,
+                self.inner.policy.as_ref(),
+                &policy_request,
+                &prepared.handle_records,
+            ) {
+                Ok(permit) => permit,
+                Err(reason) => {
+                    return self.deny(session, tool, Some(&entry), reason, None).await;
+                }
+            };
+            let anchored = self
+                .read_anchored(session, &arguments, &prepared.handle_records)
+                .await;
+            let (mut resolver, pairs) = self
+                .resolve_handles(session, &entry, None, &arguments)
+                .await;
+            let mut resolve = |id: &HandleId| resolver.next(id);
+            return match self
+                .inner
+                .executor
+                .read(permit, &arguments, &mut resolve)
+                .await
+            {
+                Ok(output) => {
+                    let read = ReadOf {
+                        anchored,
+                        arguments: &arguments,
+                        records: &prepared.handle_records,
+                    };
+                    if anchored {
+                        self.note_read_amounts(session, &output);
                     }
-                    let anchored = self
-                        .read_anchored(session, &arguments, &prepared.handle_records)
-                        .await;
-                    let (mut resolver, pairs) = self
-                        .resolve_handles(session, &entry, None, &arguments)
-                        .await;
-                    let mut resolve = |id: &HandleId| resolver.next(id);
-                    match self
-                        .inner
-                        .executor
-                        .read(
-                            entry.effect,
-                            &entry.upstream,
-                            &entry.name,
-                            &arguments,
-                            &mut resolve,
-                        )
-                        .await
-                    {
-                        Ok(output) => {
-                            let read = ReadOf {
-                                anchored,
-                                arguments: &arguments,
-                                records: &prepared.handle_records,
-                            };
-                            if anchored {
-                                self.note_read_amounts(session, &output);
-                            }
-                            self.finish(
-                                session,
-                                &entry,
-                                Some(read),
-                                output,
-                                None,
-                                &pairs,
-                                &arguments,
-                            )
-                            .await
-                        }
-                        Err(e) => self.exec_failure(session, &entry, &e, None).await,
-                    }
+                    self.finish(
+                        session,
+                        &entry,
+                        Some(read),
+                        output,
+                        None,
+                        &pairs,
+                        &arguments,
+                    )
+                    .await
                 }
-                PolicyDecision::Confirm { .. } => {
-                    self.deny(session, tool, Some(&entry), ReasonCode::PolicyDeny, None)
-                        .await
-                }
-                PolicyDecision::Deny { reason, .. } => {
-                    self.deny(session, tool, Some(&entry), reason, None).await
-                }
+                Err(e) => self.exec_failure(session, &entry, &e, None).await,
             };
         }
         let preview = match self
@@ -1658,7 +1675,7 @@ impl Gateway {
             }
         };
         match preview.decision {
-            "allow" => {
+            PreviewDecision::Allow => {
                 self.commit_prepared(
                     session,
                     prepared,
@@ -1767,10 +1784,11 @@ impl Gateway {
         let action_id = ActionId::generate(&mut fill_random);
         let binding =
             bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
-        let (artifact_decision, needs_confirmation, label) = match &decision {
-            PolicyDecision::Allow { .. } => (ArtifactDecision::Allow, false, "allow"),
-            PolicyDecision::Confirm { .. } => (ArtifactDecision::Allow, true, "confirm"),
-            PolicyDecision::Deny { .. } => (ArtifactDecision::Deny, false, "deny"),
+        let label = PreviewDecision::of(&decision);
+        let (artifact_decision, needs_confirmation) = match label {
+            PreviewDecision::Allow => (ArtifactDecision::Allow, false),
+            PreviewDecision::Confirm => (ArtifactDecision::Allow, true),
+            PreviewDecision::Deny => (ArtifactDecision::Deny, false),
         };
         let allowed = matches!(artifact_decision, ArtifactDecision::Allow);
         let artifact = AuthorizationArtifact {
@@ -1842,10 +1860,11 @@ impl Gateway {
         grant_withheld: Option<&'static str>,
     ) -> Result<Option<Recovery>, ReasonCode> {
         let entry = &prepared.entry;
-        let (needs_confirmation, label, policies, deny_reason) = match decision {
-            PolicyDecision::Allow { policies } => (false, "allow", policies, None),
-            PolicyDecision::Confirm { policies } => (true, "confirm", policies, None),
-            PolicyDecision::Deny { reason, policies } => (false, "deny", policies, Some(*reason)),
+        let label = PreviewDecision::of(decision);
+        let (needs_confirmation, policies, deny_reason) = match decision {
+            PolicyDecision::Allow { policies } => (false, policies, None),
+            PolicyDecision::Confirm { policies } => (true, policies, None),
+            PolicyDecision::Deny { reason, policies } => (false, policies, Some(*reason)),
         };
         let mut display = describe_call(
             entry,
@@ -2205,34 +2224,17 @@ impl Gateway {
                     .await;
             }
         };
-        let mut reissued = prepared.request.clone();
-        reissued
-            .ctx
-            .policy_digest
-            .clone_from(&original.ctx.policy_digest);
-        match secureclaw_core::binding::verify(&self.inner.keys, &action.binding, &reissued) {
-            Ok(true) => {}
-            Ok(false) | Err(secureclaw_core::binding::BindingError::Canonical(_)) => {
-                return self
-                    .deny(
-                        session,
-                        tool,
-                        entry,
-                        ReasonCode::BindingMismatch,
-                        Some(action_id),
-                    )
-                    .await;
-            }
-            Err(secureclaw_core::binding::BindingError::Key(e)) => {
-                let reason = if matches!(e, secureclaw_core::keys::KeyError::Retired(_)) {
-                    ReasonCode::KeyRetired
-                } else {
-                    ReasonCode::KeyUnknown
-                };
-                return self
-                    .deny(session, tool, entry, reason, Some(action_id))
-                    .await;
-            }
+        // The acceptance predicate's own binding check (check 6), run first here; the
+        // re-issued call then goes through the whole predicate in `commit_prepared`.
+        if let Err(rejection) = check_binding(
+            &self.inner.keys,
+            &action.binding,
+            &original.ctx.policy_digest,
+            &prepared.request,
+        ) {
+            return self
+                .deny(session, tool, entry, rejection.reason, Some(action_id))
+                .await;
         }
         match approval.state {
             ApprovalState::Pending => {

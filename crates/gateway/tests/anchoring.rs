@@ -25,6 +25,7 @@ async fn decision(h: &Harness, arguments: Value) -> &'static str {
         .await
         .unwrap()
         .decision
+        .as_str()
 }
 
 #[tokio::test]

@@ -76,7 +76,7 @@ async fn pending_approval_cannot_be_relabelled_by_a_different_call() {
         .preview(&h.session, SEND, email(ATTACKER, "exfil"))
         .await
         .unwrap();
-    assert_eq!(p.decision, "confirm");
+    assert_eq!(p.decision, PreviewDecision::Confirm);
     let a = p.action_id.clone();
     // 2. It then issues an innocuous-looking call (still unanchored, so it would need
     //    confirmation anyway) with `_meta` approval = A.
@@ -343,7 +343,7 @@ async fn numeric_selector_of_an_unnamed_object_is_not_anchored() {
             &s,
             "rec__read_record",
             args(json!({"project": "alpha", "number": 8})),
-            None,
+            &secureclaw_gateway::CallMeta::committed(None),
         )
         .await;
     let summary = completed(&o).structured.clone().unwrap();
@@ -354,7 +354,7 @@ async fn numeric_selector_of_an_unnamed_object_is_not_anchored() {
             &s,
             "rec__notify",
             args(json!({"to": contact, "text": "hi"})),
-            None,
+            &secureclaw_gateway::CallMeta::committed(None),
         )
         .await;
     assert_eq!(
@@ -387,7 +387,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
             &s,
             "rec__read_record",
             args(json!({"project": "alpha", "number": 7})),
-            None,
+            &secureclaw_gateway::CallMeta::committed(None),
         )
         .await;
     let contact = completed(&o).structured.clone().unwrap()["contact_email"]
@@ -396,7 +396,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
         .to_owned();
     // fail_echo has no target fields: needs confirmation; approve it as the operator would.
     let o =
-        r.gw.call(&s, "rec__fail_echo", args(json!({"text": contact})), None)
+        r.gw.call(&s, "rec__fail_echo", args(json!({"text": contact})), &secureclaw_gateway::CallMeta::committed(None))
             .await;
     let a = assert_pending(&o);
     r.gw.decide_approval(&a, true, "operator").await.unwrap();
@@ -405,7 +405,7 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
             &s,
             "rec__fail_echo",
             args(json!({"text": contact})),
-            Some(&a),
+            &secureclaw_gateway::CallMeta::committed(Some(&a)),
         )
         .await;
     assert_denied(&o, ReasonCode::UpstreamError);
@@ -622,7 +622,7 @@ async fn two_phase_artifact_is_bound_to_session_and_arguments() {
         .preview(&h.session, SEND, email(APPROVER, "x"))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     for s in [&s2, &s3] {
         let o = h
             .commit(
@@ -669,7 +669,7 @@ async fn a_denied_action_cannot_be_approved() {
         )
         .await
         .unwrap();
-    assert_eq!(p.decision, "deny");
+    assert_eq!(p.decision, PreviewDecision::Deny);
     assert!(
         h.gw.decide_approval(&p.action_id, true, "operator")
             .await
@@ -885,7 +885,7 @@ async fn crafted_arguments_do_not_stop_serving() {
         json!({"/": {"~1": {"~0": "x"}}}),
     ] {
         for tool in [COUNT, SEND, "test__echo", "office__read_invoice"] {
-            let _ = h.gw.call(&h.session, tool, args(a.clone()), None).await;
+            let _ = h.gw.call(&h.session, tool, args(a.clone()), &secureclaw_gateway::CallMeta::committed(None)).await;
             let _ = h.gw.preview(&h.session, tool, &args(a.clone())).await;
         }
     }

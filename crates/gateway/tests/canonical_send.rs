@@ -56,7 +56,7 @@ async fn two_phase_commit_sends_the_bound_form_not_the_runtime_spelling() {
         )
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     let spelled =
         raw(r#"{"zero": -0.0, "ratio": 5e-1, "amount": 1e2, "to": "approver@corp.example"}"#);
     // The runtime's spelling really is a different JSON value from the bound one.

@@ -27,7 +27,7 @@ async fn sixty_four_concurrent_commits_of_one_action_execute_once() {
         .preview(&h.session, COUNT, json!({"to": APPROVER, "n": 1}))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     let mut tasks = Vec::new();
     for i in 0..64 {
         let gw = if i % 2 == 0 {
@@ -80,7 +80,7 @@ async fn a_thousand_concurrent_distinct_commits_each_execute_once() {
             .preview(&h.session, COUNT, json!({"to": APPROVER, "n": n}))
             .await
             .unwrap();
-        assert_eq!(p.decision, "allow");
+        assert_eq!(p.decision, PreviewDecision::Allow);
         previews.push((n, p));
     }
     let mut tasks = Vec::new();

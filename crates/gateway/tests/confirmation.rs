@@ -49,7 +49,7 @@ async fn two_phase_commit_without_approval_is_confirmation_missing() {
         .preview(&h.session, SEND, copy_to_finance())
         .await
         .unwrap();
-    assert_eq!(p.decision, "confirm");
+    assert_eq!(p.decision, PreviewDecision::Confirm);
     assert_eq!(
         p.recovery.as_ref().map(|r| r.reason),
         Some(ReasonCode::ConfirmationRequired)

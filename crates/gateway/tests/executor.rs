@@ -44,7 +44,7 @@ fn join(claims: &[u8], mac: &[u8]) -> String {
 async fn positive_control_preview_allow_commit_completes_once() {
     let h = Harness::new().await;
     let p = h.preview(&h.session, SEND, to_approver()).await.unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     assert!(p.recovery.is_none());
     assert_eq!(h.sent(), 0, "preview must not execute anything");
     let o = h
@@ -247,7 +247,7 @@ async fn arguments_changed_after_preview() {
     let h = Harness::new().await;
     let original = to_approver();
     let p = h.preview(&h.session, SEND, original.clone()).await.unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     let mut recipient = original.clone();
     recipient["to"] = json!(ATTACKER);
     let mut recipient_case = original.clone();
@@ -488,7 +488,7 @@ async fn policy_changed_between_preview_and_commit() {
     let q = preview_on(&changed, &h.session, SEND, email(APPROVER, "new policy"))
         .await
         .unwrap();
-    assert_eq!(q.decision, "allow");
+    assert_eq!(q.decision, PreviewDecision::Allow);
     let o = h
         .commit(
             &h.session,
@@ -636,7 +636,7 @@ async fn denied_preview_artifact_authorizes_nothing() {
     let iban = handle_at(&invoice, "iban");
     let leak = json!({"to": APPROVER, "subject": "INV-42", "body": format!("pay to {iban}")});
     let p = h.preview(&h.session, SEND, leak.clone()).await.unwrap();
-    assert_eq!(p.decision, "deny");
+    assert_eq!(p.decision, PreviewDecision::Deny);
     assert_eq!(
         p.recovery.as_ref().map(|r| r.reason),
         Some(ReasonCode::HandleSinkForbidden)
@@ -697,7 +697,7 @@ async fn a_commit_interrupted_mid_effect_never_runs_again() {
         .preview(&h.session, "test__gated", json!({}))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     let gw = h.gw.clone();
     let session = h.session.clone();
     let (action, artifact) = (p.action_id.clone(), p.artifact.clone());

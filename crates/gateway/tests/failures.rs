@@ -155,7 +155,7 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
         .preview(&h.session, "test__hang_effect", json!({}))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     let o = h
         .commit(
             &h.session,
@@ -313,7 +313,7 @@ async fn a_store_failure_after_the_effect_does_not_claim_nothing_ran() {
     let gw = h.gw.clone();
     let session = h.session.clone();
     let task = tokio::spawn(async move {
-        gw.call(&session, "test__gated", args(json!({})), None)
+        gw.call(&session, "test__gated", args(json!({})), &secureclaw_gateway::CallMeta::committed(None))
             .await
     });
     // Wait until the upstream is executing the effect.

@@ -169,7 +169,7 @@ async fn a_revoked_handle_is_unavailable() {
         .preview(&h.session, SEND, body_with(&contact))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     h.gw.revoke_handle(&h.session, &HandleId(contact.clone()))
         .await
         .unwrap();
@@ -208,7 +208,7 @@ async fn an_expired_handle_is_unavailable() {
         .preview(&h.session, SEND, body_with(&contact))
         .await
         .unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     h.clock.advance(1);
     let o = h
         .commit(
@@ -297,7 +297,7 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
     assert_eq!(state.payments[0].amount_cents, 129_900);
     // The same handle in a two-phase flow: resolved at commit, never in the canonical request.
     let p = h.preview(&session, PAY, pay(&iban)).await.unwrap();
-    assert_eq!(p.decision, "allow");
+    assert_eq!(p.decision, PreviewDecision::Allow);
     completed(
         &h.commit(&session, PAY, pay(&iban), &p.action_id, Some(&p.artifact))
             .await,
@@ -358,7 +358,7 @@ async fn a_read_tool_is_no_dereference_oracle() {
             &h.session,
             "test__echo",
             args(json!({"text": vendor})),
-            None,
+            &secureclaw_gateway::CallMeta::committed(None),
         )
         .await;
     let seen = visible(&o);
@@ -372,7 +372,7 @@ async fn a_read_tool_is_no_dereference_oracle() {
             &h.session,
             "office__read_invoice",
             args(json!({"invoice_id": vendor})),
-            None,
+            &secureclaw_gateway::CallMeta::committed(None),
         )
         .await;
     let seen = visible(&o);

@@ -24,6 +24,7 @@ mod common;
 mod prop_support;
 
 use common::{Harness, TestClock, assert_denied, completed, in_process, keys, visible};
+use secureclaw_gateway::PreviewDecision;
 use prop_support::{Change, apply, argument_change, json_same, planted_text, record};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
@@ -142,7 +143,7 @@ fn gateway_commit_of_changed_call_is_binding_mismatch() {
                 h.gw.preview(&h.session, "test__count", &args)
                     .await
                     .map_err(|r| TestCaseError::fail(format!("preview failed: {r:?}")))?;
-            prop_assert_eq!(p.decision, "allow", "{:?}", p.recovery);
+            prop_assert_eq!(p.decision, PreviewDecision::Allow, "{:?}", p.recovery);
             let before = (h.test.effects(), h.test.received.lock().unwrap().len());
             let (tool, session, changed, same) = match &tamper {
                 Tamper::Arguments(changes) => {
@@ -338,7 +339,7 @@ fn gateway_read_never_shows_planted_values() {
             structured: Some(rec.value.clone()),
             is_error: false,
         });
-        let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), None));
+        let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), &secureclaw_gateway::CallMeta::committed(None)));
         let out = completed(&o).clone();
         let shown = visible(&o);
         let mut everything = shown.clone();
@@ -414,7 +415,7 @@ fn regression_audit_path_holds_no_key_plaintext() {
         structured: Some(value),
         is_error: false,
     });
-    let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), None));
+    let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), &secureclaw_gateway::CallMeta::committed(None)));
     assert!(!visible(&o).contains(key));
     let audit = serde_json::to_string(&store.audit_records(0, usize::MAX).unwrap()).unwrap();
     assert!(audit.contains("handle_issue"), "{audit}");

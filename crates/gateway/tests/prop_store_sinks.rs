@@ -575,7 +575,7 @@ async fn run(fs: &Fs, ops: &[Op], stats: &Stats) -> Result<(), TestCaseError> {
     let mut handles: Vec<String> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let (tool, args) = call_of(op, &handles);
-        let o = fs.gw.call(&s, tool, common::args(args.clone()), None).await;
+        let o = fs.gw.call(&s, tool, common::args(args.clone()), &secureclaw_gateway::CallMeta::committed(None)).await;
         let seen = received(&o);
         for p in PROTECTED {
             prop_assert!(
@@ -723,7 +723,7 @@ fn blind_edit_of_an_unread_file_does_not_reveal_a_mangled_value() {
 }
 
 async fn call(fs: &Fs, s: &SessionRecord, tool: &str, args: Value) -> CallOutcome {
-    fs.gw.call(s, tool, common::args(args), None).await
+    fs.gw.call(s, tool, common::args(args), &secureclaw_gateway::CallMeta::committed(None)).await
 }
 
 /// Held for a trusted confirmation because the call names a protected object; the recovery
@@ -954,7 +954,7 @@ fn protection_follows_a_confirmed_move_and_survives_a_restart() {
         fs.gw.decide_approval(&action, true, "user").await.unwrap();
         let ran = fs
             .gw
-            .call(&s, "fs__move_file", common::args(args), Some(&action))
+            .call(&s, "fs__move_file", common::args(args), &secureclaw_gateway::CallMeta::committed(Some(&action)))
             .await;
         common::completed(&ran);
         assert!(fs.fs.holds_in_clear(moved, EMAIL));
@@ -1040,7 +1040,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                 &s,
                 "fs__read_file",
                 common::args(json!({"path": CONTACTS})),
-                None,
+                &secureclaw_gateway::CallMeta::committed(None),
             )
             .await;
         let handle = common::completed(&read).structured.clone().unwrap()["content"]["email"]
@@ -1055,7 +1055,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                 &s,
                 "fs__write_file",
                 common::args(json!({"path": "/work/docs/a.txt", "content": content})),
-                None,
+                &secureclaw_gateway::CallMeta::committed(None),
             )
             .await;
         common::completed(&write);
@@ -1066,7 +1066,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                     &s,
                     "fs__read_file",
                     common::args(json!({"path": "/work/docs/a.txt"})),
-                    None,
+                    &secureclaw_gateway::CallMeta::committed(None),
                 )
                 .await,
             fs.gw
@@ -1076,7 +1076,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                     common::args(
                         json!({"path": "/work/docs/a.txt", "old": "Contact", "new": "Mail"}),
                     ),
-                    None,
+                    &secureclaw_gateway::CallMeta::committed(None),
                 )
                 .await,
         ] {
@@ -1093,7 +1093,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                 &s,
                 "fs__read_file",
                 common::args(json!({"path": CONTACTS})),
-                None,
+                &secureclaw_gateway::CallMeta::committed(None),
             )
             .await;
         let mut handles = Vec::new();
@@ -1109,7 +1109,7 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
                 &s,
                 "fs__write_file",
                 common::args(json!({"path": "/work/docs/a.txt", "content": email})),
-                None,
+                &secureclaw_gateway::CallMeta::committed(None),
             )
             .await;
         common::assert_denied(

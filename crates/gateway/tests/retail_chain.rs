@@ -457,7 +457,7 @@ impl Deployment {
         };
         let o = self
             .gw
-            .call(s, &format!("retail__{tool}"), args, None)
+            .call(s, &format!("retail__{tool}"), args, &secureclaw_gateway::CallMeta::committed(None))
             .await;
         // The runtime never sees a protected id, address part or e-mail address.
         let seen = match &o {

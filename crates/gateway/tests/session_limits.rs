@@ -185,7 +185,7 @@ async fn uncommitted_previews_are_capped_and_free_on_commit_or_expiry() {
     let h = Harness::with_config(config.clone()).await;
     let s = &h.session;
     let p1 = h.preview(s, SEND, email(APPROVER, "p1")).await.unwrap();
-    assert_eq!(p1.decision, "allow");
+    assert_eq!(p1.decision, PreviewDecision::Allow);
     h.preview(s, SEND, email(APPROVER, "p2")).await.unwrap();
     for i in 0..10 {
         let r = h
@@ -199,7 +199,7 @@ async fn uncommitted_previews_are_capped_and_free_on_commit_or_expiry() {
     let iban = handle_at(&invoice, "iban");
     let leak = json!({"to": APPROVER, "subject": "INV-42", "body": format!("pay to {iban}")});
     let d = h.preview(s, SEND, leak).await.unwrap();
-    assert_eq!(d.decision, "deny");
+    assert_eq!(d.decision, PreviewDecision::Deny);
     // Committing frees a place.
     completed(
         &h.commit(

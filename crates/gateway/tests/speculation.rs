@@ -62,9 +62,9 @@ fn spec(branch: &str, c: f64) -> CallMeta {
     }
 }
 
-/// `test__echo` through `call_with` on `h`'s gateway.
+/// `test__echo` through `Gateway::call` on `h`'s gateway.
 async fn echo(h: &Harness, s: &SessionRecord, arguments: Value, meta: &CallMeta) -> CallOutcome {
-    h.gw.call_with(s, "test__echo", args(arguments), meta).await
+    h.gw.call(s, "test__echo", args(arguments), meta).await
 }
 
 fn received_text(h: &Harness) -> Vec<String> {
@@ -151,7 +151,7 @@ async fn allow_rewrite_defer_block_shadow() {
     deferred_branch(&o);
     // DEFER: an effect before commitment
     let o =
-        h.gw.call_with(s, "test__count", args(json!({})), &spec("d", 0.99))
+        h.gw.call(s, "test__count", args(json!({})), &spec("d", 0.99))
             .await;
     deferred_branch(&o);
     assert_eq!((h.test.reads(), h.test.effects()), (2, 0));
@@ -168,13 +168,13 @@ async fn allow_rewrite_defer_block_shadow() {
     let h2 = Harness::with_config(enabled(k)).await;
     let o = h2
         .gw
-        .call_with(&h2.session, "test__peek", args(json!({})), &spec("x", 0.9))
+        .call(&h2.session, "test__peek", args(json!({})), &spec("x", 0.9))
         .await;
     assert_denied(&o, ReasonCode::ContractBlocked);
     // ... and a committed call is blocked too: contracts apply to every call when enabled
     let o = h2
         .gw
-        .call_with(
+        .call(
             &h2.session,
             "test__peek",
             args(json!({})),
@@ -204,7 +204,7 @@ async fn budget_defers_after_b_sensitive_dispatches() {
     for i in 0..2 {
         completed(
             &h.gw
-                .call_with(
+                .call(
                     s,
                     "test__echo",
                     args(json!({"text": format!("lawyer {i}")})),
@@ -408,7 +408,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
     // deferred effect, abandoned
     deferred_branch(
         &h.gw
-            .call_with(
+            .call(
                 s,
                 "test__count",
                 args(json!({"to": "zqeffect@x.example"})),
@@ -419,7 +419,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
     // blocked
     assert_denied(
         &h.gw
-            .call_with(
+            .call(
                 s,
                 "test__peek",
                 args(json!({"q": "zqblocked"})),
@@ -430,7 +430,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
     );
     // shadowed (never reaches the crashing provider)
     assert!(matches!(
-        h.gw.call_with(
+        h.gw.call(
             s,
             "test__crash",
             args(json!({"q": "zqshadowed"})),
@@ -533,7 +533,7 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     let call =
         json!({"to": "auditor@partner.example", "note": "penalty for breaking my lease early"});
     let o =
-        h.gw.call_with(s, "test__count", args(call.clone()), &CallMeta::default())
+        h.gw.call(s, "test__count", args(call.clone()), &CallMeta::default())
             .await;
     let action = assert_pending(&o);
     h.gw.decide_approval(&action, true, "user").await.unwrap();
@@ -544,10 +544,10 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     let mut other = call.clone();
     other["note"] = json!("something else entirely");
     let o =
-        h.gw.call_with(s, "test__count", args(other), &reissue)
+        h.gw.call(s, "test__count", args(other), &reissue)
             .await;
     assert_denied(&o, ReasonCode::BindingMismatch);
-    completed(&h.gw.call_with(s, "test__count", args(call), &reissue).await);
+    completed(&h.gw.call(s, "test__count", args(call), &reissue).await);
     assert_eq!(h.test.effects(), 1);
     let got = received_text(&h);
     assert!(
@@ -627,7 +627,7 @@ async fn budget_is_spent_once_across_gateways_and_restarts() {
 
 /// A speculative `test__echo` of `text` on branch `b` with confidence 0.9.
 async fn budgeted(gw: Gateway, s: SessionRecord, text: String) -> CallOutcome {
-    gw.call_with(
+    gw.call(
         &s,
         "test__echo",
         args(json!({"text": text})),
@@ -647,7 +647,7 @@ async fn budget_raced_across_two_gateways_is_spent_once() {
         let gw = gateways[i % 2].clone();
         let s = h.session.clone();
         tasks.spawn(async move {
-            gw.call_with(
+            gw.call(
                 &s,
                 "test__echo",
                 args(json!({"text": format!("lawyer {i}")})),

@@ -11,17 +11,18 @@
 
 mod common;
 
-use common::{args, in_process, keys};
+use common::{args, assert_denied, completed, in_process, keys, read_rule};
 use secureclaw_gateway::upstream::BoxFuture;
+use secureclaw_core::recovery::ReasonCode;
 use secureclaw_gateway::{
-    Gateway, GatewayConfig, GatewayError, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
-    UpstreamTool, UpstreamTransport, system_clock,
+    CallMeta, Connector, Gateway, GatewayConfig, GatewayError, ToolOutput, Upstream,
+    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::SqliteStore;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `Silent`: `tools/list` never answers. `Deep(n)`: one tool whose schema nests `n` levels.
@@ -120,4 +121,123 @@ async fn a_schema_200_levels_deep_stops_start_up_naming_the_tool() {
     assert!(err.contains("deeper than 64"), "{err}");
     // Positive control: a schema within the limit starts.
     start(Broken::Deep(30), 30_000).await.unwrap();
+}
+
+fn stdio_spec(id: &str) -> UpstreamSpec {
+    UpstreamSpec {
+        id: id.into(),
+        transport: UpstreamTransport::Stdio {
+            command: "unused".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: true,
+    }
+}
+
+/// A connector that records what it was asked (spec id, startup timeout) and refuses to
+/// connect the upstream `refuse`; every other spec gets a fresh one-tool upstream.
+struct Recording {
+    asked: Mutex<Vec<(String, Duration)>>,
+    refuse: &'static str,
+}
+
+impl Connector for Recording {
+    fn connect<'a>(
+        &'a self,
+        spec: &'a UpstreamSpec,
+        startup_timeout: Duration,
+    ) -> BoxFuture<'a, Result<Box<dyn Upstream>, UpstreamError>> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((spec.id.clone(), startup_timeout));
+        let connected = if spec.id == self.refuse {
+            Err(UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "connection refused".into(),
+            })
+        } else {
+            Ok(Box::new(Broken::Deep(1)) as Box<dyn Upstream>)
+        };
+        Box::pin(async move { connected })
+    }
+}
+
+async fn start_with(connector: &Recording) -> Result<Gateway, GatewayError> {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
+    let mut config = GatewayConfig::default();
+    config.limits.upstream_startup_timeout_ms = 1_234;
+    config.tools.push(read_rule("alpha__nested"));
+    Gateway::start(
+        keys,
+        store,
+        Arc::new(CedarPolicy::load(&[]).unwrap()),
+        config,
+        vec![stdio_spec("alpha"), stdio_spec("beta")],
+        connector,
+        system_clock(),
+    )
+    .await
+}
+
+/// The gateway connects the upstreams itself, through the connector it is given (issue 13
+/// item 5): once per spec, in order, with the operator's start-up timeout, and its executor
+/// sends calls over the connections the connector built, found by the spec's id.
+#[tokio::test]
+async fn the_gateway_connects_every_spec_through_its_connector() {
+    let connector = Recording {
+        asked: Mutex::new(vec![]),
+        refuse: "none",
+    };
+    let gw = start_with(&connector).await.unwrap();
+    let startup = Duration::from_millis(1_234);
+    assert_eq!(
+        *connector.asked.lock().unwrap(),
+        vec![("alpha".to_owned(), startup), ("beta".to_owned(), startup)]
+    );
+    let session = gw
+        .open_session("alice", secureclaw_core::TaskEnvelope::default())
+        .await
+        .unwrap();
+    completed(
+        &gw.call(
+            &session,
+            "alpha__nested",
+            args(json!({"x": "hello"})),
+            &CallMeta::default(),
+        )
+        .await,
+    );
+    // A name no spec provides reaches no connection.
+    assert_denied(
+        &gw.call(
+            &session,
+            "gamma__nested",
+            args(json!({})),
+            &CallMeta::default(),
+        )
+        .await,
+        ReasonCode::UnknownTool,
+    );
+}
+
+/// An upstream the connector cannot connect stops start-up, naming it (fail closed: no gateway
+/// runs with part of its upstreams missing).
+#[tokio::test]
+async fn an_upstream_that_cannot_be_connected_stops_start_up() {
+    let connector = Recording {
+        asked: Mutex::new(vec![]),
+        refuse: "beta",
+    };
+    let err = start_with(&connector).await.unwrap_err();
+    assert!(
+        matches!(&err, GatewayError::Upstream(UpstreamError::Start { id, .. }) if id == "beta"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("connection refused"), "{err}");
+    assert_eq!(connector.asked.lock().unwrap().len(), 2);
 }

@@ -446,7 +446,7 @@ async fn call(
     }
     let outcome = s
         .gateway
-        .call_with(&session, &body.tool, body.arguments, &meta)
+        .call(&session, &body.tool, body.arguments, &meta)
         .await;
     Ok(Json(outcome_json(&outcome)))
 }

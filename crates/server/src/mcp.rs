@@ -389,7 +389,7 @@ impl ServerHandler for McpFrontEnd {
         let arguments = request.arguments.unwrap_or_default();
         let mut outcome = self
             .gateway
-            .call_with(&session, &request.name, arguments.clone(), &meta)
+            .call(&session, &request.name, arguments.clone(), &meta)
             .await;
         // Ask the human at the client — only when the operator declared the client a trusted
         // host, only for an action this very call created (never for a re-issue naming an
@@ -433,7 +433,7 @@ impl ServerHandler for McpFrontEnd {
                     {
                         outcome = self
                             .gateway
-                            .call(&session, &request.name, arguments, Some(&action))
+                            .call(&session, &request.name, arguments, &CallMeta::committed(Some(&action)))
                             .await;
                     }
                 }

@@ -317,7 +317,7 @@ impl Fixture {
             .runtime
             .block_on(self.gateway.preview(&self.session, TOOL, &self.arguments))
             .map_err(|r| format!("preview denied: {r:?}"))?;
-        if preview.decision != "allow" {
+        if preview.decision != secureclaw_gateway::PreviewDecision::Allow {
             return Err(format!("preview decision `{}`", preview.decision));
         }
         let outcome = self.runtime.block_on(self.gateway.commit(

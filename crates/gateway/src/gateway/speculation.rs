@@ -65,6 +65,16 @@ pub struct CallMeta {
 }
 
 impl CallMeta {
+    /// The metadata of a committed call without speculation keys: an ordinary call, or with
+    /// `approval` the re-issue of that approved action.
+    #[must_use]
+    pub fn committed(approval: Option<&ActionId>) -> Self {
+        Self {
+            approval: approval.cloned(),
+            ..Self::default()
+        }
+    }
+
     /// Read the SecureClaw keys of a `_meta` object; other keys are ignored.
     ///
     /// # Errors
@@ -244,18 +254,48 @@ impl Gateway {
         guard
     }
 
-    /// A `tools/call` with its `_meta` (Ghost Tool Calls §4): the gateway-provided branch
-    /// tools, then the contract monitor, then [`Gateway::call`] for whatever it lets through.
+    /// A tool call — the gateway's only public entry point for one (issue 13 item 5), used by
+    /// every front end (MCP `tools/call`, HTTP `/v1/call`) and by the in-process evaluation
+    /// target alike — with its `_meta` (Ghost Tool Calls §4): the gateway-provided branch
+    /// tools, then the privacy contract monitor, then dispatch of whatever it lets through
+    /// (read tools forwarded and declassified; effects previewed and, if the policy allows
+    /// without confirmation, committed at once; with [`CallMeta::approval`], committed only
+    /// if the call is exactly the approved request).
     ///
-    /// Without `[gateway.speculation]` enabled, committed calls go straight to
-    /// [`Gateway::call`] and pre-commit calls are deferred
-    /// ([`ReasonCode::Deferred`]); enabled, every call is decided: BLOCK →
-    /// [`CallOutcome::Denied`] with [`ReasonCode::ContractBlocked`], DEFER →
+    /// Without `[gateway.speculation]` enabled, committed calls are dispatched at once and
+    /// pre-commit calls are deferred ([`ReasonCode::Deferred`]); enabled, every call is
+    /// decided: BLOCK → [`CallOutcome::Denied`] with [`ReasonCode::ContractBlocked`], DEFER →
     /// [`CallOutcome::Deferred`], SHADOW → [`CallOutcome::Shadowed`], REWRITE and ALLOW →
     /// dispatched (rewritten arguments in place of the originals).
     ///
-    /// Every call first takes a token from the session's rate limits (see [`Gateway::call`]).
-    pub async fn call_with(
+    /// Every call first takes a token from the session's rate limits (`session_rate_per_s`,
+    /// `tool_rate_per_s`); past them it is refused with [`ReasonCode::LimitExceeded`] and a
+    /// retry hint, and nothing is sent or stored.
+    ///
+    /// A front end calls this:
+    ///
+    /// ```
+    /// use secureclaw_core::store::SessionRecord;
+    /// use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
+    ///
+    /// async fn tools_call(gw: &Gateway, session: &SessionRecord) -> CallOutcome {
+    ///     gw.call(session, "office__read_invoice", serde_json::Map::new(), &CallMeta::default())
+    ///         .await
+    /// }
+    /// ```
+    ///
+    /// and cannot reach the dispatch behind the monitor:
+    ///
+    /// ```compile_fail
+    /// use secureclaw_core::store::SessionRecord;
+    /// use secureclaw_gateway::{CallOutcome, Gateway};
+    ///
+    /// async fn around_the_monitor(gw: &Gateway, session: &SessionRecord) -> CallOutcome {
+    ///     gw.dispatch(session, "office__read_invoice", serde_json::Map::new(), None)
+    ///         .await
+    /// }
+    /// ```
+    pub async fn call(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -269,7 +309,7 @@ impl Gateway {
             .await
     }
 
-    /// [`Gateway::call_with`] for a call whose rate was already accounted for (a held call
+    /// [`Gateway::call`] for a call whose rate was already accounted for (a held call
     /// released by a promotion).
     async fn call_with_unthrottled(
         &self,
@@ -476,7 +516,7 @@ impl Gateway {
                 let tag = verdict.tag();
                 let started = Instant::now();
                 let outcome = self
-                    .call(session, tool, dispatched_args.clone(), approval)
+                    .dispatch(session, tool, dispatched_args.clone(), approval)
                     .await;
                 let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let dispatched = match &outcome {

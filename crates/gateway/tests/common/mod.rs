@@ -38,6 +38,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
+pub use secureclaw_gateway::PreviewDecision;
+
 // ---------------------------------------------------------------------------------- constants
 
 /// The user's task, delivered from the trusted side when a session is opened.
@@ -716,7 +718,7 @@ pub async fn call_on(
     arguments: Value,
     approval: Option<&ActionId>,
 ) -> CallOutcome {
-    let o = gw.call(session, tool, args(arguments), approval).await;
+    let o = gw.call(session, tool, args(arguments), &secureclaw_gateway::CallMeta::committed(approval)).await;
     assert_no_plaintext(&format!("outcome of {tool}"), &visible(&o));
     o
 }
