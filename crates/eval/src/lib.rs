@@ -12,11 +12,15 @@
 //! - [`target`]: the two targets behind one interface;
 //! - [`stack`]: the in-process deployment;
 //! - [`attack`]: artifact surgery and other attack helpers;
+//! - `danger` (private): the deliberately insecure controls (the boundary-off executor and the
+//!   stack's raw database and upstream access), named as rustls names its escape hatches;
 //! - [`http`]: a minimal HTTP/1.1 client;
 //! - [`ghost`]: the Ghost Tool Calls evaluation (`secureclaw eval ghost`).
 
 pub mod attack;
 pub mod bypass;
+/// **DANGER**: deliberately insecure evaluation controls, private to this crate.
+pub(crate) mod danger;
 pub mod ghost;
 pub mod http;
 pub mod payment;

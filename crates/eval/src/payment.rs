@@ -3,20 +3,19 @@
 //! each scenario on its own fresh action (their changed action ids, not the claimed
 //! mechanisms, caused three of the four denials: `research/secureclaw-reference.md` §3).
 //!
-//! Boundary **on** is the real gateway. Boundary **off** is [`InsecureExecutor`]: an executor
-//! that skips the acceptance predicate and executes whatever commit it is sent. It exists only
-//! inside this crate, is constructed only by this study, and cannot be selected by any
-//! configuration file or command-line flag — it is the control that shows what the boundary
-//! prevents. Expected: 1 allow / 4 deny with the boundary on, 5 allow with it off.
+//! Boundary **on** is the real gateway. Boundary **off** is `danger::InsecureExecutor`: an
+//! executor that skips the acceptance predicate and executes whatever commit it is sent. It
+//! lives in this crate's private `danger` module, is constructed only by this study, and
+//! cannot be selected by any configuration file or command-line flag — it is the control that
+//! shows what the boundary prevents. Expected: 1 allow / 4 deny with the boundary on, 5 allow with it off.
 
 use crate::attack::{Byte, flip_mac};
 use crate::bypass::{AMOUNT, ATTACKER_IBAN, Ctx, Outcome, PAY, Results, Stop, stack};
 use crate::report::{Expect, Observed};
-use crate::stack::Stack;
-use crate::target::{Args, EvalError, Reply, Verdict};
-use secureclaw_core::handle::substitute_handles;
+use crate::danger::InsecureExecutor;
+use crate::target::{Args, EvalError, Verdict};
 use secureclaw_core::recovery::ReasonCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Category of the boundary-on rows.
 pub const ON: &str = "T18 payment, boundary on";
@@ -61,60 +60,6 @@ const SCENARIOS: [(Scenario, &str, Expect); 5] = [
 
 fn pay_args(iban: &str, amount: u64) -> Value {
     json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": amount})
-}
-
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
-/// **INSECURE — evaluation control only.** An executor that ignores the artifact and action
-/// id it is sent (no acceptance predicate, no single use, no sink check) and executes the
-/// call, resolving handles straight from the vault. Built only by [`table18`].
-struct InsecureExecutor<'a> {
-    stack: &'a Stack,
-}
-
-impl InsecureExecutor<'_> {
-    async fn commit(
-        &self,
-        tool: &str,
-        args: Value,
-        _action_id: &str,
-        _artifact: Option<&str>,
-    ) -> Result<Reply, EvalError> {
-        let name = tool
-            .strip_prefix("office__")
-            .ok_or_else(|| EvalError::Setup(format!("not an office tool: {tool}")))?;
-        let store = self.stack.store();
-        let mut value = args;
-        substitute_handles::<EvalError>(&mut value, &mut |id| {
-            let rec = store
-                .handle(id)
-                .map_err(|e| EvalError::Setup(e.to_string()))?
-                .ok_or_else(|| EvalError::Setup(format!("no handle {id}")))?;
-            let plain = store
-                .object_value_at(&rec.object_id, rec.version)
-                .map_err(|e| EvalError::Setup(e.to_string()))?
-                .ok_or_else(|| EvalError::Setup("no vault value".into()))?;
-            Ok(String::from_utf8_lossy(&plain).into_owned())
-        })?;
-        let out = self
-            .stack
-            .office_upstream()
-            .call_tool(name.to_owned(), obj(value))
-            .await
-            .map_err(|e| EvalError::Setup(e.to_string()))?;
-        Ok(Reply {
-            verdict: Verdict::Allow {
-                tool_error: out.is_error,
-            },
-            structured: out.structured,
-            action_id: None,
-        })
-    }
 }
 
 /// Run the study: five scenarios with the boundary on, then the same five with it off.
@@ -181,7 +126,7 @@ async fn boundary_on(c: &Ctx<'_>, scenario: Scenario) -> Outcome {
 
 async fn boundary_off(c: &Ctx<'_>, scenario: Scenario) -> Outcome {
     let s = stack(c.t, "in-process only: the insecure control executor")?;
-    let exec = InsecureExecutor { stack: s };
+    let exec = InsecureExecutor::new(s);
     // The runtime obtains a genuine preview exactly as with the boundary on.
     let h = c.iban_handle(&c.alice).await?;
     let legit = pay_args(&h, AMOUNT);

@@ -156,8 +156,7 @@ async fn observe_reply(
 /// The approval display stored for `action_id` (in process).
 fn display_of(s: &Stack, action_id: &str) -> Result<String, Stop> {
     let action = s
-        .store()
-        .action(&secureclaw_core::artifact::ActionId(action_id.to_owned()))
+        .action_record(&secureclaw_core::artifact::ActionId(action_id.to_owned()))
         .map_err(|e| setup(format!("action record: {e}")))?
         .ok_or_else(|| setup(format!("no action record for {action_id}")))?;
     Ok(action.display)
@@ -166,8 +165,7 @@ fn display_of(s: &Stack, action_id: &str) -> Result<String, Stop> {
 /// The `targets` of the decision audit record of `action_id` (in process).
 fn decision_targets(s: &Stack, action_id: &str) -> Result<Value, Stop> {
     let records = s
-        .store()
-        .audit_records(0, usize::MAX)
+        .audit_log()
         .map_err(|e| setup(format!("audit log: {e}")))?;
     records
         .iter()

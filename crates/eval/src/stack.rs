@@ -461,6 +461,8 @@ pub struct Stack {
     pub gateway: Gateway,
     /// A second connection to the main gateway's database, for the harness's own inspection.
     store: Arc<SqliteStore>,
+    /// The raw powers of the insecure controls ([`crate::danger`]).
+    danger: crate::danger::Backdoor,
 }
 
 impl std::fmt::Debug for Stack {
@@ -545,6 +547,7 @@ impl Stack {
         let store = Arc::new(
             SqliteStore::open(&db, keys.clone()).map_err(|e| StackError::Store(e.to_string()))?,
         );
+        let danger = crate::danger::Backdoor::new(store.clone(), office_upstream.clone());
         Ok(Self {
             dir,
             db,
@@ -557,15 +560,38 @@ impl Stack {
             files,
             gateway,
             store,
+            danger,
         })
     }
 
-    /// The main gateway's database, read directly (the gateway itself offers no such access):
-    /// for the harness's checks of stored records and for the deliberately insecure baseline
-    /// executor of the payment case study, which dereferences handles itself.
-    #[must_use]
-    pub fn store(&self) -> &SqliteStore {
-        &self.store
+    /// The action record of `action_id` in the main gateway's database (the harness's check of
+    /// what an approver is shown). Read directly: the gateway itself offers no such access.
+    ///
+    /// # Errors
+    /// [`StackError::Store`] if the database cannot be read.
+    pub fn action_record(
+        &self,
+        action_id: &secureclaw_core::artifact::ActionId,
+    ) -> Result<Option<secureclaw_core::store::ActionRecord>, StackError> {
+        self.store
+            .action(action_id)
+            .map_err(|e| StackError::Store(e.to_string()))
+    }
+
+    /// The main gateway's whole audit log, in order (the harness's check of decision records).
+    ///
+    /// # Errors
+    /// [`StackError::Store`] if the database cannot be read.
+    pub fn audit_log(&self) -> Result<Vec<secureclaw_core::audit::AuditRecord>, StackError> {
+        self.store
+            .audit_records(0, usize::MAX)
+            .map_err(|e| StackError::Store(e.to_string()))
+    }
+
+    /// **DANGER**: the raw powers of the insecure controls (vault plaintext, the office
+    /// upstream connection), for [`crate::danger`] only.
+    pub(crate) fn danger(&self) -> &crate::danger::Backdoor {
+        &self.danger
     }
 
     /// Another gateway over a new connection to the same database, with the same clock,
@@ -628,10 +654,5 @@ impl Stack {
     #[must_use]
     pub fn files(&self) -> &Files {
         &self.files
-    }
-
-    /// The demo office upstream, for the suite's deliberately insecure executor only.
-    pub(crate) fn office_upstream(&self) -> Arc<dyn Upstream> {
-        self.office_upstream.clone()
     }
 }
