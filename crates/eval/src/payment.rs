@@ -11,8 +11,8 @@
 
 use crate::attack::{Byte, flip_mac};
 use crate::bypass::{AMOUNT, ATTACKER_IBAN, Ctx, Outcome, PAY, Results, Stop, stack};
-use crate::report::{Expect, Observed};
 use crate::danger::InsecureExecutor;
+use crate::report::{Expect, Observed};
 use crate::target::{Args, EvalError, Verdict};
 use secureclaw_core::recovery::ReasonCode;
 use serde_json::{Value, json};

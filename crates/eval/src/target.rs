@@ -507,7 +507,12 @@ impl Target {
                 let approval = approval.map(|a| ActionId(a.to_owned()));
                 let o = s
                     .gateway
-                    .call(session.record()?, tool, args.map()?, &secureclaw_gateway::CallMeta::committed(approval.as_ref()))
+                    .call(
+                        session.record()?,
+                        tool,
+                        args.map()?,
+                        &secureclaw_gateway::CallMeta::committed(approval.as_ref()),
+                    )
                     .await;
                 Ok(reply_of(&o))
             }

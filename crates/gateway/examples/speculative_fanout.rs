@@ -184,10 +184,7 @@ async fn fan_out(gw: &Gateway, speculative: bool) -> Duration {
             .into_iter()
             .collect();
         let session = session.clone();
-        async move {
-            gw.call(&session, "search__web_search", args, &meta)
-                .await
-        }
+        async move { gw.call(&session, "search__web_search", args, &meta).await }
     });
     let outcomes = futures_join_all(calls).await;
     let took = start.elapsed();
@@ -296,7 +293,10 @@ fn main() {
 /// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
 /// its spec's id (the test keeps its own handle on the fake to inspect it).
 fn in_process(
-    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+    pairs: Vec<(
+        secureclaw_gateway::UpstreamSpec,
+        Arc<dyn secureclaw_gateway::Upstream>,
+    )>,
 ) -> (
     Vec<secureclaw_gateway::UpstreamSpec>,
     impl secureclaw_gateway::Connector,

@@ -26,9 +26,9 @@ pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTranspor
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
-    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released, audit_session_id,
-    decide_approval, describe_handles, reveal_for_approver, session_exposure, session_trace,
-    system_clock, valid_branch,
+    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,
+    audit_session_id, decide_approval, describe_handles, reveal_for_approver, session_exposure,
+    session_trace, system_clock, valid_branch,
 };
 pub use upstream::{
     BoxFuture, Connector, RmcpConnector, RmcpUpstream, ToolOutput, Upstream, UpstreamError,

@@ -219,7 +219,10 @@ mod tests {
         assert_eq!(permit.upstream(), "office");
         assert_eq!(permit.tool(), "read_invoice");
         // A handle that names this read as a sink (exactly or by pattern) may flow into it.
-        let records = [handle(&["office__read_invoice"]), handle(&["office__read_*"])];
+        let records = [
+            handle(&["office__read_invoice"]),
+            handle(&["office__read_*"]),
+        ];
         assert!(ReadPermit::decide(&e, &allow(), &request(&e), &records).is_ok());
     }
 

@@ -396,8 +396,13 @@ async fn upstream_error_text_with_resolved_values_is_not_stored_in_clear() {
         .to_owned();
     // fail_echo has no target fields: needs confirmation; approve it as the operator would.
     let o =
-        r.gw.call(&s, "rec__fail_echo", args(json!({"text": contact})), &secureclaw_gateway::CallMeta::committed(None))
-            .await;
+        r.gw.call(
+            &s,
+            "rec__fail_echo",
+            args(json!({"text": contact})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await;
     let a = assert_pending(&o);
     r.gw.decide_approval(&a, true, "operator").await.unwrap();
     let o =
@@ -885,7 +890,14 @@ async fn crafted_arguments_do_not_stop_serving() {
         json!({"/": {"~1": {"~0": "x"}}}),
     ] {
         for tool in [COUNT, SEND, "test__echo", "office__read_invoice"] {
-            let _ = h.gw.call(&h.session, tool, args(a.clone()), &secureclaw_gateway::CallMeta::committed(None)).await;
+            let _ =
+                h.gw.call(
+                    &h.session,
+                    tool,
+                    args(a.clone()),
+                    &secureclaw_gateway::CallMeta::committed(None),
+                )
+                .await;
             let _ = h.gw.preview(&h.session, tool, &args(a.clone())).await;
         }
     }

@@ -313,8 +313,13 @@ async fn a_store_failure_after_the_effect_does_not_claim_nothing_ran() {
     let gw = h.gw.clone();
     let session = h.session.clone();
     let task = tokio::spawn(async move {
-        gw.call(&session, "test__gated", args(json!({})), &secureclaw_gateway::CallMeta::committed(None))
-            .await
+        gw.call(
+            &session,
+            "test__gated",
+            args(json!({})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await
     });
     // Wait until the upstream is executing the effect.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -305,7 +305,13 @@ async fn pipe_deployment() -> (Arc<Fault>, Deployment) {
 }
 
 async fn call(d: &Deployment, tool: &str) -> CallOutcome {
-    d.gw.call(&d.session, tool, Map::new(), &secureclaw_gateway::CallMeta::committed(None)).await
+    d.gw.call(
+        &d.session,
+        tool,
+        Map::new(),
+        &secureclaw_gateway::CallMeta::committed(None),
+    )
+    .await
 }
 
 fn recovery(o: &CallOutcome) -> &Recovery {

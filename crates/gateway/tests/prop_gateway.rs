@@ -24,13 +24,13 @@ mod common;
 mod prop_support;
 
 use common::{Harness, TestClock, assert_denied, completed, in_process, keys, visible};
-use secureclaw_gateway::PreviewDecision;
 use prop_support::{Change, apply, argument_change, json_same, planted_text, record};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use secureclaw_core::canonical::{CanonicalRequest, Inputs, Intent, RequestContext};
 use secureclaw_core::classify::FieldRule;
 use secureclaw_core::recovery::ReasonCode;
+use secureclaw_gateway::PreviewDecision;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
@@ -339,7 +339,12 @@ fn gateway_read_never_shows_planted_values() {
             structured: Some(rec.value.clone()),
             is_error: false,
         });
-        let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), &secureclaw_gateway::CallMeta::committed(None)));
+        let o = rt.block_on(gw.call(
+            &session,
+            "rec__fetch",
+            Map::new(),
+            &secureclaw_gateway::CallMeta::committed(None),
+        ));
         let out = completed(&o).clone();
         let shown = visible(&o);
         let mut everything = shown.clone();
@@ -415,7 +420,12 @@ fn regression_audit_path_holds_no_key_plaintext() {
         structured: Some(value),
         is_error: false,
     });
-    let o = rt.block_on(gw.call(&session, "rec__fetch", Map::new(), &secureclaw_gateway::CallMeta::committed(None)));
+    let o = rt.block_on(gw.call(
+        &session,
+        "rec__fetch",
+        Map::new(),
+        &secureclaw_gateway::CallMeta::committed(None),
+    ));
     assert!(!visible(&o).contains(key));
     let audit = serde_json::to_string(&store.audit_records(0, usize::MAX).unwrap()).unwrap();
     assert!(audit.contains("handle_issue"), "{audit}");

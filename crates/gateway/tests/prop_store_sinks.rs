@@ -575,7 +575,15 @@ async fn run(fs: &Fs, ops: &[Op], stats: &Stats) -> Result<(), TestCaseError> {
     let mut handles: Vec<String> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let (tool, args) = call_of(op, &handles);
-        let o = fs.gw.call(&s, tool, common::args(args.clone()), &secureclaw_gateway::CallMeta::committed(None)).await;
+        let o = fs
+            .gw
+            .call(
+                &s,
+                tool,
+                common::args(args.clone()),
+                &secureclaw_gateway::CallMeta::committed(None),
+            )
+            .await;
         let seen = received(&o);
         for p in PROTECTED {
             prop_assert!(
@@ -723,7 +731,14 @@ fn blind_edit_of_an_unread_file_does_not_reveal_a_mangled_value() {
 }
 
 async fn call(fs: &Fs, s: &SessionRecord, tool: &str, args: Value) -> CallOutcome {
-    fs.gw.call(s, tool, common::args(args), &secureclaw_gateway::CallMeta::committed(None)).await
+    fs.gw
+        .call(
+            s,
+            tool,
+            common::args(args),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await
 }
 
 /// Held for a trusted confirmation because the call names a protected object; the recovery
@@ -954,7 +969,12 @@ fn protection_follows_a_confirmed_move_and_survives_a_restart() {
         fs.gw.decide_approval(&action, true, "user").await.unwrap();
         let ran = fs
             .gw
-            .call(&s, "fs__move_file", common::args(args), &secureclaw_gateway::CallMeta::committed(Some(&action)))
+            .call(
+                &s,
+                "fs__move_file",
+                common::args(args),
+                &secureclaw_gateway::CallMeta::committed(Some(&action)),
+            )
             .await;
         common::completed(&ran);
         assert!(fs.fs.holds_in_clear(moved, EMAIL));

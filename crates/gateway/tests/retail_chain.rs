@@ -457,7 +457,12 @@ impl Deployment {
         };
         let o = self
             .gw
-            .call(s, &format!("retail__{tool}"), args, &secureclaw_gateway::CallMeta::committed(None))
+            .call(
+                s,
+                &format!("retail__{tool}"),
+                args,
+                &secureclaw_gateway::CallMeta::committed(None),
+            )
             .await;
         // The runtime never sees a protected id, address part or e-mail address.
         let seen = match &o {
@@ -906,7 +911,10 @@ async fn a_full_written_set_fails_closed() {
 /// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
 /// its spec's id (the test keeps its own handle on the fake to inspect it).
 fn in_process(
-    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+    pairs: Vec<(
+        secureclaw_gateway::UpstreamSpec,
+        Arc<dyn secureclaw_gateway::Upstream>,
+    )>,
 ) -> (
     Vec<secureclaw_gateway::UpstreamSpec>,
     impl secureclaw_gateway::Connector,

@@ -543,9 +543,7 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     };
     let mut other = call.clone();
     other["note"] = json!("something else entirely");
-    let o =
-        h.gw.call(s, "test__count", args(other), &reissue)
-            .await;
+    let o = h.gw.call(s, "test__count", args(other), &reissue).await;
     assert_denied(&o, ReasonCode::BindingMismatch);
     completed(&h.gw.call(s, "test__count", args(call), &reissue).await);
     assert_eq!(h.test.effects(), 1);

@@ -12,11 +12,11 @@
 mod common;
 
 use common::{args, assert_denied, completed, in_process, keys, read_rule};
-use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_core::recovery::ReasonCode;
+use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallMeta, Connector, Gateway, GatewayConfig, GatewayError, ToolOutput, Upstream,
-    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
+    CallMeta, Connector, Gateway, GatewayConfig, GatewayError, ToolOutput, Upstream, UpstreamError,
+    UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::SqliteStore;

@@ -433,7 +433,12 @@ impl ServerHandler for McpFrontEnd {
                     {
                         outcome = self
                             .gateway
-                            .call(&session, &request.name, arguments, &CallMeta::committed(Some(&action)))
+                            .call(
+                                &session,
+                                &request.name,
+                                arguments,
+                                &CallMeta::committed(Some(&action)),
+                            )
                             .await;
                     }
                 }

@@ -650,7 +650,10 @@ async fn speculative_calls_over_http() {
 /// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
 /// its spec's id (the test keeps its own handle on the fake to inspect it).
 fn in_process(
-    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+    pairs: Vec<(
+        secureclaw_gateway::UpstreamSpec,
+        Arc<dyn secureclaw_gateway::Upstream>,
+    )>,
 ) -> (
     Vec<secureclaw_gateway::UpstreamSpec>,
     impl secureclaw_gateway::Connector,

@@ -753,7 +753,10 @@ async fn keep_alive(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
 /// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
 /// its spec's id (the test keeps its own handle on the fake to inspect it).
 fn in_process(
-    pairs: Vec<(secureclaw_gateway::UpstreamSpec, Arc<dyn secureclaw_gateway::Upstream>)>,
+    pairs: Vec<(
+        secureclaw_gateway::UpstreamSpec,
+        Arc<dyn secureclaw_gateway::Upstream>,
+    )>,
 ) -> (
     Vec<secureclaw_gateway::UpstreamSpec>,
     impl secureclaw_gateway::Connector,

@@ -26,8 +26,7 @@ use secureclaw_demo_tools::{DemoState, DemoTools, load_state};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Clock, Connector, Gateway, GatewayConfig, PreviewOutcome, ToolOutput, ToolRule,
-    Upstream,
-    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
+    Upstream, UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{SessionRecord, SqliteStore};
@@ -38,6 +37,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
+// Re-exported for the tests that check a preview's decision (not every test binary does).
+#[allow(unused_imports)]
 pub use secureclaw_gateway::PreviewDecision;
 
 // ---------------------------------------------------------------------------------- constants
@@ -718,7 +719,14 @@ pub async fn call_on(
     arguments: Value,
     approval: Option<&ActionId>,
 ) -> CallOutcome {
-    let o = gw.call(session, tool, args(arguments), &secureclaw_gateway::CallMeta::committed(approval)).await;
+    let o = gw
+        .call(
+            session,
+            tool,
+            args(arguments),
+            &secureclaw_gateway::CallMeta::committed(approval),
+        )
+        .await;
     assert_no_plaintext(&format!("outcome of {tool}"), &visible(&o));
     o
 }
