@@ -57,6 +57,11 @@ pub enum Provenance {
     /// which a handle was resolved (see [`crate::protect`]). Never anchors, whatever else
     /// names it: a change to it needs a trusted confirmation.
     ProtectedObject,
+    /// Names an object this session has neither read nor written, for a tool whose result
+    /// depends on the object's existing content (an edit that must match old text, a dry
+    /// run: [`crate::protect`], "objects the session has not seen"). Its content is unknown,
+    /// so it is treated as possibly protected: never anchors until the session reads it.
+    UnreadObject,
 }
 
 impl Provenance {

@@ -22,6 +22,19 @@
 //!
 //! The keys are stored as keyed digests ([`protection_digests`]) under the handle key, never in
 //! clear.
+//!
+//! ## Objects the session has not seen
+//!
+//! Protection covers what the session has read. An edit of an object it has **never read**
+//! is not known to touch protected values, yet a tool that matches the call's text against the
+//! object's existing content (the filesystem server's `edit_file` with its `oldText`, a dry
+//! run) answers "found" / "not found" or shows a diff: a match oracle that recovers a secret
+//! one guess at a time (a red-team run needed 1,104 calls for a 40-character key). The gateway
+//! therefore also records the objects a session has **seen** — named by a read, or by a store
+//! effect it ran (the session knows what it wrote) — under a separate digest domain
+//! ([`seen_digests`]), and a content-matching tool's effect on an object neither seen nor
+//! protected gets a target that never anchors (reason `object_unread`): the runtime reads the
+//! object first, which withholds its protected values and protects it, or a human confirms.
 
 use crate::anchor::{TargetOrigin, collect_targets};
 use crate::keys::{KeyError, KeyPurpose, KeyRing, hmac_parts};
@@ -29,6 +42,10 @@ use serde_json::{Map, Value};
 
 /// Domain separation of the protected-object digests.
 const DOMAIN: &[u8] = b"secureclaw.protected-object.v1";
+
+/// Domain separation of the seen-object digests (a separate domain and prefix, so that a
+/// seen object is never taken for a protected one, nor the reverse).
+const SEEN_DOMAIN: &[u8] = b"secureclaw.seen-object.v1";
 
 /// At most this many path segments take part in suffix keys (a longer path still gets its
 /// exact key; deeper suffixes are not generated).
@@ -167,6 +184,32 @@ pub fn protection_digests(
     keys: &[String],
     all_keys: bool,
 ) -> Result<Vec<String>, KeyError> {
+    digests(ring, DOMAIN, "pobj", session, keys, all_keys)
+}
+
+/// Keyed digests of `keys` for `session` recording that the session has **seen** the objects
+/// (see the module docs): `sobj:<key id>:<hex HMAC>`, in the same table as the protected
+/// objects' digests but under their own domain. `all_keys` as for [`protection_digests`].
+///
+/// # Errors
+/// [`KeyError::NoActiveKey`] if the ring has no handle key.
+pub fn seen_digests(
+    ring: &KeyRing,
+    session: &str,
+    keys: &[String],
+    all_keys: bool,
+) -> Result<Vec<String>, KeyError> {
+    digests(ring, SEEN_DOMAIN, "sobj", session, keys, all_keys)
+}
+
+fn digests(
+    ring: &KeyRing,
+    domain: &[u8],
+    prefix: &str,
+    session: &str,
+    keys: &[String],
+    all_keys: bool,
+) -> Result<Vec<String>, KeyError> {
     let active = ring.active(KeyPurpose::Handle)?;
     let mut entries = vec![active];
     if all_keys {
@@ -179,9 +222,9 @@ pub fn protection_digests(
     let mut out = Vec::with_capacity(keys.len() * entries.len());
     for entry in entries {
         for key in keys {
-            let mac = hmac_parts(entry, &[DOMAIN, session.as_bytes(), key.as_bytes()]);
+            let mac = hmac_parts(entry, &[domain, session.as_bytes(), key.as_bytes()]);
             let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-            out.push(format!("pobj:{}:{hex}", entry.id));
+            out.push(format!("{prefix}:{}:{hex}", entry.id));
         }
     }
     out.sort();
@@ -298,5 +341,27 @@ mod tests {
         ring.add_generated(KeyPurpose::Handle, &mut fill);
         let lookup = protection_digests(&ring, "ses_1", &match_keys("/a/b.txt"), true).unwrap();
         assert!(recorded.iter().any(|d| lookup.contains(d)));
+    }
+
+    #[test]
+    fn seen_digests_never_match_protection_digests() {
+        let mut n = 0u8;
+        let mut fill = |b: &mut [u8]| {
+            for x in b.iter_mut() {
+                n = n.wrapping_add(7);
+                *x = n;
+            }
+        };
+        let ring = KeyRing::generate(&mut fill);
+        let keys = protect_keys("/a/b.txt");
+        let seen = seen_digests(&ring, "ses_1", &keys, false).unwrap();
+        let protected = protection_digests(&ring, "ses_1", &keys, false).unwrap();
+        assert!(seen.iter().all(|d| d.starts_with("sobj:")));
+        assert!(seen.iter().all(|d| !protected.contains(d)));
+        // Seen under one spelling, looked up under another.
+        let lookup = seen_digests(&ring, "ses_1", &match_keys("b.txt"), true).unwrap();
+        assert!(seen.iter().any(|d| lookup.contains(d)));
+        let elsewhere = seen_digests(&ring, "ses_1", &match_keys("/a/c.txt"), true).unwrap();
+        assert!(seen.iter().all(|d| !elsewhere.contains(d)));
     }
 }

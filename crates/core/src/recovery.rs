@@ -56,6 +56,11 @@ pub enum ReasonCode {
     /// such an object could show the runtime those values (a diff, a match/no-match answer,
     /// a value mangled past the detectors).
     ProtectedObject,
+    /// A trusted confirmation is needed because the call would change, by matching against
+    /// its existing content, an object this session has not read: its result ("found" / "not
+    /// found", a diff) would answer questions about content the runtime was never shown (the
+    /// match oracle). Reading the object first lets the gateway withhold its protected values.
+    ObjectUnread,
     /// The human (or operator) declined.
     ConfirmationDenied,
     /// A trusted client accepted a confirmation prompt without a well-formed answer; nothing
@@ -122,6 +127,7 @@ impl ReasonCode {
             ReasonCode::PolicyDeny => "policy_deny",
             ReasonCode::ConfirmationRequired => "confirmation_required",
             ReasonCode::ProtectedObject => "protected_object",
+            ReasonCode::ObjectUnread => "object_unread",
             ReasonCode::ConfirmationDenied => "confirmation_denied",
             ReasonCode::ConfirmationMalformed => "confirmation_malformed",
             ReasonCode::UnknownTool => "unknown_tool",
@@ -272,6 +278,14 @@ impl Recovery {
                     "or save a draft instead".into(),
                 ],
             ),
+            ReasonCode::ObjectUnread => (
+                "this action matches against the existing content of an object you have not read in this session; its answer could reveal content you were never shown, so it waits for the user",
+                vec![
+                    "read the object first with a read tool (protected values come back as handles), then issue the same call again".into(),
+                    approve(action_id),
+                    "or write new content to a new object instead".into(),
+                ],
+            ),
             ReasonCode::ConfirmationDenied => (
                 "the user declined this action",
                 vec!["do not retry; tell the user what you intended and ask how to proceed".into()],
@@ -397,9 +411,9 @@ impl Recovery {
         };
         Self {
             status: match reason {
-                ReasonCode::ConfirmationRequired | ReasonCode::ProtectedObject => {
-                    "pending_confirmation"
-                }
+                ReasonCode::ConfirmationRequired
+                | ReasonCode::ProtectedObject
+                | ReasonCode::ObjectUnread => "pending_confirmation",
                 ReasonCode::Deferred => "deferred",
                 _ => "denied",
             },

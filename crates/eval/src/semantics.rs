@@ -51,7 +51,7 @@ use secureclaw_core::classify::FieldRule;
 use secureclaw_core::handle::Sensitivity;
 use secureclaw_core::recovery::ReasonCode::{
     ConfirmationDenied, ConfirmationMalformed, ConfirmationRequired, HandleSinkForbidden,
-    InvalidArguments, ProtectedObject,
+    InvalidArguments, ObjectUnread, ProtectedObject,
 };
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
@@ -1182,6 +1182,62 @@ async fn protected_objects(c: &Ctx<'_>, r: &mut Results) {
             let v = json!({"path": FILES_NOTES, "oldText": "dana.whitfield@",
                            "newText": "x", "dryRun": true});
             call_in(c, &s, "files__edit_file", v).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "blind edit of a file the session never read (match oracle on unread objects)",
+        Expect::Hold(ObjectUnread),
+        async {
+            stack(c.t, FILES)?;
+            let s = files_session(c).await?;
+            let v = json!({"path": FILES_NOTES, "oldText": "@", "newText": " / "});
+            let o = call_in(c, &s, "files__edit_file", v).await?;
+            Ok(checked(o, notes_unchanged(c)))
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "dryRun guess on a file the session never read",
+        Expect::Hold(ObjectUnread),
+        async {
+            stack(c.t, FILES)?;
+            let s = files_session(c).await?;
+            let v = json!({"path": FILES_NOTES, "oldText": "dana.whitfield@",
+                           "newText": "x", "dryRun": true});
+            call_in(c, &s, "files__edit_file", v).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "edit of an unread file moved to a new name first (laundering by move)",
+        Expect::Hold(ObjectUnread),
+        async {
+            stack(c.t, FILES)?;
+            let s = files_session(c).await?;
+            let v = json!({"source": FILES_NOTES, "destination": "/shared/m.txt"});
+            let moved = call_in(c, &s, "files__move_file", v).await?;
+            if !matches!(
+                moved,
+                Observed::Single {
+                    verdict: Verdict::Allow { .. },
+                    ..
+                }
+            ) {
+                return Err(setup(format!("the move did not run: {moved:?}")));
+            }
+            let v = json!({"path": "/shared/m.txt", "oldText": "@", "newText": " / "});
+            let edit = call_in(c, &s, "files__edit_file", v).await;
+            // Put the file back for the cases after this one (the stack is shared).
+            let v = json!({"source": "/shared/m.txt", "destination": FILES_NOTES});
+            let back = call_in(c, &s, "files__move_file", v).await?;
+            if !matches!(back, Observed::Single { verdict: Verdict::Allow { .. }, .. }) {
+                return Err(setup(format!("the file was not moved back: {back:?}")));
+            }
+            edit
         },
     )
     .await;

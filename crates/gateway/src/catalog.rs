@@ -15,7 +15,9 @@
 //!   upstream would otherwise spare its own deleting tool the grant-or-confirm rule.
 
 use crate::config::{ToolRule, UpstreamSpec};
-use crate::known::{is_known_additive, is_known_read};
+use crate::known::{
+    is_known_additive, is_known_content_matching, is_known_read, schema_matches_content,
+};
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
 use secureclaw_core::handle::{SinkKind, glob_match};
@@ -48,6 +50,10 @@ pub struct ToolEntry {
     /// The operator lets this tool's effects on protected objects run without a confirmation
     /// ([`crate::config::ToolRule::allow_protected_objects`]).
     pub allow_protected_objects: bool,
+    /// A store effect whose result depends on matching the call's text against the object's
+    /// existing content ([`crate::config::ToolRule::matches_content`]): its effect on an
+    /// object the session has not read needs a confirmation (reason `object_unread`).
+    pub matches_content: bool,
     /// The upstream's own description.
     pub upstream_tool: UpstreamTool,
 }
@@ -100,6 +106,11 @@ impl ToolEntry {
             targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),
             allow_protected_objects: rule.is_some_and(|r| r.allow_protected_objects),
+            matches_content: effect == EffectClass::Effect
+                && rule.and_then(|r| r.matches_content).unwrap_or_else(|| {
+                    is_known_content_matching(server, &tool.name)
+                        || schema_matches_content(&tool.input_schema)
+                }),
             upstream_tool: tool,
         }
     }

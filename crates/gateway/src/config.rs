@@ -254,6 +254,16 @@ pub struct ToolRule {
     /// content (it replaces a record's fields, say), or if you accept that risk.
     #[serde(default)]
     pub allow_protected_objects: bool,
+    /// The tool's effect or result depends on matching the call's text against the object's
+    /// existing content (an edit with old text, a search-and-replace, a dry run): its effect on
+    /// an object the session has not read waits for a confirmation (reason `object_unread`),
+    /// since "found" / "not found" and diffs would answer questions about content the runtime
+    /// was never shown. Both ways, and authoritative; without it a store effect is content
+    /// matching when the shipped catalog lists it (the filesystem server's `edit_file`) or its
+    /// input schema has a match-text or dry-run parameter (`oldText`, `old_str`, `search`,
+    /// `pattern`, `dryRun`, …; the upstream can only tighten this way).
+    #[serde(default)]
+    pub matches_content: Option<bool>,
 }
 
 /// Everything the gateway needs besides keys, store, policy and upstream connections.

@@ -276,6 +276,31 @@ struct Inner {
         std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
 }
 
+/// What a session's record of an object says (crates/core `protect`): its content was seen
+/// only as handles (protected), or the session has seen it (read it, or wrote it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ObjectMark {
+    Protected,
+    Seen,
+}
+
+impl ObjectMark {
+    fn digests(
+        self,
+        ring: &KeyRing,
+        session: &str,
+        keys: &[String],
+        all_keys: bool,
+    ) -> Result<Vec<String>, secureclaw_core::keys::KeyError> {
+        match self {
+            Self::Protected => {
+                secureclaw_core::protect::protection_digests(ring, session, keys, all_keys)
+            }
+            Self::Seen => secureclaw_core::protect::seen_digests(ring, session, keys, all_keys),
+        }
+    }
+}
+
 /// The values one session's store effects wrote, bounded (`max_written_values_per_session`,
 /// `max_written_bytes_per_session`; red-team F13). Once a bound is reached the set is `full`
 /// and stops growing, and every later value counts as written: a read of the session is then
@@ -778,7 +803,7 @@ impl Gateway {
                 // A failed lookup is held like a protected object (fail closed: the call needs
                 // a human), but it does not make the objects protected: a transient store
                 // error must not protect a session's objects for good.
-                let held = match self.protected(session, &values).await {
+                let held = match self.marked(ObjectMark::Protected, session, &values).await {
                     Ok(true) => {
                         names_protected = true;
                         true
@@ -795,6 +820,25 @@ impl Gateway {
                         anchored: false,
                         via_handle: values.len() > 1,
                         provenance: Provenance::ProtectedObject,
+                    });
+                    continue;
+                }
+                // A content-matching effect (an edit with old text, a dry run) on an object
+                // the session has not read would answer questions about content it was never
+                // shown: it waits until the session reads the object, or for a human. A
+                // failed lookup holds it the same way (fail closed).
+                if !held
+                    && entry.matches_content
+                    && !self
+                        .marked(ObjectMark::Seen, session, &values)
+                        .await
+                        .unwrap_or(false)
+                {
+                    targets.push(TargetFact {
+                        field,
+                        anchored: false,
+                        via_handle: values.len() > 1,
+                        provenance: Provenance::UnreadObject,
                     });
                 }
             }
@@ -1082,9 +1126,15 @@ impl Gateway {
         out
     }
 
-    /// Whether any of `values` (spellings of one object) names a protected object of the
-    /// session. `Err(())` if the keys or the store fail (callers fail closed).
-    async fn protected(&self, session: &SessionRecord, values: &[String]) -> Result<bool, ()> {
+    /// Whether any of `values` (spellings of one object) names an object of the session marked
+    /// `mark` (protected, or seen). `Err(())` if the keys or the store fail (callers fail
+    /// closed).
+    async fn marked(
+        &self,
+        mark: ObjectMark,
+        session: &SessionRecord,
+        values: &[String],
+    ) -> Result<bool, ()> {
         let keys: Vec<String> = values
             .iter()
             .flat_map(|v| secureclaw_core::protect::match_keys(v))
@@ -1092,35 +1142,36 @@ impl Gateway {
         if keys.is_empty() {
             return Ok(false);
         }
-        let digests = secureclaw_core::protect::protection_digests(
-            &self.inner.keys,
-            &session.id,
-            &keys,
-            true,
-        )
-        .map_err(|_| ())?;
+        let digests = mark
+            .digests(&self.inner.keys, &session.id, &keys, true)
+            .map_err(|_| ())?;
         self.inner
             .store
             .any_protected(&session.id, &digests)
             .await
             .map_err(|e| {
-                tracing::error!(error = %e, "protected-object lookup failed");
+                tracing::error!(error = %e, ?mark, "object lookup failed");
             })
     }
 
-    /// Record every object a call names (its object identifiers and, for handles, their
-    /// plaintext) as a protected object of the session. `Err(())` if the keys or the store
-    /// fail.
-    async fn protect(
+    /// Mark every object a call names (its object identifiers and, for handles, their
+    /// plaintext) as `mark` for the session: protected objects, or objects the session has
+    /// seen. `Err(())` if the keys or the store fail.
+    async fn mark(
         &self,
+        mark: ObjectMark,
         session: &SessionRecord,
         entry: &ToolEntry,
         arguments: &Map<String, Value>,
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Result<(), ()> {
-        let keys: Vec<String> = self
-            .object_identifiers(entry, arguments, records)
-            .await
+        let named = self.object_identifiers(entry, arguments, records).await;
+        // A store effect naming several objects (a move, a copy) carries content the session
+        // may not have seen from one to another: it marks nothing seen.
+        if mark == ObjectMark::Seen && entry.effect == EffectClass::Effect && named.len() != 1 {
+            return Ok(());
+        }
+        let keys: Vec<String> = named
             .into_iter()
             .flat_map(|(_, values)| values)
             .flat_map(|v| secureclaw_core::protect::protect_keys(&v))
@@ -1128,19 +1179,15 @@ impl Gateway {
         if keys.is_empty() {
             return Ok(());
         }
-        let digests = secureclaw_core::protect::protection_digests(
-            &self.inner.keys,
-            &session.id,
-            &keys,
-            false,
-        )
-        .map_err(|_| ())?;
+        let digests = mark
+            .digests(&self.inner.keys, &session.id, &keys, false)
+            .map_err(|_| ())?;
         self.inner
             .store
             .protect_objects(&session.id, &digests)
             .await
             .map_err(|e| {
-                tracing::error!(error = %e, "recording protected objects failed");
+                tracing::error!(error = %e, ?mark, "recording objects failed");
             })
     }
 
@@ -1494,7 +1541,13 @@ impl Gateway {
                         .map(|r| (r.id.clone(), r.clone()))
                         .collect();
                     if self
-                        .protect(session, entry, read.arguments, &records)
+                        .mark(
+                            ObjectMark::Protected,
+                            session,
+                            entry,
+                            read.arguments,
+                            &records,
+                        )
                         .await
                         .is_err()
                     {
@@ -1508,6 +1561,19 @@ impl Gateway {
                             )
                             .await;
                     }
+                } else if let Some(read) = &read
+                    && !output.is_error
+                {
+                    // A read that withheld nothing: the session has seen the object's content
+                    // (see `ObjectMark::Seen`). A failure only costs a later edit's read-first.
+                    let records: BTreeMap<HandleId, HandleRecord> = read
+                        .records
+                        .iter()
+                        .map(|r| (r.id.clone(), r.clone()))
+                        .collect();
+                    let _ = self
+                        .mark(ObjectMark::Seen, session, entry, read.arguments, &records)
+                        .await;
                 }
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
@@ -1688,7 +1754,9 @@ impl Gateway {
                 Some(r)
                     if matches!(
                         r.reason,
-                        ReasonCode::ConfirmationRequired | ReasonCode::ProtectedObject
+                        ReasonCode::ConfirmationRequired
+                            | ReasonCode::ProtectedObject
+                            | ReasonCode::ObjectUnread
                     ) =>
                 {
                     CallOutcome::Pending(r)
@@ -1899,12 +1967,11 @@ impl Gateway {
             .map_err(|()| ReasonCode::StoreUnavailable)?;
         // A confirmation asked for because the call names a protected object gets its own
         // reason code, in the decision record and in the recovery.
-        let confirm_reason = if policy_request
-            .targets
-            .iter()
-            .any(|t| t.provenance == Provenance::ProtectedObject)
-        {
+        let names = |p: Provenance| policy_request.targets.iter().any(|t| t.provenance == p);
+        let confirm_reason = if names(Provenance::ProtectedObject) {
             ReasonCode::ProtectedObject
+        } else if names(Provenance::UnreadObject) {
+            ReasonCode::ObjectUnread
         } else {
             ReasonCode::ConfirmationRequired
         };
@@ -2024,17 +2091,18 @@ impl Gateway {
                 )
                 .await;
         }
-        if entry.sink == SinkKind::Store
+        let records: BTreeMap<HandleId, HandleRecord> = prepared
+            .handle_records
+            .iter()
+            .map(|r| (r.id.clone(), r.clone()))
+            .collect();
+        let protects = entry.sink == SinkKind::Store
             && (prepared.names_protected
-                || content_handles(&prepared.request.inputs.arguments, &entry.targets))
-        {
-            let records: BTreeMap<HandleId, HandleRecord> = prepared
-                .handle_records
-                .iter()
-                .map(|r| (r.id.clone(), r.clone()))
-                .collect();
+                || content_handles(&prepared.request.inputs.arguments, &entry.targets));
+        if protects {
             if self
-                .protect(
+                .mark(
+                    ObjectMark::Protected,
                     session,
                     &entry,
                     &prepared.request.inputs.arguments,
@@ -2125,6 +2193,15 @@ impl Gateway {
                     .is_err()
                 {
                     tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
+                }
+                // The session knows what a store effect on one object left in it (what it
+                // wrote, or the edit it made to an object it had seen): a later
+                // content-matching edit of that object needs no read first. A failure only
+                // costs that (the edit then waits), so it does not fail the call.
+                if entry.sink == SinkKind::Store && !protects && !output.is_error {
+                    let _ = self
+                        .mark(ObjectMark::Seen, session, &entry, &runtime_args, &records)
+                        .await;
                 }
                 self.finish(
                     session,
@@ -2652,6 +2729,10 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[Target
             Provenance::Literal => "written by the agent".to_owned(),
             Provenance::ProtectedObject => {
                 "PROTECTED OBJECT: the agent saw its content only as handles".to_owned()
+            }
+            Provenance::UnreadObject => {
+                "UNREAD OBJECT: the agent has not read it; the call matches against its content"
+                    .to_owned()
             }
         };
         let state = if t.anchored {

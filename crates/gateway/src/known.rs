@@ -38,6 +38,9 @@ pub struct KnownServer {
     /// Exact names of the effect tools that only add state (send, create) and never
     /// overwrite, delete or move anything: not destructive.
     pub additive_tools: &'static [&'static str],
+    /// Exact names of the effect tools whose result depends on matching the call's text
+    /// against the object's existing content (see [`crate::config::ToolRule::matches_content`]).
+    pub content_matching_tools: &'static [&'static str],
 }
 
 /// The shipped catalog.
@@ -63,6 +66,9 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
             "list_allowed_directories",
         ],
         additive_tools: &["create_directory"],
+        // `edit_file` applies `edits: [{oldText, newText}]` only where `oldText` matches and
+        // answers with a diff (also with `dryRun`): a match oracle on an unread file.
+        content_matching_tools: &["edit_file"],
     },
     // Our demo office (`crates/demo-tools/src/tools.rs`).
     KnownServer {
@@ -71,6 +77,7 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
         // Both append a message to the office's outbox or drafts; `pay_invoice` is an effect
         // the operator declares financial.
         additive_tools: &["send_email", "save_draft"],
+        content_matching_tools: &[],
     },
     // Our speculative demo's research providers (`crates/demo-tools/src/research.rs`).
     KnownServer {
@@ -84,6 +91,7 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
             "rates_lookup",
         ],
         additive_tools: &[],
+        content_matching_tools: &[],
     },
 ];
 
@@ -112,6 +120,72 @@ pub fn is_known_additive(server: Option<&str>, tool: &str) -> bool {
     KNOWN_SERVERS
         .iter()
         .any(|k| k.server == server && k.additive_tools.contains(&tool))
+}
+
+/// Whether the shipped catalog lists `tool` as content matching for the server named `server`
+/// (exact names). This only tightens, so no hint from the server has to agree.
+#[must_use]
+pub fn is_known_content_matching(server: Option<&str>, tool: &str) -> bool {
+    let Some(server) = server else {
+        return false;
+    };
+    KNOWN_SERVERS
+        .iter()
+        .any(|k| k.server == server && k.content_matching_tools.contains(&tool))
+}
+
+/// Parameter names (lower case, without `_` and `-`) that make an effect tool content
+/// matching: text the call expects to find in the object, or a dry run whose answer is a
+/// diff of the object's content.
+const MATCH_PARAMETERS: &[&str] = &[
+    "old",
+    "oldtext",
+    "oldstr",
+    "oldstring",
+    "oldvalue",
+    "oldcontent",
+    "search",
+    "searchtext",
+    "find",
+    "findtext",
+    "pattern",
+    "match",
+    "expected",
+    "expectedcontent",
+    "ifmatch",
+    "dryrun",
+];
+
+/// Whether an input schema declares a match-text or dry-run parameter at any depth (at most
+/// 32 levels; deeper parts are not looked at). Upstream schemas are untrusted, but a match
+/// here only tightens (the effect then needs its object read first).
+#[must_use]
+pub fn schema_matches_content(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn walk(v: &serde_json::Value, depth: usize) -> bool {
+        if depth > 32 {
+            return false;
+        }
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(props)) = map.get("properties")
+                    && props.keys().any(|k| {
+                        let k: String = k
+                            .chars()
+                            .filter(|c| *c != '_' && *c != '-')
+                            .flat_map(char::to_lowercase)
+                            .collect();
+                        MATCH_PARAMETERS.contains(&k.as_str())
+                    })
+                {
+                    return true;
+                }
+                map.values().any(|v| walk(v, depth + 1))
+            }
+            serde_json::Value::Array(items) => items.iter().any(|v| walk(v, depth + 1)),
+            _ => false,
+        }
+    }
+    walk(&serde_json::Value::Object(schema.clone()), 0)
 }
 
 #[cfg(test)]
@@ -173,5 +247,37 @@ mod tests {
         for effect in ["send_email", "save_draft", "pay_invoice"] {
             assert!(!is_known_read(office, effect), "{effect}");
         }
+    }
+
+    #[test]
+    fn content_matching_tools_and_schemas() {
+        let fs = Some("secure-filesystem-server");
+        assert!(is_known_content_matching(fs, "edit_file"));
+        assert!(!is_known_content_matching(fs, "write_file"));
+        assert!(!is_known_content_matching(None, "edit_file"));
+        let schema = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+        // The official server's edit_file: edits[{oldText, newText}], dryRun.
+        assert!(schema_matches_content(&schema(serde_json::json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "edits": {"type": "array", "items": {
+                "type": "object", "properties": {"oldText": {}, "newText": {}}}}}
+        }))));
+        assert!(schema_matches_content(&schema(serde_json::json!({
+            "properties": {"path": {}, "old_str": {}, "new_str": {}}
+        }))));
+        assert!(schema_matches_content(&schema(serde_json::json!({
+            "properties": {"path": {}, "dry-run": {"type": "boolean"}}
+        }))));
+        // A plain write and a send are not.
+        assert!(!schema_matches_content(&schema(serde_json::json!({
+            "properties": {"path": {}, "content": {}}
+        }))));
+        assert!(!schema_matches_content(&schema(serde_json::json!({
+            "properties": {"to": {}, "subject": {}, "body": {}}
+        }))));
+        // A property *named* like a match parameter only counts as a property name.
+        assert!(!schema_matches_content(&schema(serde_json::json!({
+            "properties": {"mode": {"enum": ["search", "dryRun"]}}
+        }))));
     }
 }
