@@ -91,6 +91,8 @@ pub enum ResolveError {
 pub struct Executor {
     upstreams: HashMap<String, Arc<dyn Upstream>>,
     timeout: Duration,
+    /// Where each upstream call's latency is recorded (the gateway's metrics).
+    latency: Option<crate::gateway::UpstreamLatency>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -111,7 +113,15 @@ impl Executor {
                 .map(|u| (u.id().to_owned(), u))
                 .collect(),
             timeout,
+            latency: None,
         }
+    }
+
+    /// Record each upstream call's latency in `latency` (the gateway's metrics).
+    #[must_use]
+    pub(crate) fn with_latency(mut self, latency: crate::gateway::UpstreamLatency) -> Self {
+        self.latency = Some(latency);
+        self
     }
 
     /// The upstreams (for listing tools at start-up).
@@ -135,7 +145,13 @@ impl Executor {
             .upstreams
             .get(upstream)
             .ok_or_else(|| ExecError::UnknownUpstream(upstream.to_owned()))?;
-        match tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await {
+        let started = std::time::Instant::now();
+        let result =
+            tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await;
+        if let Some(latency) = &self.latency {
+            latency.observe(upstream, started);
+        }
+        match result {
             Ok(result) => Ok(result?),
             Err(_) => Err(ExecError::Timeout),
         }

@@ -18,6 +18,7 @@ mod declassify;
 pub mod executor;
 mod gateway;
 pub mod known;
+pub mod rules;
 pub mod upstream;
 
 pub use catalog::{CatalogError, ToolEntry};

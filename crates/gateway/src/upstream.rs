@@ -114,6 +114,11 @@ pub trait Upstream: Send + Sync {
     fn server_name(&self) -> Option<&str> {
         None
     }
+    /// How many times the gateway reconnected to it after a transport failure (a new child
+    /// process or HTTP session). Default 0 (an upstream that never reconnects).
+    fn restarts(&self) -> u64 {
+        0
+    }
     /// All tools (every page).
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>>;
     /// Call one tool once.
@@ -137,6 +142,8 @@ pub struct RmcpUpstream {
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     /// The `serverInfo.name` the upstream reported at initialize (for the shipped catalog).
     server_name: Option<String>,
+    /// Successful reconnections after a transport failure.
+    restarts: std::sync::atomic::AtomicU64,
 }
 
 /// The `serverInfo.name` an initialized client's server reported.
@@ -202,7 +209,10 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     config = config.auth_header(token);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
+                let client = ()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| start_err(unreachable_message(url, &e)))?;
                 Ok((client, url.clone()))
             }
         }
@@ -213,6 +223,26 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
             "the MCP handshake did not complete within {} ms",
             timeout.as_millis()
         ))),
+    }
+}
+
+/// An operator's message for a failed HTTP handshake with `url`: the innermost I/O error
+/// (connection refused, no route, name not resolved) when there is one, else the client's
+/// own message, both naming the URL (issue 15: a raw rmcp error was printed).
+fn unreachable_message(url: &str, err: &(dyn std::error::Error + 'static)) -> String {
+    let mut io = None;
+    let mut source = Some(err);
+    while let Some(current) = source {
+        if let Some(e) = current.downcast_ref::<std::io::Error>() {
+            io = Some(e.to_string());
+        }
+        source = current.source();
+    }
+    match io {
+        Some(cause) => format!(
+            "cannot reach `{url}`: {cause}; check that the server is running and the URL is right"
+        ),
+        None => format!("the MCP handshake with `{url}` failed: {err}"),
     }
 }
 
@@ -297,6 +327,7 @@ impl RmcpUpstream {
             spec: None,
             startup_timeout: Duration::from_secs(30),
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            restarts: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -318,6 +349,7 @@ impl RmcpUpstream {
             spec: Some(spec.clone()),
             startup_timeout,
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            restarts: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -346,6 +378,8 @@ impl RmcpUpstream {
                 })?;
         let fresh = Arc::new(fresh);
         *slot = Some(fresh.clone());
+        self.restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(fresh)
     }
 
@@ -403,6 +437,10 @@ impl Upstream for RmcpUpstream {
 
     fn server_name(&self) -> Option<&str> {
         self.server_name.as_deref()
+    }
+
+    fn restarts(&self) -> u64 {
+        self.restarts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
