@@ -163,7 +163,13 @@ fn warn_unmatched_rules(gw: &secureclaw_gateway::Gateway) {
 /// password, else `"$SECURECLAW_STORE"` (a password never goes to the log).
 fn store_option(store_url: Option<&str>) -> Option<String> {
     let url = store_url?;
-    let authority = url.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+    let authority = url
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("");
     let has_password = authority
         .rsplit_once('@')
         .is_some_and(|(userinfo, _)| userinfo.contains(':'));

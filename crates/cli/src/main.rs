@@ -55,7 +55,12 @@ struct Cli {
     /// Log level or filter (`error`, `warn`, `info`, `debug`, `trace`, or an `EnvFilter`
     /// directive list such as `info,secureclaw::decision=off`). Wins over RUST_LOG; default
     /// `info`. rmcp is capped at `error` whatever is asked: it logs whole protocol messages.
-    #[arg(long, global = true, env = "SECURECLAW_LOG_LEVEL", value_name = "LEVEL")]
+    #[arg(
+        long,
+        global = true,
+        env = "SECURECLAW_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
     log_level: Option<String>,
     #[command(subcommand)]
     command: Command,

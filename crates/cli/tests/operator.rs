@@ -29,7 +29,13 @@ fn free_port() -> u16 {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, body text).
-fn http(port: u16, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> (u16, String) {
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -121,12 +127,21 @@ fn metrics_move_and_carry_no_values() {
 
     let (status, _) = http(port, "GET", "/metrics", None, None);
     assert_eq!(status, 401, "the scrape needs the operator token");
-    let (status, _) = http(port, "GET", "/metrics", Some("not-the-operator-token-000"), None);
+    let (status, _) = http(
+        port,
+        "GET",
+        "/metrics",
+        Some("not-the-operator-token-000"),
+        None,
+    );
     assert_eq!(status, 401);
     let (status, before) = http(port, "GET", "/metrics", Some(OPERATOR), None);
     assert_eq!(status, 200, "{before}");
-    assert!(before.contains("# TYPE secureclaw_calls counter"), "{before}");
-    assert_eq!(sample(&before, "secureclaw_pending_approvals"), 0.0, "{before}");
+    assert_eq!(
+        sample(&before, "secureclaw_pending_approvals"),
+        0.0,
+        "{before}"
+    );
 
     let (_, sess) = http(
         port,
@@ -137,7 +152,10 @@ fn metrics_move_and_carry_no_values() {
     );
     let sess = json_of(&sess);
     let sid = sess["session_id"].as_str().unwrap().to_owned();
-    assert!(sess["audit_session"].as_str().unwrap().starts_with("ses#"), "{sess}");
+    assert!(
+        sess["audit_session"].as_str().unwrap().starts_with("ses#"),
+        "{sess}"
+    );
     let call = |tool: &str, arguments: Value| {
         json_of(
             &http(
@@ -152,7 +170,10 @@ fn metrics_move_and_carry_no_values() {
     };
     let read = call("office__read_invoice", json!({"invoice_id": "INV-42"}));
     assert_eq!(read["status"], "completed", "{read}");
-    let handle = read["structured_content"]["iban"].as_str().unwrap().to_owned();
+    let handle = read["structured_content"]["iban"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let amount = read["structured_content"]["amount_cents"].clone();
     let pay = call(
         "office__pay_invoice",
@@ -169,17 +190,30 @@ fn metrics_move_and_carry_no_values() {
     let pay_pending = r#"secureclaw_calls_total{tool="office__pay_invoice",decision="pending",reason="confirmation_required"}"#;
     let unknown = r#"secureclaw_calls_total{tool="unknown",decision="deny",reason="unknown_tool"}"#;
     assert_eq!(sample(&before, read_allowed), 0.0);
+    assert!(after.contains("# TYPE secureclaw_calls counter"), "{after}");
     assert_eq!(sample(&after, read_allowed), 1.0, "{after}");
     assert_eq!(sample(&after, pay_pending), 1.0, "{after}");
     assert_eq!(sample(&after, unknown), 1.0, "{after}");
-    assert_eq!(sample(&after, "secureclaw_pending_approvals"), 1.0, "{after}");
-    assert!(sample(&after, "secureclaw_preview_duration_seconds_count") >= 1.0, "{after}");
-    assert!(
-        sample(&after, r#"secureclaw_upstream_call_duration_seconds_count{upstream="office"}"#)
-            >= 1.0,
+    assert_eq!(
+        sample(&after, "secureclaw_pending_approvals"),
+        1.0,
         "{after}"
     );
-    assert!(after.contains("secureclaw_upstream_restarts_total{upstream=\"office\"} 0"), "{after}");
+    assert!(
+        sample(&after, "secureclaw_preview_duration_seconds_count") >= 1.0,
+        "{after}"
+    );
+    assert!(
+        sample(
+            &after,
+            r#"secureclaw_upstream_call_duration_seconds_count{upstream="office"}"#
+        ) >= 1.0,
+        "{after}"
+    );
+    assert!(
+        after.contains("secureclaw_upstream_restarts_total{upstream=\"office\"} 0"),
+        "{after}"
+    );
     assert!(!after.contains(IBAN), "a value in a label: {after}");
     assert!(!after.contains("hdl_"), "a handle in a label: {after}");
 
@@ -192,10 +226,10 @@ fn metrics_move_and_carry_no_values() {
         .expect("a pending line");
     let state = dir.path().join("state");
     assert!(
-        pending["approve"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("secureclaw --state-dir {} approvals approve act_", state.display())),
+        pending["approve"].as_str().unwrap().starts_with(&format!(
+            "secureclaw --state-dir {} approvals approve act_",
+            state.display()
+        )),
         "{pending}"
     );
     assert!(!text.contains(IBAN), "the IBAN reached the log: {text}");
@@ -211,7 +245,11 @@ fn rules_that_match_no_tool_are_reported() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
-        office_config(dir.path(), port, "[[gateway.tools]]\ntool = \"ofice__send_email\"\nhidden = true\n\n"),
+        office_config(
+            dir.path(),
+            port,
+            "[[gateway.tools]]\ntool = \"ofice__send_email\"\nhidden = true\n\n",
+        ),
     )
     .unwrap();
     let log = dir.path().join("serve.log");
@@ -224,11 +262,18 @@ fn rules_that_match_no_tool_are_reported() {
     let warning = text
         .lines()
         .map(json_of)
-        .find(|l| l["level"] == "WARN" && l["message"].as_str().unwrap_or("").contains("gateway.tools[1]"))
+        .find(|l| {
+            l["level"] == "WARN"
+                && l["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("gateway.tools[1]")
+        })
         .unwrap_or_else(|| panic!("no warning for the rule: {text}"));
     let message = warning["message"].as_str().unwrap();
     assert!(
-        message.contains("`ofice__send_email`") && message.contains("did you mean `office__send_email`"),
+        message.contains("`ofice__send_email`")
+            && message.contains("did you mean `office__send_email`"),
         "{message}"
     );
 
@@ -241,12 +286,19 @@ fn rules_that_match_no_tool_are_reported() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
-    assert!(stdout.contains("gateway.tools[1] `ofice__send_email` matches no listed tool"), "{stdout}");
+    assert!(
+        stdout.contains("gateway.tools[1] `ofice__send_email` matches no listed tool"),
+        "{stdout}"
+    );
 
     let good = dir.path().join("good.toml");
     std::fs::write(
         &good,
-        office_config(dir.path(), port, "[[gateway.tools]]\ntool = \"office__send_email\"\n\n"),
+        office_config(
+            dir.path(),
+            port,
+            "[[gateway.tools]]\ntool = \"office__send_email\"\n\n",
+        ),
     )
     .unwrap();
     let out = Command::new(EXE)
@@ -262,7 +314,10 @@ fn rules_that_match_no_tool_are_reported() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("every rule applies to a listed tool"), "{stdout}");
+    assert!(
+        stdout.contains("every rule applies to a listed tool"),
+        "{stdout}"
+    );
 
     let out = Command::new(EXE)
         .arg("--state-dir")

@@ -584,16 +584,18 @@ fn json_logs_carry_decisions_and_the_approve_command() {
         json!({"to": "someone@elsewhere.example", "subject": "s", "body": BODY}),
     );
     assert_eq!(r["result"]["isError"], true, "{r}");
-    drop(w);
+    // Each decision is logged before its answer is sent: the log is complete here (`w`
+    // stays alive: dropping it removes the state directory).
     let log = std::fs::read_to_string(&log_path).unwrap();
     let lines: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     assert!(
-        lines
-            .iter()
-            .any(|l| l["message"].as_str().unwrap_or("").contains("serving on stdio")),
+        lines.iter().any(|l| l["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("serving on stdio")),
         "{log}"
     );
     let decisions: Vec<&Value> = lines
@@ -607,7 +609,10 @@ fn json_logs_carry_decisions_and_the_approve_command() {
     assert_eq!(read["decision"], "allow", "{read}");
     assert_eq!(read["upstream"], "office", "{read}");
     assert_eq!(read["level"], "INFO", "{read}");
-    assert!(read["session"].as_str().unwrap().starts_with("ses#"), "{read}");
+    assert!(
+        read["session"].as_str().unwrap().starts_with("ses#"),
+        "{read}"
+    );
     assert!(read["latency_ms"].is_u64(), "{read}");
     let pay = decisions
         .iter()
@@ -650,8 +655,7 @@ fn json_logs_carry_decisions_and_the_approve_command() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("state directory {}", state.display()))
-            && err.contains("not found"),
+        err.contains(&format!("state directory {}", state.display())) && err.contains("not found"),
         "{err}"
     );
     // The audit export's ISO times and session digests match what the log showed.
@@ -664,8 +668,15 @@ fn json_logs_carry_decisions_and_the_approve_command() {
     let export = String::from_utf8(out.stdout).unwrap();
     let first: Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
     let time = first["event"]["time"].as_str().unwrap();
-    assert!(time.len() == 24 && time.ends_with('Z') && time.contains('T'), "{time}");
-    assert!(export.contains(read["session"].as_str().unwrap()), "{export}");
+    assert!(
+        time.len() == 24 && time.ends_with('Z') && time.contains('T'),
+        "{time}"
+    );
+    assert!(
+        export.contains(read["session"].as_str().unwrap()),
+        "{export}"
+    );
+    drop(w);
 }
 
 /// Issue 15: the branch tools are listed when speculation is enabled (positive control of

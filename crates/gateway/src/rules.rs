@@ -48,7 +48,9 @@ fn distance(a: &str, b: &str) -> usize {
             let diag = prev + usize::from(ca != *cb);
             prev = above;
             if let Some(cell) = row.get_mut(j + 1) {
-                *cell = diag.min(above.saturating_add(1)).min(left.saturating_add(1));
+                *cell = diag
+                    .min(above.saturating_add(1))
+                    .min(left.saturating_add(1));
             }
         }
     }
@@ -76,10 +78,7 @@ pub fn unmatched_rules(config: &GatewayConfig, listed: &[(String, String)]) -> V
     let names: Vec<String> = listed.iter().map(|(u, t)| format!("{u}__{t}")).collect();
     let mut out = Vec::new();
     for (i, rule) in config.tools.iter().enumerate() {
-        let matched: Vec<&String> = names
-            .iter()
-            .filter(|n| glob_match(&rule.tool, n))
-            .collect();
+        let matched: Vec<&String> = names.iter().filter(|n| glob_match(&rule.tool, n)).collect();
         let why = if matched.is_empty() {
             "matches no listed tool".to_owned()
         } else {

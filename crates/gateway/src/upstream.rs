@@ -209,10 +209,10 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     config = config.auth_header(token);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let client = ()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| start_err(unreachable_message(url, &e)))?;
+                let client = match ().serve(transport).await {
+                    Ok(client) => client,
+                    Err(e) => return Err(start_err(unreachable_message(url, e.to_string()).await)),
+                };
                 Ok((client, url.clone()))
             }
         }
@@ -226,24 +226,48 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
     }
 }
 
-/// An operator's message for a failed HTTP handshake with `url`: the innermost I/O error
-/// (connection refused, no route, name not resolved) when there is one, else the client's
-/// own message, both naming the URL (issue 15: a raw rmcp error was printed).
-fn unreachable_message(url: &str, err: &(dyn std::error::Error + 'static)) -> String {
-    let mut io = None;
-    let mut source = Some(err);
-    while let Some(current) = source {
-        if let Some(e) = current.downcast_ref::<std::io::Error>() {
-            io = Some(e.to_string());
+/// An operator's message for a failed HTTP handshake with `url` (issue 15: a raw rmcp
+/// error was printed). rmcp keeps only the text of the transport error, so the cause is
+/// found by connecting to the URL's host and port once more: when that fails, the message
+/// is the connection error (`Connection refused`, no route, name not resolved); otherwise the
+/// client's own message. Both name the URL.
+async fn unreachable_message(url: &str, err: String) -> String {
+    let rest = url
+        .strip_prefix("https://")
+        .map(|r| (r, 443))
+        .or_else(|| url.strip_prefix("http://").map(|r| (r, 80)));
+    if let Some((rest, default_port)) = rest {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let has_port = host_port
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            && !host_port.ends_with(']');
+        let target = if has_port {
+            host_port.to_owned()
+        } else {
+            format!("{host_port}:{default_port}")
+        };
+        let probe = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::TcpStream::connect(target.as_str()),
+        )
+        .await;
+        match probe {
+            Ok(Err(e)) => {
+                return format!(
+                    "cannot reach `{url}`: {e}; check that the server is running and the URL is right"
+                );
+            }
+            Err(_) => {
+                return format!(
+                    "cannot reach `{url}`: no answer to a TCP connection within 5 s; check the address and any firewall"
+                );
+            }
+            Ok(Ok(_)) => {}
         }
-        source = current.source();
     }
-    match io {
-        Some(cause) => format!(
-            "cannot reach `{url}`: {cause}; check that the server is running and the URL is right"
-        ),
-        None => format!("the MCP handshake with `{url}` failed: {err}"),
-    }
+    format!("the MCP handshake with `{url}` failed: {err}")
 }
 
 /// Whether a failed request certainly never reached the upstream's tool: the connection was

@@ -190,8 +190,7 @@ pub(crate) struct StageTimer<'a> {
 
 impl Drop for StageTimer<'_> {
     fn drop(&mut self) {
-        self.histogram
-            .observe(self.started.elapsed().as_secs_f64());
+        self.histogram.observe(self.started.elapsed().as_secs_f64());
     }
 }
 
@@ -370,8 +369,7 @@ impl Gateway {
             .await
         {
             Ok(list) => {
-                m.pending
-                    .set(i64::try_from(list.len()).unwrap_or(i64::MAX));
+                m.pending.set(i64::try_from(list.len()).unwrap_or(i64::MAX));
             }
             Err(e) => {
                 m.store_errors
