@@ -132,17 +132,89 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
             },
         )
         .await?;
-    eprintln!(
-        "secureclaw: serving on stdio; session {} ; approvals: secureclaw --state-dir {} approvals list",
+    gw.set_approve_command(state_dir, store_option(store_url).as_deref());
+    warn_unmatched_rules(&gw);
+    crate::say(&format!(
+        "serving on stdio; session {} ({} in the audit log and approvals); state directory {}; approvals: {} list",
         session.id,
-        state_dir.display()
-    );
+        secureclaw_gateway::audit_session_id(&session.id),
+        state_dir.display(),
+        approvals_command(state_dir, store_url)
+    ));
     McpFrontEnd::new(gw, SessionSource::Fixed(session))
         .with_trusted_client_confirmation(trusted_client)
         .with_max_message_bytes(message_limit)
         .serve_stdio()
         .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Warn about every rule that applies to no listed tool (issue 15: a misspelt rule was
+/// accepted silently). A warning, not a refusal: see README "Checking a configuration".
+fn warn_unmatched_rules(gw: &secureclaw_gateway::Gateway) {
+    for rule in gw.unmatched_rules() {
+        crate::warn_operator(&format!(
+            "{rule}; the rule is ignored and the tool it meant keeps the defaults (check with `secureclaw config check`)"
+        ));
+    }
+}
+
+/// `--store …` for a command line an operator is told to run: the URL when it carries no
+/// password, else `"$SECURECLAW_STORE"` (a password never goes to the log).
+fn store_option(store_url: Option<&str>) -> Option<String> {
+    let url = store_url?;
+    let authority = url
+        .split("://")
+        .nth(1)
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let has_password = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+    Some(if has_password {
+        "\"$SECURECLAW_STORE\"".to_owned()
+    } else {
+        quote(url)
+    })
+}
+
+/// `secureclaw --state-dir DIR [--store URL] approvals`, for messages.
+fn approvals_command(state_dir: &Path, store_url: Option<&str>) -> String {
+    let mut cmd = format!(
+        "secureclaw --state-dir {}",
+        quote(&state_dir.display().to_string())
+    );
+    if let Some(store) = store_option(store_url) {
+        cmd.push_str(&format!(" --store {store}"));
+    }
+    cmd.push_str(" approvals");
+    cmd
+}
+
+/// Shell-quote `value` unless it is plain.
+fn quote(value: &str) -> String {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@,%".contains(c))
+    {
+        value.to_owned()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
+}
+
+/// Where approvals, audit records and sessions are kept, for messages.
+fn state_place(state_dir: &Path, store_url: Option<&str>) -> String {
+    match store_url {
+        Some(_) => format!(
+            "the PostgreSQL store (keys in state directory {})",
+            state_dir.display()
+        ),
+        None => format!("state directory {}", state_dir.display()),
+    }
 }
 
 /// Largest MCP message (HTTP body, stdio line): the argument limit plus room for the
@@ -198,6 +270,9 @@ pub async fn serve(
         config.upstream.clone(),
     )
     .await?;
+    let store_used = store_url.or(config.store.url.as_deref());
+    gw.set_approve_command(&dir, store_option(store_used).as_deref());
+    warn_unmatched_rules(&gw);
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
         Some(task) => Some(
@@ -231,9 +306,9 @@ pub async fn serve(
         None
     };
     if config.server.tokenless_loopback_session && !loopback {
-        eprintln!(
-            "secureclaw: tokenless_loopback_session is ignored on the non-loopback bind {bind}"
-        );
+        crate::say(&format!(
+            "tokenless_loopback_session is ignored on the non-loopback bind {bind}"
+        ));
     }
     let require_token = fallback.is_none();
     let mut hosts = vec![
@@ -270,13 +345,15 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
-    eprintln!(
-        "secureclaw: listening on http://{bind} (MCP at /mcp, API at /v1); operator token in {}",
-        dir.join("operator.token").display()
-    );
+    crate::say(&format!(
+        "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics); state directory {}; operator token in {}; approvals: {} list",
+        dir.display(),
+        dir.join("operator.token").display(),
+        approvals_command(&dir, store_used)
+    ));
     if require_token {
-        eprintln!(
-            "secureclaw: every MCP session needs a session bearer token (open one with POST /v1/sessions)"
+        crate::say(
+            "every MCP session needs a session bearer token (open one with POST /v1/sessions)",
         );
     }
     secureclaw_server::serve(listener, app, config.server.limits.conn(), async {
@@ -318,6 +395,7 @@ pub async fn approvals(
     cmd: ApprovalsCommand,
 ) -> Result<ExitCode> {
     let (keys, store) = stack::open_state(state_dir, store_url).await?;
+    let place = state_place(state_dir, store_url);
     match cmd {
         ApprovalsCommand::List { all } => {
             let list = store
@@ -328,7 +406,10 @@ pub async fn approvals(
                 })
                 .await?;
             if list.is_empty() {
-                println!("no {}approvals", if all { "" } else { "pending " });
+                println!(
+                    "no {}approvals in {place}",
+                    if all { "" } else { "pending " }
+                );
             }
             for (a, act) in list {
                 println!(
@@ -358,7 +439,8 @@ pub async fn approvals(
                 true,
                 "cli",
             )
-            .await?;
+            .await
+            .with_context(|| format!("approving in {place}"))?;
             println!("approved {action_id}: the runtime may now re-issue the identical call once");
         }
         ApprovalsCommand::Deny { action_id } => {
@@ -371,7 +453,8 @@ pub async fn approvals(
                 false,
                 "cli",
             )
-            .await?;
+            .await
+            .with_context(|| format!("denying in {place}"))?;
             println!("denied {action_id}");
         }
     }
@@ -388,6 +471,12 @@ pub enum AuditCommand {
         /// First sequence number.
         #[arg(long, default_value_t = 1)]
         from: u64,
+        /// Add `"time"`, the event's `at` (Unix milliseconds) as an ISO 8601 UTC timestamp
+        /// (`2026-12-01T20:19:53.123Z`), to every event. Sessions are always shown as their
+        /// audit digest (`ses#…`), the form `wrap`, `approvals list` and `POST /v1/sessions`
+        /// also print.
+        #[arg(long)]
+        iso_times: bool,
     },
 }
 
@@ -413,7 +502,7 @@ pub async fn audit(
                 return Ok(ExitCode::from(2));
             }
         },
-        AuditCommand::Export { from } => {
+        AuditCommand::Export { from, iso_times } => {
             use std::io::Write;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -424,8 +513,17 @@ pub async fn audit(
                     break;
                 };
                 for r in &batch {
+                    let mut line = serde_json::to_value(r)?;
+                    if iso_times
+                        && let Some(event) = line.get_mut("event").and_then(|e| e.as_object_mut())
+                    {
+                        event.insert(
+                            "time".into(),
+                            serde_json::Value::String(iso8601(r.event.at.0)),
+                        );
+                    }
                     // A closed pipe (`| head`) ends the export quietly.
-                    if writeln!(out, "{}", serde_json::to_string(r)?).is_err() {
+                    if writeln!(out, "{line}").is_err() {
                         return Ok(ExitCode::SUCCESS);
                     }
                 }
@@ -434,6 +532,30 @@ pub async fn audit(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ms` milliseconds after the Unix epoch as an ISO 8601 / RFC 3339 UTC timestamp with
+/// milliseconds (days to civil date: H. Hinnant's `civil_from_days`, proleptic Gregorian).
+fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
 }
 
 /// `secureclaw policy …`.
@@ -513,4 +635,31 @@ pub fn keys(state_dir: &Path, cmd: KeysCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_formats_utc_with_milliseconds() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_796_156_393_123), "2026-12-01T20:19:53.123Z");
+        assert_eq!(iso8601(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    }
+
+    #[test]
+    fn store_option_never_prints_a_password() {
+        assert_eq!(
+            store_option(Some("postgres://u:secret@db:5432/x")).as_deref(),
+            Some("\"$SECURECLAW_STORE\"")
+        );
+        assert_eq!(
+            store_option(Some("postgres://u@db:5432/x")).as_deref(),
+            Some("postgres://u@db:5432/x")
+        );
+        assert_eq!(store_option(None), None);
+        assert_eq!(quote("/tmp/a b"), "'/tmp/a b'");
+    }
 }

@@ -89,6 +89,46 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// Keys every `[[gateway.speculation.contracts]]` table must have (the others have defaults).
+const CONTRACT_REQUIRED: &[&str] = &[
+    "allowed_tools",
+    "allowed_destinations",
+    "max_destination_label",
+    "max_arg_label",
+    "branch_threshold",
+];
+
+/// Every required key missing from every contract table of `text`, in one message (serde
+/// stops at the first; a new user fixed one field per run). `None` when none is missing or
+/// the text is not TOML (the parser then names the problem).
+fn missing_contract_fields(text: &str) -> Option<String> {
+    let value: toml::Value = toml::from_str(text).ok()?;
+    let contracts = value
+        .get("gateway")?
+        .get("speculation")?
+        .get("contracts")?
+        .as_array()?;
+    let problems: Vec<String> = contracts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let table = c.as_table()?;
+            let missing: Vec<String> = CONTRACT_REQUIRED
+                .iter()
+                .filter(|k| !table.contains_key(**k))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "gateway.speculation.contracts[{i}] is missing {}",
+                    missing.join(", ")
+                )
+            })
+        })
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
 /// The `[server]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -281,6 +321,9 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config `{}`", path.display()))?;
+        if let Some(missing) = missing_contract_fields(&text) {
+            bail!("{}: {missing}", path.display());
+        }
         let mut config: Config =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let base = path.parent().unwrap_or(Path::new("."));
@@ -396,6 +439,31 @@ mod tests {
         }
         assert!(config.gateway.speculation.enabled);
         assert_eq!(config.gateway.speculation.contracts.len(), 1);
+    }
+
+    /// Issue 15: a contract missing several fields names them all in one run; the required
+    /// list is complete (a contract with exactly those keys parses).
+    #[test]
+    fn contracts_report_every_missing_field_at_once() {
+        let text = "[gateway.speculation]\nenabled = true\n\n[[gateway.speculation.contracts]]\nallowed_tools = [\"*\"]\n\n[[gateway.speculation.contracts]]\nallowed_tools = [\"*\"]\nallowed_destinations = [\"*\"]\nmax_destination_label = \"sensitive\"\nmax_arg_label = \"personal\"\nbranch_threshold = 0.5\n";
+        let msg = missing_contract_fields(text).unwrap();
+        assert_eq!(
+            msg,
+            "gateway.speculation.contracts[0] is missing `allowed_destinations`, `max_destination_label`, `max_arg_label`, `branch_threshold`"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let err = format!("{:#}", Config::load(&path).unwrap_err());
+        assert!(err.contains("`max_arg_label`, `branch_threshold`"), "{err}");
+        // Exactly the required keys parse: the list is complete.
+        let complete = text.replace(
+            "[[gateway.speculation.contracts]]\nallowed_tools = [\"*\"]\n\n",
+            "",
+        );
+        assert_eq!(missing_contract_fields(&complete), None);
+        let c: Config = toml::from_str(&complete).unwrap();
+        assert_eq!(c.gateway.speculation.contracts.len(), 1);
     }
 
     #[test]

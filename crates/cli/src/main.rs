@@ -3,6 +3,7 @@
 //! Thin wiring: one module per subcommand. See `secureclaw --help`.
 
 mod bypass;
+mod check;
 mod commands;
 mod config;
 mod demo;
@@ -21,8 +22,9 @@ use std::process::ExitCode;
 /// previewed, authorized by policy, bound to the exact request and executed at most once.
 ///
 /// State (keys, database, operator token) lives in --state-dir, default $SECURECLAW_HOME,
-/// else $XDG_STATE_HOME/secureclaw, else ~/.local/state/secureclaw. Logs go to stderr
-/// (RUST_LOG=info for more).
+/// else $XDG_STATE_HOME/secureclaw, else ~/.local/state/secureclaw. Logs go to stderr:
+/// one line per tool-call decision at info, a warning naming the approve command when an
+/// action waits for approval (--log-level, --log-format json).
 #[derive(Debug, Parser)]
 #[command(name = "secureclaw", version, propagate_version = true)]
 struct Cli {
@@ -40,8 +42,60 @@ struct Cli {
         value_name = "URL"
     )]
     store_url: Option<String>,
+    /// Log format on stderr: `text` (colour only on a terminal) or `json` (one JSON object
+    /// per line, for log collectors).
+    #[arg(
+        long,
+        global = true,
+        env = "SECURECLAW_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+    /// Log level or filter (`error`, `warn`, `info`, `debug`, `trace`, or an `EnvFilter`
+    /// directive list such as `info,secureclaw::decision=off`). Wins over RUST_LOG; default
+    /// `info`. rmcp is capped at `error` whatever is asked: it logs whole protocol messages.
+    #[arg(
+        long,
+        global = true,
+        env = "SECURECLAW_LOG_LEVEL",
+        value_name = "LEVEL"
+    )]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `message` and the fields).
+    Json,
+}
+
+/// Warn the operator on stderr: `secureclaw: warning: MESSAGE` in text mode (whatever the
+/// log level), a `warn` log record in JSON mode.
+pub(crate) fn warn_operator(message: &str) {
+    if JSON_LOGS.get().copied().unwrap_or(false) {
+        tracing::warn!(target: "secureclaw", "{message}");
+    } else {
+        eprintln!("secureclaw: warning: {message}");
+    }
+}
+
+/// Whether logs are JSON (set once at start; banners then go through the log too).
+static JSON_LOGS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Tell the operator something on stderr: `secureclaw: MESSAGE` in text mode, an `info` log
+/// record (target `secureclaw`) in JSON mode so that every stderr line parses.
+pub(crate) fn say(message: &str) {
+    if JSON_LOGS.get().copied().unwrap_or(false) {
+        tracing::info!(target: "secureclaw", "{message}");
+    } else {
+        eprintln!("secureclaw: {message}");
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,6 +118,9 @@ enum Command {
     /// Validate a policy set (the built-in defaults plus .cedar files).
     #[command(subcommand)]
     Policy(commands::PolicyCommand),
+    /// Check a config file against the tools its upstreams list.
+    #[command(subcommand)]
+    Config(check::ConfigCommand),
     /// Inspect a session's speculative trace: marginal exposure per observer.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -118,20 +175,40 @@ enum Command {
 /// protected value must not reach the log at any level (issue 12 item 7).
 const CAPPED_TARGETS: &[&str] = &["rmcp=error"];
 
-fn init_logging() {
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// Build the log filter: `--log-level`, else `RUST_LOG`, else `info`; then the caps.
+fn log_filter(level: Option<&str>) -> Result<tracing_subscriber::EnvFilter, String> {
+    use tracing_subscriber::EnvFilter;
+    let mut filter = match level {
+        Some(l) => EnvFilter::try_new(l).map_err(|e| format!("--log-level `{l}`: {e}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
     for cap in CAPPED_TARGETS {
         if let Ok(directive) = cap.parse() {
             filter = filter.add_directive(directive);
         }
     }
-    // Colour only on a terminal: a log file or a pipe gets no ANSI escapes.
-    tracing_subscriber::fmt()
+    Ok(filter)
+}
+
+fn init_logging(format: LogFormat, level: Option<&str>) -> Result<(), String> {
+    let filter = log_filter(level)?;
+    let _ = JSON_LOGS.set(format == LogFormat::Json);
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(filter)
-        .init();
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+        // Colour only on a terminal: a log file or a pipe gets no ANSI escapes.
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
+    Ok(())
 }
 
 /// `server.state_dir` of the config file at `path`, resolved against the file's directory;
@@ -156,7 +233,10 @@ fn configured_store_url(path: &std::path::Path) -> Option<String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref()) {
+        eprintln!("secureclaw: error: {e}");
+        return ExitCode::from(2);
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -182,10 +262,10 @@ fn main() -> ExitCode {
             .flatten()
         {
             Some(dir) => {
-                eprintln!(
-                    "secureclaw: state directory {} (server.state_dir in ./secureclaw.toml)",
+                say(&format!(
+                    "state directory {} (server.state_dir in ./secureclaw.toml)",
                     dir.display()
-                );
+                ));
                 dir
             }
             None => state::default_dir(),
@@ -215,6 +295,7 @@ fn main() -> ExitCode {
             Command::Approvals(c) => commands::approvals(&state_dir, store_url, c).await,
             Command::Audit(c) => commands::audit(&state_dir, store_url, c).await,
             Command::Policy(c) => commands::policy(c),
+            Command::Config(c) => check::run(explicit_state_dir.as_deref(), c).await,
             Command::Trace(c) => trace::trace(&state_dir, store_url, c).await,
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
@@ -253,7 +334,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("secureclaw: error: {e:#}");
+            if JSON_LOGS.get().copied().unwrap_or(false) {
+                tracing::error!(target: "secureclaw", "{e:#}");
+            } else {
+                eprintln!("secureclaw: error: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }
@@ -264,6 +349,16 @@ mod tests {
     use super::*;
 
     /// New-user finding: operator commands find `server.state_dir` in the config file.
+    /// `--log-level` wins over RUST_LOG and is validated; the rmcp cap survives any level.
+    #[test]
+    fn log_level_is_parsed_and_rmcp_stays_capped() {
+        let f = log_filter(Some("trace")).unwrap().to_string();
+        assert!(f.contains("rmcp=error"), "{f}");
+        assert!(f.contains("trace"), "{f}");
+        assert!(log_filter(Some("info,secureclaw::decision=off")).is_ok());
+        assert!(log_filter(Some("no such level=[")).is_err());
+    }
+
     #[test]
     fn configured_state_dir_is_read_and_resolved() {
         let dir = tempfile::tempdir().unwrap();

@@ -152,6 +152,11 @@ fn wrap_serves_a_stdio_upstream_with_handles_and_policy() {
         names.contains(&"read_invoice") && names.contains(&"send_email"),
         "{names:?}"
     );
+    // Issue 15: speculation is off, so the branch tools are not listed.
+    assert!(
+        !names.iter().any(|n| n.starts_with("secureclaw.")),
+        "{names:?}"
+    );
 
     let r = w.call(3, "read_invoice", json!({"invoice_id": "INV-42"}));
     let text = r.to_string();
@@ -500,5 +505,198 @@ fn no_protected_value_in_the_log_at_trace_level() {
     assert!(
         !log.contains('\u{1b}'),
         "ANSI escapes in a non-terminal log"
+    );
+}
+
+impl Wrapped {
+    /// The state directory of this `wrap`.
+    fn state(&self) -> std::path::PathBuf {
+        self._dir.path().join("state")
+    }
+
+    fn tool_names(&mut self, id: i64) -> Vec<String> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        self.response(id).unwrap()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Issue 15: with `--log-format json` every stderr line is a JSON object. Each decided call
+/// has one line naming tool, upstream, decision and reason code (and no argument value);
+/// a call that goes pending logs the exact approve command with `--state-dir`, and that
+/// command works. Nothing protected reaches the log at `--log-level trace`, and neither does
+/// the body the runtime wrote. The recovery the runtime gets names the state directory too,
+/// and `approvals approve` of an unknown id names the directory it searched.
+#[test]
+fn json_logs_carry_decisions_and_the_approve_command() {
+    const IBAN: &str = "DE89370400440532013000";
+    const BODY: &str = "body-text-that-must-not-be-logged";
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("secureclaw.toml");
+    std::fs::write(&config, OFFICE_CONFIG).unwrap();
+    let log_path = conf.path().join("stderr.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut w = Wrapped::start_with(
+        "Pay invoice INV-42",
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--log-format",
+            "json",
+            "--log-level",
+            "trace",
+        ],
+        &[],
+        Stdio::from(log),
+    );
+    w.initialize();
+    let r = w.call(2, "read_invoice", json!({"invoice_id": "INV-42"}));
+    let iban = r["result"]["structuredContent"]["iban"]
+        .as_str()
+        .expect("the IBAN field holds a handle")
+        .to_owned();
+    let amount = r["result"]["structuredContent"]["amount_cents"].clone();
+    // Not granted: a financial effect waits for the user.
+    let r = w.call(
+        3,
+        "pay_invoice",
+        json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": amount}),
+    );
+    let recovery = &r["result"]["structuredContent"]["recovery"];
+    assert_eq!(recovery["reason"], "confirmation_required", "{r}");
+    let action = recovery["action_id"].as_str().unwrap().to_owned();
+    let state = w.state();
+    let approve = format!(
+        "secureclaw --state-dir {} approvals approve {action}",
+        state.display()
+    );
+    assert!(
+        recovery["next_steps"].to_string().contains(&approve),
+        "the runtime's hint names the state directory: {recovery}"
+    );
+    let r = w.call(
+        4,
+        "send_email",
+        json!({"to": "someone@elsewhere.example", "subject": "s", "body": BODY}),
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    // Each decision is logged before its answer is sent: the log is complete here (`w`
+    // stays alive: dropping it removes the state directory).
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("serving on stdio")),
+        "{log}"
+    );
+    let decisions: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["target"] == "secureclaw::decision")
+        .collect();
+    let read = decisions
+        .iter()
+        .find(|l| l["tool"] == "read_invoice")
+        .expect("a decision line for the read");
+    assert_eq!(read["decision"], "allow", "{read}");
+    assert_eq!(read["upstream"], "office", "{read}");
+    assert_eq!(read["level"], "INFO", "{read}");
+    assert!(
+        read["session"].as_str().unwrap().starts_with("ses#"),
+        "{read}"
+    );
+    assert!(read["latency_ms"].is_u64(), "{read}");
+    let pay = decisions
+        .iter()
+        .find(|l| l["tool"] == "pay_invoice")
+        .expect("a decision line for the payment");
+    assert_eq!(pay["decision"], "pending", "{pay}");
+    assert_eq!(pay["reason"], "confirmation_required", "{pay}");
+    assert_eq!(pay["action_id"], action.as_str(), "{pay}");
+    let pending = lines
+        .iter()
+        .find(|l| l["target"] == "secureclaw::approval" && l["action_id"] == action.as_str())
+        .expect("a line when the action went pending");
+    assert_eq!(pending["level"], "WARN", "{pending}");
+    assert_eq!(pending["approve"], approve.as_str(), "{pending}");
+    assert!(
+        pending["message"].as_str().unwrap().contains(&approve),
+        "{pending}"
+    );
+    assert!(!log.contains(IBAN), "the IBAN reached the log");
+    assert!(!log.contains(BODY), "an argument value reached the log");
+    // The logged command works as printed.
+    let words: Vec<&str> = approve.split(' ').collect();
+    assert_eq!(words[0], "secureclaw");
+    let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An unknown id: the error names the directory it searched.
+    let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["approvals", "approve", "act_NOSUCHACTION"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("state directory {}", state.display())) && err.contains("not found"),
+        "{err}"
+    );
+    // The audit export's ISO times and session digests match what the log showed.
+    let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["audit", "export", "--iso-times"])
+        .output()
+        .unwrap();
+    let export = String::from_utf8(out.stdout).unwrap();
+    let first: Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
+    let time = first["event"]["time"].as_str().unwrap();
+    assert!(
+        time.len() == 24 && time.ends_with('Z') && time.contains('T'),
+        "{time}"
+    );
+    assert!(
+        export.contains(read["session"].as_str().unwrap()),
+        "{export}"
+    );
+    drop(w);
+}
+
+/// Issue 15: the branch tools are listed when speculation is enabled (positive control of
+/// the check in `wrap_serves_a_stdio_upstream_with_handles_and_policy`).
+#[test]
+fn branch_tools_are_listed_with_speculation_on() {
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("secureclaw.toml");
+    std::fs::write(&config, "[gateway.speculation]\nenabled = true\n").unwrap();
+    let mut w = Wrapped::start_with(
+        "",
+        &["--config", config.to_str().unwrap()],
+        &[],
+        Stdio::null(),
+    );
+    w.initialize();
+    let names = w.tool_names(2);
+    assert!(
+        names.contains(&"secureclaw.promote_branch".to_owned())
+            && names.contains(&"secureclaw.abandon_branch".to_owned()),
+        "{names:?}"
     );
 }

@@ -351,4 +351,13 @@ impl Catalog {
     pub fn iter(&self) -> impl Iterator<Item = &ToolEntry> {
         self.entries.values().filter(|e| !e.hidden)
     }
+
+    /// Every listed tool, hidden ones included, as `(upstream id, tool name at the upstream)`.
+    #[must_use]
+    pub fn listed(&self) -> Vec<(String, String)> {
+        self.entries
+            .values()
+            .map(|e| (e.upstream.clone(), e.name.clone()))
+            .collect()
+    }
 }

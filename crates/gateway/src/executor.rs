@@ -97,6 +97,8 @@ struct Connection {
 pub struct Executor {
     connections: Vec<Connection>,
     timeout: Duration,
+    /// Where each upstream call's latency is recorded (the gateway's metrics).
+    latency: Option<crate::gateway::UpstreamLatency>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -134,7 +136,15 @@ impl Executor {
         Ok(Self {
             connections,
             timeout,
+            latency: None,
         })
+    }
+
+    /// Record each upstream call's latency in `latency` (the gateway's metrics).
+    #[must_use]
+    pub(crate) fn with_latency(mut self, latency: crate::gateway::UpstreamLatency) -> Self {
+        self.latency = Some(latency);
+        self
     }
 
     /// Every upstream's spec, reported `serverInfo.name` and tools (in spec order), for the
@@ -168,6 +178,14 @@ impl Executor {
         self.upstream(upstream).map(|u| u.destination())
     }
 
+    /// Each upstream's id with how many times it reconnected after a transport failure (for
+    /// the gateway's metrics; the connections themselves never leave the executor).
+    pub(crate) fn restarts(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.connections
+            .iter()
+            .map(|c| (c.spec.id.as_str(), c.upstream.restarts()))
+    }
+
     async fn send(
         &self,
         upstream: &str,
@@ -177,7 +195,13 @@ impl Executor {
         let up = self
             .upstream(upstream)
             .ok_or_else(|| ExecError::UnknownUpstream(upstream.to_owned()))?;
-        match tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await {
+        let started = std::time::Instant::now();
+        let result =
+            tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await;
+        if let Some(latency) = &self.latency {
+            latency.observe(upstream, started);
+        }
+        match result {
             Ok(result) => Ok(result?),
             Err(_) => Err(ExecError::Timeout),
         }

@@ -43,10 +43,12 @@ use std::time::Duration;
 
 mod limits;
 mod speculation;
+mod telemetry;
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
     Released, session_exposure, session_trace, valid_branch,
 };
+pub(crate) use telemetry::UpstreamLatency;
 
 /// Source of the current time (injected so tests can move it).
 pub type Clock = Arc<dyn Fn() -> UnixMillis + Send + Sync>;
@@ -274,6 +276,8 @@ struct Inner {
     /// reads the task anchored (`read_invoice INV-42` for "Pay invoice INV-42").
     read_amounts:
         std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    /// Prometheus metrics and the approve command (see `telemetry`).
+    metrics: telemetry::Metrics,
 }
 
 /// What a session's record of an object says (crates/core `protect`): its content was seen
@@ -386,13 +390,15 @@ impl Gateway {
         clock: Clock,
     ) -> Result<Self, GatewayError> {
         let startup = Duration::from_millis(config.limits.upstream_startup_timeout_ms);
+        let metrics = telemetry::Metrics::new();
         let executor = Executor::new(
             upstreams,
             connector,
             startup,
             Duration::from_millis(config.limits.upstream_timeout_ms),
         )
-        .await?;
+        .await?
+        .with_latency(metrics.upstream.clone());
         let listings = executor.startup_listings(startup).await?;
         let catalog = Catalog::build(&listings, &config.tools)?;
         let classifier = Classifier {
@@ -434,6 +440,7 @@ impl Gateway {
                 written: std::sync::Mutex::default(),
                 grant_uses: std::sync::Mutex::default(),
                 read_amounts: std::sync::Mutex::default(),
+                metrics,
             }),
         };
         let dangling = gw
@@ -476,7 +483,15 @@ impl Gateway {
             })
             .map(|e| e.exposed.as_str())
             .min();
-        Recovery::new(reason, class, tool, action_id).with_draft_tool(draft)
+        let mut recovery = Recovery::new(reason, class, tool, action_id).with_draft_tool(draft);
+        // The approve step names this gateway's state directory (issue 15).
+        let approve = self.approve_command();
+        if approve != "secureclaw approvals approve" {
+            for step in &mut recovery.next_steps {
+                *step = step.replace("(secureclaw approvals approve ", &format!("({approve} "));
+            }
+        }
+        recovery
     }
 
     fn now(&self) -> UnixMillis {
@@ -490,6 +505,7 @@ impl Gateway {
             .await
             .map(|_| ())
             .map_err(|e| {
+                self.inner.metrics.audit_append_failed();
                 tracing::error!(error = %e, "audit append failed");
             })
     }
@@ -625,7 +641,7 @@ impl Gateway {
         ev.action_id = action.map(|a| a.0.clone());
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev).await;
-        tracing::info!(tool, reason = %reason, "denied");
+        tracing::debug!(tool, reason = %reason, "denied");
         CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 
@@ -1649,11 +1665,16 @@ impl Gateway {
         arguments: Map<String, Value>,
         approval: Option<&ActionId>,
     ) -> CallOutcome {
-        if let Some(refused) = self.throttle(session, tool).await {
-            return refused;
-        }
-        self.call_unthrottled(session, tool, arguments, approval)
-            .await
+        let started = std::time::Instant::now();
+        let outcome = match self.throttle(session, tool).await {
+            Some(refused) => refused,
+            None => {
+                self.call_unthrottled(session, tool, arguments, approval)
+                    .await
+            }
+        };
+        self.observe_call(session, tool, &outcome, started);
+        outcome
     }
 
     /// [`Gateway::dispatch`] for a call whose rate was already accounted for.
@@ -1792,6 +1813,18 @@ impl Gateway {
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<PreviewOutcome, Recovery> {
+        let started = std::time::Instant::now();
+        let result = self.preview_throttled(session, tool, arguments).await;
+        self.observe_preview(session, tool, &result, started);
+        result
+    }
+
+    async fn preview_throttled(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<PreviewOutcome, Recovery> {
         if let Some(CallOutcome::Denied(r)) = self.throttle(session, tool).await {
             return Err(r);
         }
@@ -1832,6 +1865,7 @@ impl Gateway {
         policy_request: &PolicyRequest,
         explicit: bool,
     ) -> Result<PreviewOutcome, Refused> {
+        let _timer = self.inner.metrics.preview_timer();
         let entry = &prepared.entry;
         let mut decision = self.inner.policy.decide(policy_request);
         let mut grant_withheld = prepared.grant_withheld;
@@ -2019,6 +2053,22 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
+        let started = std::time::Instant::now();
+        let outcome = self
+            .commit_throttled(session, tool, arguments, action_id, artifact)
+            .await;
+        self.observe_call(session, tool, &outcome, started);
+        outcome
+    }
+
+    async fn commit_throttled(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        action_id: &ActionId,
+        artifact: Option<&str>,
+    ) -> CallOutcome {
         if let Some(refused) = self.throttle(session, tool).await {
             return refused;
         }
@@ -2047,6 +2097,7 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
+        let _timer = self.inner.metrics.commit_timer();
         let entry = prepared.entry;
         if entry.effect == EffectClass::Read {
             return self

@@ -19,6 +19,7 @@ pub mod executor;
 mod gateway;
 pub mod known;
 pub mod permit;
+pub mod rules;
 pub mod upstream;
 
 pub use catalog::{CatalogError, ToolEntry};

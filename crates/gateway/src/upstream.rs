@@ -114,6 +114,11 @@ pub trait Upstream: Send + Sync {
     fn server_name(&self) -> Option<&str> {
         None
     }
+    /// How many times the gateway reconnected to it after a transport failure (a new child
+    /// process or HTTP session). Default 0 (an upstream that never reconnects).
+    fn restarts(&self) -> u64 {
+        0
+    }
     /// All tools (every page).
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>>;
     /// Call one tool once.
@@ -214,6 +219,8 @@ pub struct RmcpUpstream {
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
     /// The `serverInfo.name` the upstream reported at initialize (for the shipped catalog).
     server_name: Option<String>,
+    /// Successful reconnections after a transport failure.
+    restarts: std::sync::atomic::AtomicU64,
 }
 
 /// The `serverInfo.name` an initialized client's server reported.
@@ -279,7 +286,10 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     config = config.auth_header(token);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
+                let client = match ().serve(transport).await {
+                    Ok(client) => client,
+                    Err(e) => return Err(start_err(unreachable_message(url, e.to_string()).await)),
+                };
                 Ok((client, url.clone()))
             }
         }
@@ -291,6 +301,50 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
             timeout.as_millis()
         ))),
     }
+}
+
+/// An operator's message for a failed HTTP handshake with `url` (issue 15: a raw rmcp
+/// error was printed). rmcp keeps only the text of the transport error, so the cause is
+/// found by connecting to the URL's host and port once more: when that fails, the message
+/// is the connection error (`Connection refused`, no route, name not resolved); otherwise the
+/// client's own message. Both name the URL.
+async fn unreachable_message(url: &str, err: String) -> String {
+    let rest = url
+        .strip_prefix("https://")
+        .map(|r| (r, 443))
+        .or_else(|| url.strip_prefix("http://").map(|r| (r, 80)));
+    if let Some((rest, default_port)) = rest {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let has_port = host_port
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            && !host_port.ends_with(']');
+        let target = if has_port {
+            host_port.to_owned()
+        } else {
+            format!("{host_port}:{default_port}")
+        };
+        let probe = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::TcpStream::connect(target.as_str()),
+        )
+        .await;
+        match probe {
+            Ok(Err(e)) => {
+                return format!(
+                    "cannot reach `{url}`: {e}; check that the server is running and the URL is right"
+                );
+            }
+            Err(_) => {
+                return format!(
+                    "cannot reach `{url}`: no answer to a TCP connection within 5 s; check the address and any firewall"
+                );
+            }
+            Ok(Ok(_)) => {}
+        }
+    }
+    format!("the MCP handshake with `{url}` failed: {err}")
 }
 
 /// Whether a failed request certainly never reached the upstream's tool: the connection was
@@ -374,6 +428,7 @@ impl RmcpUpstream {
             spec: None,
             startup_timeout: Duration::from_secs(30),
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            restarts: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -395,6 +450,7 @@ impl RmcpUpstream {
             spec: Some(spec.clone()),
             startup_timeout,
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            restarts: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -423,6 +479,8 @@ impl RmcpUpstream {
                 })?;
         let fresh = Arc::new(fresh);
         *slot = Some(fresh.clone());
+        self.restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(fresh)
     }
 
@@ -480,6 +538,10 @@ impl Upstream for RmcpUpstream {
 
     fn server_name(&self) -> Option<&str> {
         self.server_name.as_deref()
+    }
+
+    fn restarts(&self) -> u64 {
+        self.restarts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {

@@ -76,6 +76,33 @@ pub enum PolicyError {
     },
 }
 
+/// Every error of a failed parse, each with the line and column (1-based) of its first
+/// source span and Cedar's help, joined by `; ` (Cedar's `Display` shows only the first
+/// error and no position).
+fn parse_message(text: &str, errors: &cedar_policy::ParseErrors) -> String {
+    use miette::Diagnostic;
+    let mut out = Vec::new();
+    for err in errors.iter() {
+        let mut message = err.to_string();
+        if let Some(label) = err.labels().and_then(|mut labels| labels.next()) {
+            let before = text.get(..label.offset()).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit_once('\n')
+                .map_or(before, |(_, tail)| tail)
+                .chars()
+                .count()
+                + 1;
+            message = format!("line {line}, column {column}: {message}");
+        }
+        if let Some(help) = err.help() {
+            message.push_str(&format!(" (help: {help})"));
+        }
+        out.push(message);
+    }
+    out.join("; ")
+}
+
 /// What a policy's annotations ask of a decision it determines, read once at load.
 #[derive(Debug, Clone, Copy, Default)]
 struct Annotations {
@@ -152,17 +179,26 @@ impl CedarPolicy {
             hasher.update(text.as_bytes());
             let parsed = PolicySet::from_str(text).map_err(|e| PolicyError::Parse {
                 file: file.clone(),
-                message: e.to_string(),
+                message: parse_message(text, &e),
             })?;
             for (n, policy) in parsed.policies().enumerate() {
                 let local = policy
                     .annotation("id")
                     .map_or_else(|| format!("{file}#{n}"), str::to_owned);
                 let id = if file == "default" {
-                    local
+                    local.clone()
                 } else {
                     format!("{file}:{local}")
                 };
+                if policies.policy(&PolicyId::new(&id)).is_some() {
+                    return Err(PolicyError::Duplicate {
+                        file: file.clone(),
+                        message: format!(
+                            "policy id `{local}` is used twice (policy {} of the file); every @id must be unique",
+                            n + 1
+                        ),
+                    });
+                }
                 policies
                     .add(policy.new_id(PolicyId::new(id)))
                     .map_err(|e| PolicyError::Duplicate {

@@ -8,7 +8,8 @@
 //! | method | path | who | body → answer |
 //! |---|---|---|---|
 //! | GET | `/health` | anyone | `{"status":"ok","policy_digest"}` |
-//! | POST | `/v1/sessions` | operator | `{"caller","task":{"request","trusted_targets"}}` → session |
+//! | GET | `/metrics` | operator | Prometheus metrics, OpenMetrics text (tool names, decisions and reason codes as labels, never argument values) |
+//! | POST | `/v1/sessions` | operator | `{"caller","task":{"request","trusted_targets"}}` → `{"session_id","audit_session","caller","expires_at"}` (`audit_session`: the `ses#…` digest the audit log and approvals show) |
 //! | GET | `/v1/approvals?state=pending` | operator | approvals with their actions |
 //! | POST | `/v1/approvals/{action_id}/approve` · `/deny` | operator | decided approval |
 //! | GET | `/v1/audit?from=1&limit=1000` | operator | audit records |
@@ -174,6 +175,7 @@ pub fn nodelay_listener(
 pub fn router(state: ApiState, body_limit: usize) -> Router {
     Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .route("/v1/sessions", post(open_session))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}/approve", post(approve))
@@ -272,6 +274,20 @@ async fn health(State(s): State<ApiState>) -> Json<Value> {
     Json(json!({"status": "ok", "policy_digest": s.gateway.policy_digest()}))
 }
 
+/// The Prometheus scrape (operator token: metric labels name tools and upstreams).
+async fn metrics(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    operator(&s, &headers)?;
+    let text = s.gateway.render_metrics().await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenSession {
@@ -296,7 +312,8 @@ async fn open_session(
     }
     let session = s.gateway.open_session(&body.caller, body.task).await?;
     Ok(Json(
-        json!({"session_id": session.id, "caller": session.caller, "expires_at": session.expires_at}),
+        json!({"session_id": session.id, "audit_session": secureclaw_gateway::audit_session_id(&session.id),
+               "caller": session.caller, "expires_at": session.expires_at}),
     ))
 }
 

@@ -358,7 +358,11 @@ impl ServerHandler for McpFrontEnd {
             .iter()
             .map(to_tool)
             .collect();
-        tools.extend(branch_tools());
+        // The branch tools only where calls can be speculative (`[gateway.speculation]`
+        // enabled); they stay callable either way, for a client that releases a deferred call.
+        if self.gateway.speculation_enabled() {
+            tools.extend(branch_tools());
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 

@@ -302,11 +302,16 @@ impl Gateway {
         arguments: Map<String, Value>,
         meta: &CallMeta,
     ) -> CallOutcome {
-        if let Some(refused) = self.throttle(session, tool).await {
-            return refused;
-        }
-        self.call_with_unthrottled(session, tool, arguments, meta)
-            .await
+        let started = std::time::Instant::now();
+        let outcome = match self.throttle(session, tool).await {
+            Some(refused) => refused,
+            None => {
+                self.call_with_unthrottled(session, tool, arguments, meta)
+                    .await
+            }
+        };
+        self.observe_call(session, tool, &outcome, started);
+        outcome
     }
 
     /// [`Gateway::call`] for a call whose rate was already accounted for (a held call
@@ -563,6 +568,12 @@ impl Gateway {
                 outcome
             }
         }
+    }
+
+    /// Whether `[gateway.speculation]` is enabled (the branch tools are then listed).
+    #[must_use]
+    pub fn speculation_enabled(&self) -> bool {
+        self.inner.config.speculation.enabled
     }
 
     /// How many sessions have speculative state (held calls, branch table, result cache) in

@@ -1,0 +1,84 @@
+//! `secureclaw config check FILE`: everything `serve` would refuse, plus the rules that match
+//! no tool once the upstreams are listed (issue 15).
+
+use crate::config::Config;
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use secureclaw_gateway::RmcpUpstream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `secureclaw config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check a config file: parse and validate it, load its policy files, start (stdio) or
+    /// connect to (HTTP) every upstream as `serve` does, list their tools and report every
+    /// `[[gateway.tools]]` or `[[gateway.classify]]` rule that applies to no tool. Exit status
+    /// 1 when a rule matches nothing or anything fails.
+    Check {
+        /// The config file.
+        file: PathBuf,
+        /// Do not start or contact the upstreams: rules are then not checked against tool
+        /// names (a warning says so).
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+/// Run a `config` subcommand.
+pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCode> {
+    let ConfigCommand::Check { file, offline } = cmd;
+    let config = Config::load(&file)?;
+    let policy = crate::stack::load_policy(&config.server.policy_files)?;
+    println!(
+        "config `{}` is valid; policy set OK ({} policies)",
+        file.display(),
+        policy.policy_ids().count()
+    );
+    let dir = state_dir
+        .map(Path::to_path_buf)
+        .or_else(|| config.server.state_dir.clone())
+        .unwrap_or_else(crate::state::default_dir);
+    crate::guard::check_state_access(
+        &dir,
+        &config.upstream,
+        config.server.allow_upstream_state_access,
+    )?;
+    if offline {
+        println!(
+            "warning: --offline: the upstreams were not listed, so {} [[gateway.tools]] and {} [[gateway.classify]] rules were not checked against tool names",
+            config.gateway.tools.len(),
+            config.gateway.classify.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let startup =
+        std::time::Duration::from_millis(config.gateway.limits.upstream_startup_timeout_ms);
+    let mut listed = Vec::new();
+    for spec in &config.upstream {
+        let up = RmcpUpstream::connect(spec, startup).await?;
+        let tools = secureclaw_gateway::upstream::startup_tools(&up, startup)
+            .await
+            .with_context(|| format!("listing the tools of upstream `{}`", spec.id))?;
+        println!("upstream `{}`: {} tools", spec.id, tools.len());
+        listed.extend(tools.into_iter().map(|t| (spec.id.clone(), t.name)));
+    }
+    let unmatched = secureclaw_gateway::rules::unmatched_rules(&config.gateway, &listed);
+    for rule in &unmatched {
+        println!("warning: {rule}");
+    }
+    if unmatched.is_empty() {
+        println!(
+            "every rule applies to a listed tool ({} [[gateway.tools]], {} [[gateway.classify]])",
+            config.gateway.tools.len(),
+            config.gateway.classify.len()
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "{} rule(s) apply to no tool: fix the names, or remove the rules",
+            unmatched.len()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
