@@ -1126,7 +1126,10 @@ fn a_value_written_through_one_replica_does_not_anchor_a_read_on_another() {
     let c = Cluster::start_with(&admin, 2, PAYMENT_CONFIG);
     let control = c.pay_session(0);
     let iban = c.read_iban(1, &control);
-    assert!(c.handle_anchored(&iban), "positive control: an anchored read");
+    assert!(
+        c.handle_anchored(&iban),
+        "positive control: an anchored read"
+    );
     let s = c.pay_session(0);
     let r = c.call(
         0,

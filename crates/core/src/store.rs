@@ -582,8 +582,12 @@ pub trait TaskStateStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
-    async fn take_grant_use(&self, session: &str, grant: &str, limit: u64)
-    -> Result<bool, StoreError>;
+    async fn take_grant_use(
+        &self,
+        session: &str,
+        grant: &str,
+        limit: u64,
+    ) -> Result<bool, StoreError>;
 
     /// Record `digests` ([`crate::task_state::StateDigest::Amount`]) as amounts that anchored
     /// reads of `session` returned. Idempotent.

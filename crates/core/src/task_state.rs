@@ -150,6 +150,9 @@ mod tests {
         assert!(lookup.contains(&before), "the previous key still finds it");
         r.retire(&old).unwrap();
         let lookup = state_lookup_digests(&r, StateDigest::Amount, "s1", "129900").unwrap();
-        assert!(!lookup.contains(&before), "a retired key's records are forgotten");
+        assert!(
+            !lookup.contains(&before),
+            "a retired key's records are forgotten"
+        );
     }
 }

@@ -738,9 +738,7 @@ impl Gateway {
             }
         }
         let qualified = format!("{}__{}", entry.upstream, entry.name);
-        let (grant, grant_withheld) = self
-            .grant_for(session, &entry, &qualified, arguments)
-            .await;
+        let (grant, grant_withheld) = self.grant_for(session, &entry, &qualified, arguments).await;
         let granted = grant.is_some() && grant_withheld.is_none();
         let policy_request = PolicyRequest {
             caller: session.caller.clone(),
@@ -1311,7 +1309,10 @@ impl Gateway {
                     .unwrap_or(u64::MAX),
                 max_bytes: u64::try_from(limits.max_written_bytes_per_session).unwrap_or(u64::MAX),
             };
-            store.add_written(&session.id, &rows, bounds).await.map(|_| ())
+            store
+                .add_written(&session.id, &rows, bounds)
+                .await
+                .map(|_| ())
         };
         recorded.map_err(|e| {
             tracing::error!(error = %e, "recording the written set failed; the effect does not run");

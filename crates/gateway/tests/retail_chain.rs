@@ -944,7 +944,10 @@ async fn a_value_written_through_one_gateway_does_not_anchor_on_another() {
     let profile = d
         .read_on(&d.replica, &s, "get_user_details", json!({"user_id": u}))
         .await;
-    assert!(d.anchored(&profile["address"]["address1"]), "positive control");
+    assert!(
+        d.anchored(&profile["address"]["address1"]),
+        "positive control"
+    );
     assert!(d.anchored(&profile["orders"][0]), "positive control");
     let address = address_args(&profile["address"]);
     ran(&d
@@ -972,9 +975,7 @@ async fn an_unavailable_written_set_fails_closed() {
     let s = d.session().await;
     let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
     let u = d.read(&s, "find_user_id_by_name_zip", lookup).await["user_id"].clone();
-    let profile = d
-        .read(&s, "get_user_details", json!({"user_id": u}))
-        .await;
+    let profile = d.read(&s, "get_user_details", json!({"user_id": u})).await;
     assert!(d.anchored(&profile["orders"][0]), "positive control");
     rusqlite::Connection::open(&d.db)
         .unwrap()

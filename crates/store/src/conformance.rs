@@ -1046,7 +1046,11 @@ pub async fn grant_uses(s: &dyn Subject) -> Outcome {
     let store = s.store();
     let pay = "office__pay_invoice";
     ensure!(
-        store.grant_uses("s1", pay).await.map_err(fail("grant_uses"))? == 0,
+        store
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 0,
         "a grant never used has 0 uses"
     );
     ensure!(
@@ -1079,7 +1083,11 @@ pub async fn grant_uses(s: &dyn Subject) -> Outcome {
     );
     let other = s.reopen().await?;
     ensure!(
-        other.grant_uses("s1", pay).await.map_err(fail("grant_uses"))? == 2,
+        other
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 2,
         "another connection sees the uses"
     );
     ensure!(
@@ -1097,7 +1105,11 @@ pub async fn grant_uses(s: &dyn Subject) -> Outcome {
         "a higher limit counts on from the stored uses"
     );
     ensure!(
-        store.grant_uses("s1", pay).await.map_err(fail("grant_uses"))? == 3,
+        store
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 3,
         "the stored count is 3"
     );
     ensure!(
@@ -1153,7 +1165,12 @@ pub async fn grant_use_taken_once_under_concurrency(s: &dyn Subject) -> Outcome 
     Ok(())
 }
 
-fn digest(s: &dyn Subject, kind: StateDigest, session: &str, value: &str) -> Result<String, String> {
+fn digest(
+    s: &dyn Subject,
+    kind: StateDigest,
+    session: &str,
+    value: &str,
+) -> Result<String, String> {
     state_digest(&s.keys(), kind, session, value).map_err(|e| format!("digest: {e}"))
 }
 
@@ -1272,7 +1289,10 @@ pub async fn written_set(s: &dyn Subject) -> Outcome {
             .wrote_any("s1", std::slice::from_ref(&other_value))
             .await
             .map_err(fail("wrote_any"))?
-            && !store.wrote_any("s1", &[]).await.map_err(fail("wrote_any"))?,
+            && !store
+                .wrote_any("s1", &[])
+                .await
+                .map_err(fail("wrote_any"))?,
         "a value never written is not a member"
     );
     ensure!(
@@ -1386,7 +1406,10 @@ pub async fn written_set_bounds(s: &dyn Subject) -> Outcome {
         store
             .add_written(
                 "s2",
-                &[written(s, "s2", "0123456789")?, written(s, "s2", "abcdefghij")?],
+                &[
+                    written(s, "s2", "0123456789")?,
+                    written(s, "s2", "abcdefghij")?
+                ],
                 bytes
             )
             .await
@@ -1508,10 +1531,7 @@ pub async fn written_values_never_in_clear(s: &dyn Subject) -> Outcome {
         .await
         .map_err(fail("add_written"))?;
     store
-        .note_amounts(
-            "s1",
-            &[digest(s, StateDigest::Amount, "s1", "7777712345")?],
-        )
+        .note_amounts("s1", &[digest(s, StateDigest::Amount, "s1", "7777712345")?])
         .await
         .map_err(fail("note_amounts"))?;
     let rows = store

@@ -315,7 +315,10 @@ impl SqliteStore {
                 nonce,
                 ciphertext,
             };
-            values.push((uint(seq), open_written(&self.keys, session, &digest, &sealed)?));
+            values.push((
+                uint(seq),
+                open_written(&self.keys, session, &digest, &sealed)?,
+            ));
         }
         Ok(WrittenRows { values, full })
     }
