@@ -1199,7 +1199,7 @@ impl TaskStateStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         tx.execute(
-            "INSERT INTO written_sets (session, count, bytes, full) VALUES ($1, 0, 0, FALSE)
+            "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, FALSE)
              ON CONFLICT (session) DO NOTHING",
             &[&session],
         )
@@ -1207,7 +1207,7 @@ impl TaskStateStore for PgStore {
         .map_err(db)?;
         let row = tx
             .query_one(
-                "SELECT count, bytes, full FROM written_sets WHERE session = $1 FOR UPDATE",
+                "SELECT count, bytes, is_full FROM written_sets WHERE session = $1 FOR UPDATE",
                 &[&session],
             )
             .await
@@ -1255,7 +1255,7 @@ impl TaskStateStore for PgStore {
             .map_err(db)?;
         }
         tx.execute(
-            "UPDATE written_sets SET count = $2, bytes = $3, full = $4 WHERE session = $1",
+            "UPDATE written_sets SET count = $2, bytes = $3, is_full = $4 WHERE session = $1",
             &[&session, &n, &bytes, &full],
         )
         .await
@@ -1268,8 +1268,8 @@ impl TaskStateStore for PgStore {
         self.client()
             .await?
             .execute(
-                "INSERT INTO written_sets (session, count, bytes, full) VALUES ($1, 0, 0, TRUE)
-                 ON CONFLICT (session) DO UPDATE SET full = TRUE",
+                "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, TRUE)
+                 ON CONFLICT (session) DO UPDATE SET is_full = TRUE",
                 &[&session],
             )
             .await
@@ -1281,7 +1281,7 @@ impl TaskStateStore for PgStore {
         self.client()
             .await?
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM written_sets WHERE session = $1 AND full)
+                "SELECT EXISTS (SELECT 1 FROM written_sets WHERE session = $1 AND is_full)
                      OR EXISTS (SELECT 1 FROM written_values
                                 WHERE session = $1 AND digest = ANY($2::text[]))",
                 &[&session, &digests],
@@ -1300,7 +1300,7 @@ impl TaskStateStore for PgStore {
         let client = self.client().await?;
         let full = client
             .query_opt(
-                "SELECT full FROM written_sets WHERE session = $1",
+                "SELECT is_full FROM written_sets WHERE session = $1",
                 &[&session],
             )
             .await

@@ -193,7 +193,7 @@ CREATE TABLE protected_objects (
 /// returned; `written_sets` (one row per session, locked by every append) and
 /// `written_values` are the bounded written set, each value sealed under the vault key and
 /// numbered per session. Everything only grows: triggers refuse lowering, deleting or
-/// truncating.
+/// truncating. (`is_full`, not `full`: `FULL` is a reserved word in PostgreSQL.)
 const V4_TASK_STATE: &str = r"
 CREATE TABLE grant_uses (
     session    TEXT NOT NULL,
@@ -227,11 +227,11 @@ CREATE TABLE written_sets (
     session  TEXT PRIMARY KEY,
     count    BIGINT NOT NULL CHECK (count >= 0),
     bytes    BIGINT NOT NULL CHECK (bytes >= 0),
-    full     BOOLEAN NOT NULL
+    is_full  BOOLEAN NOT NULL
 );
 CREATE FUNCTION secureclaw_written_sets_grow() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.count < OLD.count OR NEW.bytes < OLD.bytes OR (OLD.full AND NOT NEW.full)
+    IF NEW.count < OLD.count OR NEW.bytes < OLD.bytes OR (OLD.is_full AND NOT NEW.is_full)
        OR NEW.session IS DISTINCT FROM OLD.session THEN
         RAISE EXCEPTION 'written sets only grow';
     END IF;
