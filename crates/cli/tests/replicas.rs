@@ -16,7 +16,11 @@
 //!   `commit` or `crash_recovery` audit record, and `secureclaw audit verify --store` passes on
 //!   the shared chain;
 //! - the database connection lost under load → requests fail closed, then the replicas serve
-//!   again.
+//!   again;
+//! - per-session authorization state is shared (issues 11 and 13): a task's grant of one
+//!   payment, used through one replica, is used up on the other (`grant_exhausted`); an amount
+//!   an anchored read returned through one replica may be paid through the other; a value the
+//!   session wrote through one replica does not anchor a read through the other.
 //!
 //! Needs PostgreSQL: the server of `SECURECLAW_TEST_PG_URL` (CI sets it; an unreachable server
 //! then fails the test), else `postgres://postgres@127.0.0.1:5432/test` if it answers, else the
@@ -199,6 +203,15 @@ impl Cluster {
     }
 
     fn start_on(backing: Backing, n: usize) -> Self {
+        Self::start_configured(backing, n, "")
+    }
+
+    /// As [`Cluster::start`], with `extra` appended to every replica's configuration.
+    fn start_with(admin: &str, n: usize, extra: &str) -> Self {
+        Self::start_configured(Backing::Postgres(Scratch::create(admin)), n, extra)
+    }
+
+    fn start_configured(backing: Backing, n: usize, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // One key ring for every replica, shared through SECURECLAW_KEYS_FILE.
         let home = dir.path().join("keys-home");
@@ -222,7 +235,7 @@ impl Cluster {
                         // outage, leave previews uncommitted: the per-session pending cap and
                         // rates (tested in gateway/tests/session_limits.rs) are raised so that
                         // they measure recovery, not those limits.
-                        "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[gateway.limits]\nmax_pending_per_session = 1000000\nsession_burst = 1000000\ntool_burst = 1000000\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
+                        "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[gateway.limits]\nmax_pending_per_session = 1000000\nsession_burst = 1000000\ntool_burst = 1000000\n\n[[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n{extra}",
                         office.display().to_string()
                     ),
                 )
@@ -963,4 +976,175 @@ fn bench_commits_per_second() {
         "bench: end; load average {}; fsync p50 {p50} µs, p90 {p90} µs",
         load_average()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-session authorization state across replicas (issues 11 and 13).
+
+const PAY: &str = "office__pay_invoice";
+const READ: &str = "office__read_invoice";
+const DRAFT: &str = "office__save_draft";
+/// INV-42's amount in the seeded demo office.
+const AMOUNT: u64 = 129_900;
+
+/// The demo office's payment setup: the IBAN of a read invoice is an authoritative,
+/// anchoring field that may flow into `pay_invoice`, a financial egress tool; drafts are store
+/// effects whose `to` is their target.
+const PAYMENT_CONFIG: &str = r#"
+[[gateway.classify]]
+upstream = "office"
+tool = "read_invoice"
+path = "/iban"
+label = "payee_iban"
+sensitivity = "high"
+allowed_sinks = ["office__pay_invoice"]
+anchor = true
+
+[[gateway.tools]]
+tool = "office__pay_invoice"
+sink = "egress"
+financial = true
+
+[[gateway.tools]]
+tool = "office__save_draft"
+destructive = false
+targets = ["to"]
+"#;
+
+impl Cluster {
+    /// A session for "Pay invoice INV-42." granting `pay_invoice` (one unconfirmed use).
+    fn pay_session(&self, i: usize) -> String {
+        let v = ok(http(
+            self.port(i),
+            "POST",
+            "/v1/sessions",
+            OPERATOR,
+            &json!({"caller": "replica-payer", "task": {"request": "Pay invoice INV-42.", "granted_tools": [PAY]}}),
+        ));
+        v["session_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `tools/call` of `tool` in `session` on replica `i`.
+    fn call(&self, i: usize, session: &str, tool: &str, arguments: &Value) -> Value {
+        ok(http(
+            self.port(i),
+            "POST",
+            "/v1/call",
+            session,
+            &json!({"tool": tool, "arguments": arguments}),
+        ))
+    }
+
+    /// Read INV-42 on replica `i`: the handle standing for its IBAN.
+    fn read_iban(&self, i: usize, session: &str) -> String {
+        let r = self.call(i, session, READ, &json!({"invoice_id": "INV-42"}));
+        assert_eq!(r["status"], "completed", "{r}");
+        let iban = r["structured_content"]["iban"].as_str().unwrap().to_owned();
+        assert!(iban.starts_with("hdl_"), "{r}");
+        iban
+    }
+
+    /// Payments made, over all replicas' offices.
+    fn payments(&self) -> usize {
+        self.replicas
+            .iter()
+            .filter(|r| r.office.exists())
+            .map(|r| {
+                secureclaw_demo_tools::load_state(&r.office)
+                    .unwrap()
+                    .payments
+                    .len()
+            })
+            .sum()
+    }
+
+    /// The approver display of action `id`, from the shared database.
+    fn display(&self, id: &str) -> String {
+        let rows = query(
+            &self.scratch().url,
+            &format!("SELECT display FROM actions WHERE action_id = '{id}'"),
+        );
+        rows[0].get(0)
+    }
+
+    /// Whether handle `id` is anchored, from the shared database.
+    fn handle_anchored(&self, id: &str) -> bool {
+        let rows = query(
+            &self.scratch().url,
+            &format!("SELECT anchored FROM handles WHERE id = '{id}'"),
+        );
+        rows[0].get(0)
+    }
+}
+
+fn payment(iban: &str) -> Value {
+    json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": AMOUNT})
+}
+
+/// Red-team F11 across replicas: a task that grants one payment pays once without a human.
+/// Used through replica 0, the grant is used up on replica 1 too: the same payment there waits
+/// for a human (`grant_exhausted`) instead of paying twice. The invoice's amount, read through
+/// replica 0 by an anchored read, is known on replica 1 (positive control in a second session:
+/// the first payment through replica 1 runs).
+#[test]
+fn a_grant_used_through_one_replica_is_used_up_on_another() {
+    let Some(admin) = admin_url() else { return };
+    let c = Cluster::start_with(&admin, 2, PAYMENT_CONFIG);
+    let s = c.pay_session(0);
+    let iban = c.read_iban(0, &s);
+    // Positive control: the payment the task grants runs without a human.
+    let r = c.call(0, &s, PAY, &payment(&iban));
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(c.payments(), 1);
+    // The same payment through the other replica: the grant is used up.
+    let r = c.call(1, &s, PAY, &payment(&iban));
+    assert_eq!(r["status"], "pending_confirmation", "{r}");
+    let id = r["recovery"]["action_id"].as_str().unwrap();
+    let display = c.display(id);
+    assert!(display.contains("(grant_exhausted)"), "{display}");
+    assert_eq!(c.payments(), 1, "paid twice without a human");
+    // And through the first replica again, likewise.
+    let r = c.call(0, &s, PAY, &payment(&iban));
+    assert_eq!(r["status"], "pending_confirmation", "{r}");
+    assert_eq!(c.payments(), 1);
+    // Another session: read through replica 0, paid through replica 1. The amount the
+    // anchored read returned is known there, and the grant is this session's own.
+    let s2 = c.pay_session(1);
+    let iban2 = c.read_iban(0, &s2);
+    let r = c.call(1, &s2, PAY, &payment(&iban2));
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(c.payments(), 2);
+    c.audit_verify();
+}
+
+/// Red-team F1/F13 across replicas: a value the session wrote through replica 0 (a draft to
+/// `INV-42`) does not anchor a read of it through replica 1 — the IBAN that read returns is
+/// not anchored. Positive control: the same read in a session that wrote nothing is anchored.
+#[test]
+fn a_value_written_through_one_replica_does_not_anchor_a_read_on_another() {
+    let Some(admin) = admin_url() else { return };
+    let c = Cluster::start_with(&admin, 2, PAYMENT_CONFIG);
+    let control = c.pay_session(0);
+    let iban = c.read_iban(1, &control);
+    assert!(
+        c.handle_anchored(&iban),
+        "positive control: an anchored read"
+    );
+    let s = c.pay_session(0);
+    let r = c.call(
+        0,
+        &s,
+        DRAFT,
+        &json!({"to": "INV-42", "subject": "note", "body": "remember the invoice"}),
+    );
+    assert_eq!(r["status"], "completed", "{r}");
+    let iban = c.read_iban(1, &s);
+    assert!(
+        !c.handle_anchored(&iban),
+        "a value the session wrote through another replica anchored its read"
+    );
+    // The unanchored IBAN does not pay without a human, on either replica.
+    let r = c.call(1, &s, PAY, &payment(&iban));
+    assert_eq!(r["status"], "pending_confirmation", "{r}");
+    assert_eq!(c.payments(), 0);
 }

@@ -51,6 +51,7 @@ pub mod rawjson;
 pub mod recovery;
 pub mod store;
 pub mod summary;
+pub mod task_state;
 pub mod time;
 pub mod vault;
 

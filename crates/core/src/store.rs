@@ -15,6 +15,8 @@
 //! - [`AuditSink`]: the hash-chained audit log;
 //! - [`SpeculationStore`]: speculation state shared by replicas (the per-session disclosure
 //!   budget);
+//! - [`TaskStateStore`]: per-session authorization state shared by replicas (uses of limited
+//!   task grants, amounts anchored reads returned, the values the session wrote);
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
 //!
 //! The traits are asynchronous because the implementations do I/O; they are object safe
@@ -520,14 +522,149 @@ pub trait SpeculationStore: Send + Sync {
     async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError>;
 }
 
+/// Bounds of one session's written set (`max_written_values_per_session`,
+/// `max_written_bytes_per_session` in the gateway's limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenBounds {
+    /// Most values one session's set holds.
+    pub max_values: u64,
+    /// Most bytes (sum of the values' UTF-8 lengths) one session's set holds.
+    pub max_bytes: u64,
+}
+
+/// One value to add to a session's written set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenValue {
+    /// Its keyed digest under the active handle key
+    /// ([`crate::task_state::state_digest`] with [`crate::task_state::StateDigest::Written`]).
+    pub digest: String,
+    /// The value itself; stored sealed, never in clear.
+    pub value: String,
+}
+
+/// Values of a session's written set, in the order they were added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenRows {
+    /// `(seq, value)`: per-session sequence numbers from 1, gap-free, in increasing order.
+    pub values: Vec<(u64, String)>,
+    /// The set reached a bound (or was marked full): every value counts as written.
+    pub full: bool,
+}
+
+/// Per-session authorization state shared by every gateway on the store (issue 11 findings
+/// F1 and F11, issue 13 item 4), kept in the store so that a replica cannot grant, anchor or
+/// reuse what another replica's decisions already used up ([`crate::task_state`]):
+///
+/// - **grant uses**: unconfirmed uses of a limited task grant, counted once across replicas;
+/// - **read amounts**: keyed digests of the amounts that anchored reads returned;
+/// - the **written set**: the values the session's store effects wrote, bounded per session;
+///   membership by keyed digest, the values sealed with the vault key (AEAD, a fresh random
+///   nonce per value, the session and digest as associated data) and readable incrementally
+///   for the gateway's substring tests.
+///
+/// Everything here only grows: counters never decrease, digests and values are never removed,
+/// and a full written set never becomes un-full. Callers fail closed on every error (a grant
+/// not taken needs a human; an unknown written set counts as full).
+#[async_trait]
+pub trait TaskStateStore: Send + Sync {
+    /// Unconfirmed uses of grant `grant` (the task's `granted_tools` entry) taken in `session`
+    /// so far; 0 if none.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn grant_uses(&self, session: &str, grant: &str) -> Result<u64, StoreError>;
+
+    /// Take one unconfirmed use of grant `grant` in `session` if fewer than `limit` are taken,
+    /// in one atomic step across every connection and replica (insert-if-absent and
+    /// conditional increment in one statement): of callers racing for the last use, exactly
+    /// one gets `true`. `false` when `limit` uses are taken (nothing is counted; `limit` 0
+    /// never grants).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn take_grant_use(
+        &self,
+        session: &str,
+        grant: &str,
+        limit: u64,
+    ) -> Result<bool, StoreError>;
+
+    /// Record `digests` ([`crate::task_state::StateDigest::Amount`]) as amounts that anchored
+    /// reads of `session` returned. Idempotent.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn note_amounts(&self, session: &str, digests: &[String]) -> Result<(), StoreError>;
+
+    /// Whether any of `digests` (one amount under every live key,
+    /// [`crate::task_state::state_lookup_digests`]) is recorded for `session`; `false` for none.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn amount_known(&self, session: &str, digests: &[String]) -> Result<bool, StoreError>;
+
+    /// Add `values` to the written set of `session`, in order, atomically (one transaction,
+    /// serialized per session across replicas). A value whose digest is already in the set is
+    /// skipped. Once adding a value would exceed `bounds` the set becomes full and nothing more
+    /// is added, ever. Returns whether the set is full afterwards.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] without a vault key; [`StoreError::Unavailable`];
+    /// [`StoreError::Corrupt`].
+    async fn add_written(
+        &self,
+        session: &str,
+        values: &[WrittenValue],
+        bounds: WrittenBounds,
+    ) -> Result<bool, StoreError>;
+
+    /// Mark the written set of `session` full (its values could not all be recorded): from now
+    /// on every value counts as written.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn mark_written_full(&self, session: &str) -> Result<(), StoreError>;
+
+    /// Whether the written set of `session` is full or holds any of `digests` (one value under
+    /// every live key, [`crate::task_state::state_lookup_digests`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn wrote_any(&self, session: &str, digests: &[String]) -> Result<bool, StoreError>;
+
+    /// The values of the written set of `session` with `seq > after_seq`, unsealed, and whether
+    /// the set is full. A caller that keeps the values it has seen asks only for the rows after
+    /// its last `seq`: rows are appended with the next `seq` under a per-session lock, so
+    /// whoever sees `seq` n sees every row below n.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if a value does not decrypt (tampered, moved to another row or
+    /// session, wrong key); [`StoreError::Key`] if its vault key is unknown or retired;
+    /// [`StoreError::Unavailable`].
+    async fn written_since(&self, session: &str, after_seq: u64)
+    -> Result<WrittenRows, StoreError>;
+}
+
 /// Everything the gateway stores, as one object (`Arc<dyn Store>`). Implemented for every
 /// type that implements the parts.
 pub trait Store:
-    SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink + SpeculationStore
+    SessionStore
+    + VaultStore
+    + ActionStore
+    + LedgerStore
+    + AuditSink
+    + SpeculationStore
+    + TaskStateStore
 {
 }
 
 impl<T> Store for T where
-    T: SessionStore + VaultStore + ActionStore + LedgerStore + AuditSink + SpeculationStore
+    T: SessionStore
+        + VaultStore
+        + ActionStore
+        + LedgerStore
+        + AuditSink
+        + SpeculationStore
+        + TaskStateStore
 {
 }

@@ -267,15 +267,11 @@ struct Inner {
     pending: limits::PendingSlots,
     /// Call rates per session and per (session, tool).
     rates: limits::RateLimiter,
-    /// Per session: the objects its store effects wrote (never anchoring when read back).
-    written: std::sync::Mutex<std::collections::HashMap<String, WrittenValues>>,
-    /// Per (session, grant entry): unconfirmed uses of a limited grant so far (red-team
-    /// finding F11: a grant covers what the task asked, not every use of the tool).
-    grant_uses: std::sync::Mutex<std::collections::HashMap<(String, String), u64>>,
-    /// Per session: the amounts (decimal text) found under amount-like keys in results of
-    /// reads the task anchored (`read_invoice INV-42` for "Pay invoice INV-42").
-    read_amounts:
-        std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    /// Per session: this process's copy of the session's written set, refreshed from the
+    /// store (only the rows after `seq`) before every decision that reads it. The store is the
+    /// truth, shared by every replica ([`secureclaw_core::store::TaskStateStore`]): grant uses,
+    /// read amounts and written values live there, not in this process.
+    written_cache: std::sync::Mutex<std::collections::HashMap<String, WrittenCache>>,
     /// Prometheus metrics and the approve command (see `telemetry`).
     metrics: telemetry::Metrics,
 }
@@ -305,35 +301,20 @@ impl ObjectMark {
     }
 }
 
-/// The values one session's store effects wrote, bounded (`max_written_values_per_session`,
-/// `max_written_bytes_per_session`; red-team F13). Once a bound is reached the set is `full`
-/// and stops growing, and every later value counts as written: a read of the session is then
-/// never anchored. That fails closed — forgetting a written value could let the session
-/// anchor it by reading it back; treating unknown values as written only costs the session
-/// anchoring (its reads of named objects need confirmation instead).
+/// The values one session's store effects wrote, as far as this process has read them from
+/// the store. Bounded in the store (`max_written_values_per_session`,
+/// `max_written_bytes_per_session`; red-team F13): once a bound is reached the set is `full`
+/// and stops growing, and every later value counts as written — a read of the session is then
+/// never anchored and every value it returns gets a fresh handle. That fails closed:
+/// forgetting a written value could let the session anchor it by reading it back; treating
+/// unknown values as written only costs the session anchoring. Rows are only ever appended and
+/// `full` never clears, so this copy is always a prefix of the store's set.
 #[derive(Debug, Default)]
-struct WrittenValues {
-    values: std::collections::HashSet<String>,
-    bytes: usize,
+struct WrittenCache {
+    /// The highest `seq` read so far.
+    seq: u64,
+    values: Vec<String>,
     full: bool,
-}
-
-impl WrittenValues {
-    fn add(&mut self, value: String, max_values: usize, max_bytes: usize) {
-        if self.full || self.values.contains(&value) {
-            return;
-        }
-        if self.values.len() >= max_values || self.bytes.saturating_add(value.len()) > max_bytes {
-            self.full = true;
-            return;
-        }
-        self.bytes += value.len();
-        self.values.insert(value);
-    }
-
-    fn contains(&self, value: &str) -> bool {
-        self.full || self.values.contains(value)
-    }
 }
 
 impl std::fmt::Debug for Gateway {
@@ -437,9 +418,7 @@ impl Gateway {
                 speculation,
                 pending: limits::PendingSlots::default(),
                 rates,
-                written: std::sync::Mutex::default(),
-                grant_uses: std::sync::Mutex::default(),
-                read_amounts: std::sync::Mutex::default(),
+                written_cache: std::sync::Mutex::default(),
                 metrics,
             }),
         };
@@ -860,7 +839,7 @@ impl Gateway {
             }
         }
         let qualified = format!("{}__{}", entry.upstream, entry.name);
-        let (grant, grant_withheld) = self.grant_for(session, &entry, &qualified, arguments);
+        let (grant, grant_withheld) = self.grant_for(session, &entry, &qualified, arguments).await;
         let granted = grant.is_some() && grant_withheld.is_none();
         let policy_request = PolicyRequest {
             caller: session.caller.clone(),
@@ -1214,7 +1193,9 @@ impl Gateway {
     /// targets and object ids must still be anchored). A granted financial effect's amounts
     /// must be at most the task's `max_amount` when it has one; otherwise each must be named in
     /// the request text or come from a read the task anchored (the invoice's own amount).
-    fn grant_for(
+    /// Uses are counted in the store, once across every replica; if the store cannot say how
+    /// many were taken, the grant counts as exhausted (fail closed: a human decides).
+    async fn grant_for(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
@@ -1240,17 +1221,18 @@ impl Gateway {
             return (None, None);
         };
         if let Some(limit) = limit {
-            let used = self.inner.grant_uses.lock().map_or(u64::MAX, |m| {
-                m.get(&(session.id.clone(), key.clone()))
-                    .copied()
-                    .unwrap_or(0)
-            });
+            let used = self
+                .inner
+                .store
+                .grant_uses(&session.id, &key)
+                .await
+                .unwrap_or(u64::MAX);
             if used >= limit {
                 return (Some((key, Some(limit))), Some("grant_exhausted"));
             }
         }
         let withheld = if entry.financial {
-            self.amount_withheld(session, arguments)
+            self.amount_withheld(session, arguments).await
         } else {
             None
         };
@@ -1258,7 +1240,9 @@ impl Gateway {
     }
 
     /// Why a granted financial effect's amounts are not covered by the task, if they are not.
-    fn amount_withheld(
+    /// Amounts anchored reads returned are looked up in the store by keyed digest; a failed
+    /// lookup leaves the amount unanchored (fail closed).
+    async fn amount_withheld(
         &self,
         session: &SessionRecord,
         arguments: &Map<String, Value>,
@@ -1281,11 +1265,7 @@ impl Gateway {
                 .request
                 .split_whitespace()
                 .any(|w| w.trim_matches(|c: char| !c.is_ascii_digit()) == a && !a.is_empty());
-            let read = self
-                .inner
-                .read_amounts
-                .lock()
-                .is_ok_and(|m| m.get(&session.id).is_some_and(|set| set.contains(&a)));
+            let read = !named && self.amount_known(session, &a).await;
             if !(named || read) {
                 return Some("amount_unanchored");
             }
@@ -1293,22 +1273,46 @@ impl Gateway {
         None
     }
 
-    /// Count one unconfirmed use of a limited grant; `false` if it is used up (two concurrent
-    /// previews cannot both take the last use).
-    fn take_grant(&self, session: &SessionRecord, key: &str, limit: u64) -> bool {
-        let Ok(mut m) = self.inner.grant_uses.lock() else {
+    /// Whether an anchored read of this session returned `amount` (keyed digests under every
+    /// live handle key); `false` if the store or the key ring fails.
+    async fn amount_known(&self, session: &SessionRecord, amount: &str) -> bool {
+        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
+            &self.inner.keys,
+            secureclaw_core::task_state::StateDigest::Amount,
+            &session.id,
+            amount,
+        ) else {
             return false;
         };
-        let used = m.entry((session.id.clone(), key.to_owned())).or_insert(0);
-        if *used >= limit {
-            return false;
-        }
-        *used += 1;
-        true
+        self.inner
+            .store
+            .amount_known(&session.id, &digests)
+            .await
+            .unwrap_or(false)
     }
 
-    /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]).
-    fn note_read_amounts(&self, session: &SessionRecord, output: &ToolOutput) {
+    /// Count one unconfirmed use of a limited grant in the store; `false` if it is used up or
+    /// the store fails (two concurrent previews, on one replica or two, cannot both take the
+    /// last use).
+    async fn take_grant(&self, session: &SessionRecord, key: &str, limit: u64) -> bool {
+        match self
+            .inner
+            .store
+            .take_grant_use(&session.id, key, limit)
+            .await
+        {
+            Ok(taken) => taken,
+            Err(e) => {
+                tracing::error!(error = %e, "taking a grant use failed; the call needs a human");
+                false
+            }
+        }
+    }
+
+    /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]), as keyed
+    /// digests in the store. A failure is logged and otherwise harmless: an amount the store
+    /// does not know needs a human.
+    async fn note_read_amounts(&self, session: &SessionRecord, output: &ToolOutput) {
         let mut amounts = Vec::new();
         if let Some(v) = &output.structured {
             amount_values(v, false, &mut amounts);
@@ -1325,22 +1329,43 @@ impl Gateway {
         if amounts.is_empty() {
             return;
         }
-        if let Ok(mut m) = self.inner.read_amounts.lock() {
-            m.entry(session.id.clone()).or_default().extend(amounts);
+        let digests: Result<Vec<String>, _> = amounts
+            .iter()
+            .map(|a| {
+                secureclaw_core::task_state::state_digest(
+                    &self.inner.keys,
+                    secureclaw_core::task_state::StateDigest::Amount,
+                    &session.id,
+                    a,
+                )
+            })
+            .collect();
+        let noted = match digests {
+            Ok(d) => self
+                .inner
+                .store
+                .note_amounts(&session.id, &d)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = noted {
+            tracing::warn!(error = %e, "recording read amounts failed; they will need a human");
         }
     }
 
     /// Remember the objects a store effect of this session is about to write (the strings in
     /// its target fields and the identifiers in its arguments): a later read of them is never
     /// anchored, so the session cannot anchor a value by writing it and reading it back
-    /// (DESIGN.md §3: objects the session itself wrote never confer anchoring). Recorded before
-    /// dispatch, since a write whose outcome is unknown may have happened.
+    /// (DESIGN.md §3: objects the session itself wrote never confer anchoring). Recorded in the
+    /// store, for every replica, before dispatch, since a write whose outcome is unknown may
+    /// have happened. `Err` if the store could not record them: the effect must not run.
     async fn note_written(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
         arguments: &Map<String, Value>,
-    ) {
+    ) -> Result<(), ()> {
         let mut values: Vec<String> = Vec::new();
         // The call passed `max_targets_per_call` in prepare(); past it (not expected), the
         // session's written set is marked full below, which fails closed.
@@ -1365,24 +1390,81 @@ impl Gateway {
             }
             values.push(value);
         }
-        let limits = &self.inner.config.limits;
-        if let Ok(mut written) = self.inner.written.lock() {
-            let set = written.entry(session.id.clone()).or_default();
-            set.full |= overflow;
-            for v in values {
-                set.add(
-                    v,
-                    limits.max_written_values_per_session,
-                    limits.max_written_bytes_per_session,
-                );
+        let store = &self.inner.store;
+        let recorded = if overflow {
+            store.mark_written_full(&session.id).await
+        } else {
+            let mut rows = Vec::with_capacity(values.len());
+            for value in values {
+                let digest = secureclaw_core::task_state::state_digest(
+                    &self.inner.keys,
+                    secureclaw_core::task_state::StateDigest::Written,
+                    &session.id,
+                    &value,
+                )
+                .map_err(|e| {
+                    tracing::error!(error = %e, "no handle key for the written set");
+                })?;
+                rows.push(secureclaw_core::store::WrittenValue { digest, value });
+            }
+            let limits = &self.inner.config.limits;
+            let bounds = secureclaw_core::store::WrittenBounds {
+                max_values: u64::try_from(limits.max_written_values_per_session)
+                    .unwrap_or(u64::MAX),
+                max_bytes: u64::try_from(limits.max_written_bytes_per_session).unwrap_or(u64::MAX),
+            };
+            store
+                .add_written(&session.id, &rows, bounds)
+                .await
+                .map(|_| ())
+        };
+        recorded.map_err(|e| {
+            tracing::error!(error = %e, "recording the written set failed; the effect does not run");
+        })
+    }
+
+    /// This session's written set as the store holds it now (this process's copy, refreshed
+    /// with the rows it has not seen): its values and whether it is full. Full if the store
+    /// fails (fail closed: every value then counts as the session's own).
+    async fn written_values(&self, session: &SessionRecord) -> (Vec<String>, bool) {
+        let seen = self
+            .inner
+            .written_cache
+            .lock()
+            .ok()
+            .map(|c| c.get(&session.id).map_or(0, |w| w.seq));
+        let Some(seen) = seen else {
+            return (Vec::new(), true);
+        };
+        let rows = match self.inner.store.written_since(&session.id, seen).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the written set failed; treated as full");
+                return (Vec::new(), true);
+            }
+        };
+        let Ok(mut cache) = self.inner.written_cache.lock() else {
+            return (Vec::new(), true);
+        };
+        if rows.values.is_empty() && !rows.full && !cache.contains_key(&session.id) {
+            return (Vec::new(), false);
+        }
+        let w = cache.entry(session.id.clone()).or_default();
+        for (seq, value) in rows.values {
+            // Another refresh may have appended these rows meanwhile.
+            if seq > w.seq {
+                w.seq = seq;
+                w.values.push(value);
             }
         }
+        w.full |= rows.full;
+        (w.values.clone(), w.full)
     }
 
     /// The text the runtime supplied for this call (F1): every string and key of its
     /// arguments (as sent and normalized, handle ids aside) and the values the session wrote
     /// before; `fresh_all` when the arguments hold anything address-like.
-    fn runtime_text(
+    async fn runtime_text(
         &self,
         session: &SessionRecord,
         arguments: &Map<String, Value>,
@@ -1414,13 +1496,8 @@ impl Gateway {
         out.retain(|s| !s.trim().is_empty());
         // A full written set stands for "anything may be the session's own text": every value
         // of the result gets a fresh handle (fail closed, like its reads being unanchored).
-        let mut written_full = false;
-        if let Ok(w) = self.inner.written.lock()
-            && let Some(set) = w.get(&session.id)
-        {
-            out.extend(set.values.iter().cloned());
-            written_full = set.full;
-        }
+        let (written, written_full) = self.written_values(session).await;
+        out.extend(written);
         // Past this much text a substring test per vaulted value costs too much: treat every
         // value of the result as the runtime's (fresh handles only).
         const MAX_RUNTIME_TEXT: usize = 64 * 1024;
@@ -1433,11 +1510,22 @@ impl Gateway {
         }
     }
 
-    fn wrote(&self, session: &SessionRecord, value: &str) -> bool {
-        self.inner.written.lock().map_or(true, |w| {
-            w.get(&session.id)
-                .is_some_and(|set| set.contains(value.trim()))
-        })
+    /// Whether this session wrote `value` (keyed digests under every live handle key, looked up
+    /// in the store), or its written set is full; `true` if the store or key ring fails.
+    async fn wrote(&self, session: &SessionRecord, value: &str) -> bool {
+        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
+            &self.inner.keys,
+            secureclaw_core::task_state::StateDigest::Written,
+            &session.id,
+            value.trim(),
+        ) else {
+            return true;
+        };
+        self.inner
+            .store
+            .wrote_any(&session.id, &digests)
+            .await
+            .unwrap_or(true)
     }
 
     /// A read is anchored when every scalar in its arguments — strings and numbers (as their
@@ -1474,17 +1562,17 @@ impl Gateway {
             return false;
         }
         for s in &all {
-            if self.wrote(session, s) {
+            if self.wrote(session, s).await {
                 return false;
             }
             let refs = find_handles(&Value::String(s.clone()));
             let anchored = match refs.as_slice() {
                 [] => is_anchored(s, &session.envelope, &self.inner.config.trusted_targets),
                 [(_, id)] if id.0 == s.trim() => match records.iter().find(|r| &r.id == id) {
-                    Some(r) if r.anchored => self
-                        .handle_plaintext(r)
-                        .await
-                        .is_some_and(|plain| !self.wrote(session, &plain)),
+                    Some(r) if r.anchored => match self.handle_plaintext(r).await {
+                        Some(plain) => !self.wrote(session, &plain).await,
+                        None => false,
+                    },
                     _ => false,
                 },
                 _ => false,
@@ -1533,7 +1621,7 @@ impl Gateway {
         } else {
             ReasonCode::StoreUnavailable
         };
-        let runtime = self.runtime_text(session, runtime_args);
+        let runtime = self.runtime_text(session, runtime_args).await;
         let d = Declassifier {
             keys: &self.inner.keys,
             runtime: &runtime,
@@ -1733,7 +1821,7 @@ impl Gateway {
                         records: &prepared.handle_records,
                     };
                     if anchored {
-                        self.note_read_amounts(session, &output);
+                        self.note_read_amounts(session, &output).await;
                     }
                     self.finish(
                         session,
@@ -1875,7 +1963,7 @@ impl Gateway {
             (&decision, &prepared.grant)
             && policy_request.granted
             && (entry.destructive || entry.financial)
-            && !self.take_grant(session, key, *limit)
+            && !self.take_grant(session, key, *limit).await
         {
             let mut without = policy_request.clone();
             without.granted = false;
@@ -2200,9 +2288,27 @@ impl Gateway {
         // The action is spent (the ledger marked it): it no longer waits.
         self.inner.pending.release(&session.id, action_id);
         let binding = proof.binding().clone();
-        if entry.sink == SinkKind::Store {
-            // What is written is what the executor sends: the bound canonical form.
-            self.note_written(session, &entry, &proof.request().inputs.arguments)
+        // What is written is what the executor sends: the bound canonical form. If the store
+        // cannot record it, nothing is sent (the action is spent: `failed`).
+        if entry.sink == SinkKind::Store
+            && self
+                .note_written(session, &entry, &proof.request().inputs.arguments)
+                .await
+                .is_err()
+        {
+            let _ = self
+                .inner
+                .store
+                .mark_failed(action_id, "store_unavailable", self.now())
+                .await;
+            return self
+                .deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    ReasonCode::StoreUnavailable,
+                    Some(action_id),
+                )
                 .await;
         }
         let (mut resolver, pairs) = self

@@ -378,6 +378,9 @@ struct Deployment {
     store: Arc<SqliteStore>,
     retail: Arc<Retail>,
     gw: Gateway,
+    /// A second gateway on the same database file and upstream (another replica).
+    replica: Gateway,
+    db: std::path::PathBuf,
 }
 
 async fn deploy() -> Deployment {
@@ -390,7 +393,8 @@ async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
     let keys = Arc::new(KeyRing::generate(&mut |b: &mut [u8]| {
         getrandom::fill(b).unwrap();
     }));
-    let store = Arc::new(SqliteStore::open(&dir.path().join("sc.db"), keys.clone()).unwrap());
+    let db = dir.path().join("sc.db");
+    let store = Arc::new(SqliteStore::open(&db, keys.clone()).unwrap());
     let mut config: GatewayConfig = toml::from_str(OPERATOR_CONFIG).unwrap();
     adjust(&mut config);
     let retail = Arc::new(Retail {
@@ -410,8 +414,19 @@ async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
     };
     let (specs, connector) = in_process(vec![(spec, up)]);
     let gw = Gateway::start(
-        keys,
+        keys.clone(),
         store.clone(),
+        Arc::new(CedarPolicy::load(&[]).unwrap()),
+        config.clone(),
+        specs.clone(),
+        &connector,
+        Arc::new(|| UnixMillis(1_800_000_000_000)),
+    )
+    .await
+    .unwrap();
+    let replica = Gateway::start(
+        keys.clone(),
+        Arc::new(SqliteStore::open(&db, keys).unwrap()),
         Arc::new(CedarPolicy::load(&[]).unwrap()),
         config,
         specs,
@@ -425,6 +440,8 @@ async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
         store,
         retail,
         gw,
+        replica,
+        db,
     }
 }
 
@@ -452,11 +469,21 @@ impl Deployment {
     }
 
     async fn call(&self, s: &SessionRecord, tool: &str, args: Value) -> CallOutcome {
+        self.call_on(&self.gw, s, tool, args).await
+    }
+
+    /// [`Deployment::call`] through gateway `gw` (the main one or the replica).
+    async fn call_on(
+        &self,
+        gw: &Gateway,
+        s: &SessionRecord,
+        tool: &str,
+        args: Value,
+    ) -> CallOutcome {
         let Value::Object(args) = args else {
             panic!("arguments must be an object")
         };
-        let o = self
-            .gw
+        let o = gw
             .call(
                 s,
                 &format!("retail__{tool}"),
@@ -492,7 +519,12 @@ impl Deployment {
     }
 
     async fn read(&self, s: &SessionRecord, tool: &str, args: Value) -> Value {
-        match self.call(s, tool, args).await {
+        self.read_on(&self.gw, s, tool, args).await
+    }
+
+    /// [`Deployment::read`] through gateway `gw` (the main one or the replica).
+    async fn read_on(&self, gw: &Gateway, s: &SessionRecord, tool: &str, args: Value) -> Value {
+        match self.call_on(gw, s, tool, args).await {
             CallOutcome::Completed { output, .. } => {
                 assert!(!output.is_error, "{tool}: {output:?}");
                 output.structured.clone().unwrap()
@@ -934,4 +966,73 @@ fn in_process(
             })
     };
     (specs, connector)
+}
+
+/// Issue 13: the written set lives in the store. A value the session wrote through one gateway
+/// (the user's address, to the user's record) does not anchor a read of the record through
+/// another gateway on the same database, and the address that read returns is neither
+/// anchored nor on its old handle. Positive control: before the write, the same read through
+/// the other gateway is anchored.
+#[tokio::test]
+async fn a_value_written_through_one_gateway_does_not_anchor_on_another() {
+    let d = deploy().await;
+    let s = d.session().await;
+    let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
+    let u = d.read(&s, "find_user_id_by_name_zip", lookup).await["user_id"].clone();
+    let profile = d
+        .read_on(&d.replica, &s, "get_user_details", json!({"user_id": u}))
+        .await;
+    assert!(
+        d.anchored(&profile["address"]["address1"]),
+        "positive control"
+    );
+    assert!(d.anchored(&profile["orders"][0]), "positive control");
+    let address = address_args(&profile["address"]);
+    ran(&d
+        .call(
+            &s,
+            "modify_user_address",
+            with(address, json!({"user_id": u})),
+        )
+        .await);
+    let again = d
+        .read_on(&d.replica, &s, "get_user_details", json!({"user_id": u}))
+        .await;
+    assert!(!d.anchored(&again["address"]["address1"]), "{again}");
+    assert_ne!(again["address"]["address1"], profile["address"]["address1"]);
+    assert!(!d.anchored(&again["orders"][0]), "{again}");
+}
+
+/// The written set fails closed: with its values unavailable (the table dropped behind the
+/// store's back) a store effect is not sent (`store_unavailable`: what it writes cannot be
+/// recorded), and a read that would be anchored is not (every value may be the session's
+/// own). The positive control is the first read, anchored while the store works.
+#[tokio::test]
+async fn an_unavailable_written_set_fails_closed() {
+    let d = deploy().await;
+    let s = d.session().await;
+    let lookup = json!({"first_name": "Mia", "last_name": "Garcia", "zip": "46229"});
+    let u = d.read(&s, "find_user_id_by_name_zip", lookup).await["user_id"].clone();
+    let profile = d.read(&s, "get_user_details", json!({"user_id": u})).await;
+    assert!(d.anchored(&profile["orders"][0]), "positive control");
+    rusqlite::Connection::open(&d.db)
+        .unwrap()
+        .execute_batch("DROP TABLE written_values")
+        .unwrap();
+    let o = d
+        .call(
+            &s,
+            "modify_user_address",
+            with(address_args(&profile["address"]), json!({"user_id": u})),
+        )
+        .await;
+    match &o {
+        CallOutcome::Denied(r) => assert_eq!(r.reason, ReasonCode::StoreUnavailable, "{r:?}"),
+        other => panic!("expected store_unavailable, got {other:?}"),
+    }
+    assert_eq!(d.effects(), 0, "nothing was written");
+    let again = d
+        .read_on(&d.replica, &s, "get_user_details", json!({"user_id": u}))
+        .await;
+    assert!(!d.anchored(&again["orders"][0]), "{again}");
 }

@@ -6,7 +6,8 @@
 //! - F11: a grant covers what the task asked, not every use of the tool: the object ids of a
 //!   financial effect are targets, a financial grant covers one unconfirmed use per task
 //!   unless it says otherwise (`tool#N`), and its amount must be under the task's ceiling or
-//!   come from the task (its text or a read it anchored);
+//!   come from the task (its text or a read it anchored); uses and read amounts are kept in
+//!   the store, so they hold across gateways sharing it, and fail closed;
 //! - F1: text the runtime supplied never lands on an existing handle (no equality oracle),
 //!   while a value that only came from upstreams keeps its handle.
 #![allow(
@@ -141,6 +142,54 @@ async fn a_grant_covers_the_payment_the_task_names_once() {
     // The grant was not used by the held calls: the named payment still runs.
     completed(&h.call(&s2, PAY, pay("INV-42", &iban2, AMOUNT), None).await);
     assert_eq!(h.payments(), 2);
+}
+
+/// Issue 13: grant uses and read amounts live in the store, not in one gateway's memory. A
+/// second gateway on the same database (another replica, or this one restarted) finds the
+/// grant used up (`grant_exhausted`: the payment waits for a human instead of running twice),
+/// and knows the amount an anchored read returned through the first (positive control: the
+/// granted payment of a second session runs there).
+#[tokio::test]
+async fn grant_uses_and_read_amounts_hold_across_gateways_on_one_store() {
+    let h = Harness::new().await;
+    let other = h.restarted().await;
+    let s = pay_session(&h, &[PAY], None).await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    completed(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    assert_eq!(h.payments(), 1);
+    let o = call_on(&other, &s, PAY, pay("INV-42", &iban, AMOUNT), None).await;
+    let id = assert_pending(&o);
+    assert!(display(&h, &id).await.contains("(grant_exhausted)"));
+    assert_eq!(h.payments(), 1, "paid twice without a human");
+    let s2 = pay_session(&h, &[PAY], None).await;
+    let iban2 = handle_at(&h.read_invoice(&s2, "INV-42").await, "iban");
+    completed(&call_on(&other, &s2, PAY, pay("INV-42", &iban2, AMOUNT), None).await);
+    assert_eq!(h.payments(), 2);
+}
+
+/// Grant uses and read amounts fail closed: with the grant counter unreadable the granted
+/// payment waits for a human (`grant_exhausted`), and with the read amounts unavailable the
+/// invoice's amount is not anchored (`amount_unanchored`). (The tables are dropped behind the
+/// store's back, so every statement on them fails.) The positive control is
+/// [`a_grant_covers_the_payment_the_task_names_once`].
+#[tokio::test]
+async fn task_state_store_failures_need_a_human() {
+    for (table, reason) in [
+        ("grant_uses", "(grant_exhausted)"),
+        ("read_amounts", "(amount_unanchored)"),
+    ] {
+        let h = Harness::new().await;
+        let s = pay_session(&h, &[PAY], None).await;
+        rusqlite::Connection::open(&h.db)
+            .unwrap()
+            .execute_batch(&format!("DROP TABLE {table}"))
+            .unwrap();
+        let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+        let id = assert_pending(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+        let display = display(&h, &id).await;
+        assert!(display.contains(reason), "{table}: {display}");
+        assert_eq!(h.payments(), 0, "{table}");
+    }
 }
 
 #[tokio::test]

@@ -21,6 +21,11 @@
 //! - the speculation budget ([`speculation_budget`]), charged once under concurrency
 //!   ([`budget_charged_once_under_concurrency`]);
 //! - vault plaintext never in the stored bytes ([`vault_ciphertext_never_in_clear`]);
+//! - per-session task state: grant uses ([`grant_uses`]), taken once under concurrency
+//!   ([`grant_use_taken_once_under_concurrency`]); read amounts ([`read_amounts`]); the bounded
+//!   written set ([`written_set`], [`written_set_bounds`]), appended gap-free under
+//!   concurrency ([`written_set_appends_under_concurrency`]), its values never in clear
+//!   ([`written_values_never_in_clear`]);
 //! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
 //!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
 //!   every implementation to that.
@@ -31,8 +36,10 @@ use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
 use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::store::{
-    ActionRecord, ApprovalState, LedgerState, SessionRecord, Store, StoreError,
+    ActionRecord, ApprovalState, LedgerState, SessionRecord, Store, StoreError, WrittenBounds,
+    WrittenValue,
 };
+use secureclaw_core::task_state::{StateDigest, state_digest};
 use secureclaw_core::{ActionId, ReasonCode, TaskEnvelope, UnixMillis};
 use std::sync::Arc;
 
@@ -1029,6 +1036,528 @@ pub async fn budget_charged_once_under_concurrency(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// Grant uses: 0 for a grant never used; each take under the limit counts one; at the limit
+/// nothing is counted (`false`); limit 0 never grants; counts are per session and per grant,
+/// and seen through another connection (another replica), which cannot take them again.
+///
+/// # Errors
+/// The broken contract.
+pub async fn grant_uses(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let pay = "office__pay_invoice";
+    ensure!(
+        store
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 0,
+        "a grant never used has 0 uses"
+    );
+    ensure!(
+        !store
+            .take_grant_use("s1", pay, 0)
+            .await
+            .map_err(fail("take"))?,
+        "limit 0 never grants"
+    );
+    ensure!(
+        store
+            .take_grant_use("s1", pay, 2)
+            .await
+            .map_err(fail("take"))?,
+        "the first use under the limit is taken"
+    );
+    ensure!(
+        store
+            .take_grant_use("s1", pay, 2)
+            .await
+            .map_err(fail("take"))?,
+        "the second use under the limit is taken"
+    );
+    ensure!(
+        !store
+            .take_grant_use("s1", pay, 2)
+            .await
+            .map_err(fail("take"))?,
+        "a use at the limit is refused"
+    );
+    let other = s.reopen().await?;
+    ensure!(
+        other
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 2,
+        "another connection sees the uses"
+    );
+    ensure!(
+        !other
+            .take_grant_use("s1", pay, 2)
+            .await
+            .map_err(fail("take"))?,
+        "another connection cannot take them again"
+    );
+    ensure!(
+        other
+            .take_grant_use("s1", pay, u64::MAX)
+            .await
+            .map_err(fail("take"))?,
+        "a higher limit counts on from the stored uses"
+    );
+    ensure!(
+        store
+            .grant_uses("s1", pay)
+            .await
+            .map_err(fail("grant_uses"))?
+            == 3,
+        "the stored count is 3"
+    );
+    ensure!(
+        store
+            .take_grant_use("s2", pay, 1)
+            .await
+            .map_err(fail("take"))?
+            && store
+                .take_grant_use("s1", "office__send_email", 1)
+                .await
+                .map_err(fail("take"))?,
+        "uses are per session and per grant"
+    );
+    Ok(())
+}
+
+/// Many tasks on several independent connections race for the one use of a grant: exactly
+/// one takes it, and the stored count is 1.
+///
+/// # Errors
+/// The broken contract.
+pub async fn grant_use_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..32usize {
+        let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            st.take_grant_use("raced", "office__pay_invoice", 1).await
+        });
+    }
+    let mut wins = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.map_err(|e| format!("task: {e}"))? {
+            Ok(true) => wins += 1,
+            Ok(false) => {}
+            Err(e) => return Err(format!("a take must not fail: {e}")),
+        }
+    }
+    ensure!(wins == 1, "exactly one task must take the use, {wins} did");
+    let used = s
+        .reopen()
+        .await?
+        .grant_uses("raced", "office__pay_invoice")
+        .await
+        .map_err(fail("grant_uses"))?;
+    ensure!(used == 1, "the stored count must be 1, is {used}");
+    Ok(())
+}
+
+fn digest(
+    s: &dyn Subject,
+    kind: StateDigest,
+    session: &str,
+    value: &str,
+) -> Result<String, String> {
+    state_digest(&s.keys(), kind, session, value).map_err(|e| format!("digest: {e}"))
+}
+
+fn written(s: &dyn Subject, session: &str, value: &str) -> Result<WrittenValue, String> {
+    Ok(WrittenValue {
+        digest: digest(s, StateDigest::Written, session, value)?,
+        value: value.to_owned(),
+    })
+}
+
+const ROOMY: WrittenBounds = WrittenBounds {
+    max_values: 1000,
+    max_bytes: 1 << 20,
+};
+
+/// Read amounts: unknown until noted; noting is idempotent; per session; an empty lookup is
+/// `false`; seen through another connection.
+///
+/// # Errors
+/// The broken contract.
+pub async fn read_amounts(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let a = digest(s, StateDigest::Amount, "s1", "129900")?;
+    let b = digest(s, StateDigest::Amount, "s1", "48750")?;
+    ensure!(
+        !store
+            .amount_known("s1", std::slice::from_ref(&a))
+            .await
+            .map_err(fail("amount_known"))?,
+        "an amount never noted is unknown"
+    );
+    store
+        .note_amounts("s1", &[a.clone(), a.clone()])
+        .await
+        .map_err(fail("note_amounts"))?;
+    store
+        .note_amounts("s1", std::slice::from_ref(&a))
+        .await
+        .map_err(fail("note_amounts again"))?;
+    store
+        .note_amounts("s1", &[])
+        .await
+        .map_err(fail("note_amounts of nothing"))?;
+    ensure!(
+        store
+            .amount_known("s1", &[b.clone(), a.clone()])
+            .await
+            .map_err(fail("amount_known"))?,
+        "a noted amount is known (any of the digests)"
+    );
+    ensure!(
+        !store
+            .amount_known("s1", std::slice::from_ref(&b))
+            .await
+            .map_err(fail("amount_known"))?,
+        "another amount stays unknown"
+    );
+    ensure!(
+        !store
+            .amount_known("s1", &[])
+            .await
+            .map_err(fail("amount_known"))?,
+        "no digests: unknown"
+    );
+    ensure!(
+        !store
+            .amount_known("s2", std::slice::from_ref(&a))
+            .await
+            .map_err(fail("amount_known"))?,
+        "amounts are per session"
+    );
+    ensure!(
+        s.reopen()
+            .await?
+            .amount_known("s1", std::slice::from_ref(&a))
+            .await
+            .map_err(fail("amount_known"))?,
+        "another connection sees the amount"
+    );
+    Ok(())
+}
+
+/// The written set: membership by digest, per session; values come back unsealed, numbered
+/// from 1 in the order they were added, incrementally after a sequence number; a value already
+/// in the set is not added twice; another connection sees all of it.
+///
+/// # Errors
+/// The broken contract.
+pub async fn written_set(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let empty = store
+        .written_since("s1", 0)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        empty.values.is_empty() && !empty.full,
+        "a session that wrote nothing has an empty set, got {empty:?}"
+    );
+    let inv = written(s, "s1", "INV-42")?;
+    let path = written(s, "s1", "/notes/todo.txt")?;
+    let full = store
+        .add_written("s1", &[inv.clone(), path.clone(), inv.clone()], ROOMY)
+        .await
+        .map_err(fail("add_written"))?;
+    ensure!(!full, "two values do not fill a roomy set");
+    ensure!(
+        store
+            .wrote_any("s1", std::slice::from_ref(&inv.digest))
+            .await
+            .map_err(fail("wrote_any"))?,
+        "a written value is a member"
+    );
+    let other_value = digest(s, StateDigest::Written, "s1", "INV-43")?;
+    ensure!(
+        !store
+            .wrote_any("s1", std::slice::from_ref(&other_value))
+            .await
+            .map_err(fail("wrote_any"))?
+            && !store
+                .wrote_any("s1", &[])
+                .await
+                .map_err(fail("wrote_any"))?,
+        "a value never written is not a member"
+    );
+    ensure!(
+        !store
+            .wrote_any("s2", std::slice::from_ref(&inv.digest))
+            .await
+            .map_err(fail("wrote_any"))?,
+        "written sets are per session"
+    );
+    let rows = store
+        .written_since("s1", 0)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        rows.values == [(1, "INV-42".to_owned()), (2, "/notes/todo.txt".to_owned())],
+        "values come back in order, numbered from 1, once each: {rows:?}"
+    );
+    let more = written(s, "s1", "alice@example.com")?;
+    store
+        .add_written("s1", &[path, more], ROOMY)
+        .await
+        .map_err(fail("add_written"))?;
+    let other = s.reopen().await?;
+    let rows = other
+        .written_since("s1", 2)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        rows.values == [(3, "alice@example.com".to_owned())] && !rows.full,
+        "another connection reads only the rows after 2: {rows:?}"
+    );
+    ensure!(
+        other
+            .written_since("s1", 3)
+            .await
+            .map_err(fail("written_since"))?
+            .values
+            .is_empty()
+            && other
+                .written_since("s1", u64::MAX)
+                .await
+                .map_err(fail("written_since"))?
+                .values
+                .is_empty(),
+        "nothing after the last row"
+    );
+    Ok(())
+}
+
+/// The written set's bounds: a value that would pass `max_values` or `max_bytes` makes the set
+/// full, nothing more is added ever, and every value then counts as written; marking a set
+/// full does the same; a full set never becomes un-full through another connection.
+///
+/// # Errors
+/// The broken contract.
+pub async fn written_set_bounds(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let two = WrittenBounds {
+        max_values: 2,
+        max_bytes: 1 << 20,
+    };
+    let vals = [
+        written(s, "s1", "one")?,
+        written(s, "s1", "two")?,
+        written(s, "s1", "three")?,
+    ];
+    ensure!(
+        !store
+            .add_written("s1", vals.get(..2).ok_or("vals")?, two)
+            .await
+            .map_err(fail("add_written"))?,
+        "two values fit a bound of two"
+    );
+    ensure!(
+        store
+            .add_written("s1", vals.get(2..).ok_or("vals")?, two)
+            .await
+            .map_err(fail("add_written"))?,
+        "the third value fills the set"
+    );
+    let rows = store
+        .written_since("s1", 0)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        rows.full && rows.values.len() == 2,
+        "a full set keeps what it had and says full: {rows:?}"
+    );
+    let never = digest(s, StateDigest::Written, "s1", "never written")?;
+    ensure!(
+        store
+            .wrote_any("s1", std::slice::from_ref(&never))
+            .await
+            .map_err(fail("wrote_any"))?,
+        "every value counts as written in a full set"
+    );
+    let roomy = s.reopen().await?;
+    ensure!(
+        roomy
+            .add_written("s1", &[written(s, "s1", "four")?], ROOMY)
+            .await
+            .map_err(fail("add_written"))?,
+        "a full set stays full, even with larger bounds"
+    );
+    // Bytes: 10 + 10 bytes under a bound of 15.
+    let bytes = WrittenBounds {
+        max_values: 1000,
+        max_bytes: 15,
+    };
+    ensure!(
+        store
+            .add_written(
+                "s2",
+                &[
+                    written(s, "s2", "0123456789")?,
+                    written(s, "s2", "abcdefghij")?
+                ],
+                bytes
+            )
+            .await
+            .map_err(fail("add_written"))?,
+        "the byte bound fills the set"
+    );
+    let rows = store
+        .written_since("s2", 0)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        rows.full && rows.values == [(1, "0123456789".to_owned())],
+        "the value within the byte bound is kept: {rows:?}"
+    );
+    // Marked full, with nothing written.
+    store
+        .mark_written_full("s3")
+        .await
+        .map_err(fail("mark_written_full"))?;
+    ensure!(
+        store
+            .wrote_any("s3", &[])
+            .await
+            .map_err(fail("wrote_any"))?
+            && store
+                .written_since("s3", 0)
+                .await
+                .map_err(fail("written_since"))?
+                .full,
+        "a set marked full counts every value as written"
+    );
+    ensure!(
+        !store
+            .wrote_any("s4", &[])
+            .await
+            .map_err(fail("wrote_any"))?,
+        "positive control: another session's set is not full"
+    );
+    Ok(())
+}
+
+/// Many tasks on several independent connections append distinct values to one session's
+/// written set: every value is stored once, numbered 1..=n without gaps; with a bound below the
+/// number of values, exactly the bound's worth is stored and the set is full.
+///
+/// # Errors
+/// The broken contract.
+pub async fn written_set_appends_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    for (session, bounds, expect) in [
+        ("roomy", ROOMY, 24usize),
+        (
+            "tight",
+            WrittenBounds {
+                max_values: 10,
+                max_bytes: 1 << 20,
+            },
+            10,
+        ),
+    ] {
+        let barrier = Arc::new(tokio::sync::Barrier::new(24));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..24usize {
+            let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+            let barrier = Arc::clone(&barrier);
+            let v = written(s, session, &format!("value {i}"))?;
+            tasks.spawn(async move {
+                barrier.wait().await;
+                st.add_written(session, &[v], bounds).await
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined
+                .map_err(|e| format!("task: {e}"))?
+                .map_err(fail("add_written"))?;
+        }
+        let rows = s
+            .reopen()
+            .await?
+            .written_since(session, 0)
+            .await
+            .map_err(fail("written_since"))?;
+        let seqs: Vec<u64> = rows.values.iter().map(|(n, _)| *n).collect();
+        let want: Vec<u64> = (1..=expect as u64).collect();
+        ensure!(
+            seqs == want,
+            "{session}: values must be numbered 1..={expect} without gaps, got {seqs:?}"
+        );
+        let mut distinct: Vec<&String> = rows.values.iter().map(|(_, v)| v).collect();
+        distinct.sort();
+        distinct.dedup();
+        ensure!(
+            distinct.len() == expect,
+            "{session}: every stored value is distinct"
+        );
+        ensure!(
+            rows.full == (expect < 24),
+            "{session}: full iff the bound was reached, got {}",
+            rows.full
+        );
+    }
+    Ok(())
+}
+
+/// The written set's values never appear in the stored bytes (sealed under the vault key),
+/// and neither do the read amounts or the written values' digests' inputs; they read back
+/// through the store (positive control).
+///
+/// # Errors
+/// The broken contract.
+pub async fn written_values_never_in_clear(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let secret = "DE89370400440532013000 written-conformance-secret";
+    store
+        .add_written("s1", &[written(s, "s1", secret)?], ROOMY)
+        .await
+        .map_err(fail("add_written"))?;
+    store
+        .note_amounts("s1", &[digest(s, StateDigest::Amount, "s1", "7777712345")?])
+        .await
+        .map_err(fail("note_amounts"))?;
+    let rows = store
+        .written_since("s1", 0)
+        .await
+        .map_err(fail("written_since"))?;
+    ensure!(
+        rows.values == [(1, secret.to_owned())],
+        "positive control: the value must read back, got {rows:?}"
+    );
+    let raw = s.raw_bytes().await?;
+    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
+    for needle in [
+        b"DE89370400440532013000".as_slice(),
+        b"written-conformance-secret".as_slice(),
+        b"7777712345".as_slice(),
+    ] {
+        ensure!(
+            !raw.windows(needle.len()).any(|w| w == needle),
+            "plaintext `{}` found in the stored bytes",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -1041,7 +1570,10 @@ macro_rules! conformance_tests {
             expired_records_stay_until_checked, actions_and_approvals,
             approval_decided_once_under_concurrency, single_use_under_concurrency,
             ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders,
-            speculation_budget, budget_charged_once_under_concurrency);
+            speculation_budget, budget_charged_once_under_concurrency, grant_uses,
+            grant_use_taken_once_under_concurrency, read_amounts, written_set,
+            written_set_bounds, written_set_appends_under_concurrency,
+            written_values_never_in_clear);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

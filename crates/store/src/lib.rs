@@ -14,7 +14,9 @@
 //!   ([`secureclaw_core::acceptance::SingleUseLedger`], check 11);
 //! - the **audit log**, a keyed hash chain ([`secureclaw_core::audit`]);
 //! - **speculation budgets**: per-session disclosure counters, shared by every process on the
-//!   file and kept across restarts.
+//!   file and kept across restarts;
+//! - **task state**: uses of limited task grants, keyed digests of amounts anchored reads
+//!   returned, and each session's bounded written set (values sealed under the vault key).
 //!
 //! ## Durability and crash safety
 //!
@@ -63,6 +65,7 @@ pub mod postgres;
 mod schema;
 mod sessions;
 mod speculation;
+mod task_state;
 mod vault;
 
 mod traits;

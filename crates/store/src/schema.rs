@@ -200,6 +200,75 @@ CREATE TABLE protected_objects (
 ) STRICT, WITHOUT ROWID;
 ";
 
+/// Version 6, "task state" (branch wt-state, issues 11 and 13): per-session authorization
+/// state shared by every process on the file ([`secureclaw_core::store::TaskStateStore`]).
+/// `grant_uses` counts unconfirmed uses of limited task grants; `read_amounts` holds keyed
+/// digests of amounts anchored reads returned; `written_sets` and `written_values` are the
+/// bounded written set, each value sealed under the vault key (never in clear) and numbered
+/// per session. Everything only grows. Self-contained, like V3.
+const V6_TASK_STATE: &str = r"
+CREATE TABLE grant_uses (
+    session    TEXT NOT NULL,
+    grant_key  TEXT NOT NULL,
+    used       INTEGER NOT NULL CHECK (used >= 1),
+    PRIMARY KEY (session, grant_key)
+) STRICT;
+CREATE TRIGGER grant_uses_grow BEFORE UPDATE ON grant_uses
+    WHEN NEW.used < OLD.used OR NEW.session IS NOT OLD.session
+      OR NEW.grant_key IS NOT OLD.grant_key
+BEGIN
+    SELECT RAISE(ABORT, 'grant uses only grow');
+END;
+CREATE TRIGGER grant_uses_no_delete BEFORE DELETE ON grant_uses
+BEGIN
+    SELECT RAISE(ABORT, 'grant uses cannot be deleted');
+END;
+
+CREATE TABLE read_amounts (
+    session  TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    PRIMARY KEY (session, digest)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE written_sets (
+    session  TEXT PRIMARY KEY,
+    count    INTEGER NOT NULL CHECK (count >= 0),
+    bytes    INTEGER NOT NULL CHECK (bytes >= 0),
+    full     INTEGER NOT NULL CHECK (full IN (0, 1))
+) STRICT;
+CREATE TRIGGER written_sets_grow BEFORE UPDATE ON written_sets
+    WHEN NEW.count < OLD.count OR NEW.bytes < OLD.bytes OR NEW.full < OLD.full
+      OR NEW.session IS NOT OLD.session
+BEGIN
+    SELECT RAISE(ABORT, 'written sets only grow');
+END;
+CREATE TRIGGER written_sets_no_delete BEFORE DELETE ON written_sets
+BEGIN
+    SELECT RAISE(ABORT, 'written sets cannot be deleted');
+END;
+
+CREATE TABLE written_values (
+    session     TEXT NOT NULL,
+    seq         INTEGER NOT NULL CHECK (seq >= 1),
+    digest      TEXT NOT NULL,
+    kid         TEXT NOT NULL,
+    nonce       BLOB NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BLOB NOT NULL,
+    PRIMARY KEY (session, seq)
+) STRICT;
+CREATE UNIQUE INDEX written_values_digest ON written_values (session, digest);
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX written_values_nonce ON written_values (kid, nonce);
+CREATE TRIGGER written_values_no_update BEFORE UPDATE ON written_values
+BEGIN
+    SELECT RAISE(ABORT, 'written values cannot change');
+END;
+CREATE TRIGGER written_values_no_delete BEFORE DELETE ON written_values
+BEGIN
+    SELECT RAISE(ABORT, 'written values cannot be deleted');
+END;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -207,6 +276,7 @@ const MIGRATIONS: &[&str] = &[
     V3_HANDLE_REUSE,
     V4_SPECULATION_BUDGET,
     V5_PROTECTED_OBJECTS,
+    V6_TASK_STATE,
 ];
 
 /// `PRAGMA user_version`.
@@ -267,7 +337,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 5);
+        assert_eq!(user_version(&conn).unwrap(), 6);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -310,7 +380,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 5);
+        assert_eq!(user_version(&conn).unwrap(), 6);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -11,7 +11,8 @@ use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::handle::{HandleId, HandleRecord};
 use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerStore,
-    SessionRecord, SessionStore, SpeculationStore, StoreError, VaultStore,
+    SessionRecord, SessionStore, SpeculationStore, StoreError, TaskStateStore, VaultStore,
+    WrittenBounds, WrittenRows, WrittenValue,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;
@@ -208,5 +209,54 @@ impl SpeculationStore for SqliteStore {
 
     async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError> {
         SqliteStore::charge_budget(self, session, limit)
+    }
+}
+
+#[async_trait]
+impl TaskStateStore for SqliteStore {
+    async fn grant_uses(&self, session: &str, grant: &str) -> Result<u64, StoreError> {
+        SqliteStore::grant_uses(self, session, grant)
+    }
+
+    async fn take_grant_use(
+        &self,
+        session: &str,
+        grant: &str,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::take_grant_use(self, session, grant, limit)
+    }
+
+    async fn note_amounts(&self, session: &str, digests: &[String]) -> Result<(), StoreError> {
+        SqliteStore::note_amounts(self, session, digests)
+    }
+
+    async fn amount_known(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
+        SqliteStore::amount_known(self, session, digests)
+    }
+
+    async fn add_written(
+        &self,
+        session: &str,
+        values: &[WrittenValue],
+        bounds: WrittenBounds,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::add_written(self, session, values, bounds)
+    }
+
+    async fn mark_written_full(&self, session: &str) -> Result<(), StoreError> {
+        SqliteStore::mark_written_full(self, session)
+    }
+
+    async fn wrote_any(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
+        SqliteStore::wrote_any(self, session, digests)
+    }
+
+    async fn written_since(
+        &self,
+        session: &str,
+        after_seq: u64,
+    ) -> Result<WrittenRows, StoreError> {
+        SqliteStore::written_since(self, session, after_seq)
     }
 }

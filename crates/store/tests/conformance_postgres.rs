@@ -54,6 +54,10 @@ impl Subject for Pg {
             "approvals",
             "ledger",
             "audit",
+            "grant_uses",
+            "read_amounts",
+            "written_sets",
+            "written_values",
         ] {
             for row in raw
                 .query(&format!("SELECT t::text FROM {table} t"), &[])
@@ -66,6 +70,16 @@ impl Subject for Pg {
         }
         for row in raw
             .query("SELECT nonce, ciphertext FROM vault_objects", &[])
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let nonce: Vec<u8> = row.get(0);
+            let ciphertext: Vec<u8> = row.get(1);
+            bytes.extend(nonce);
+            bytes.extend(ciphertext);
+        }
+        for row in raw
+            .query("SELECT nonce, ciphertext FROM written_values", &[])
             .await
             .map_err(|e| e.to_string())?
         {

@@ -21,6 +21,10 @@
 //! - **speculation budgets** are one row per session, charged by one
 //!   `INSERT … ON CONFLICT DO UPDATE … WHERE spent < limit`, so a budget is spent once across
 //!   replicas; triggers refuse lowering or deleting a counter;
+//! - **task state** (grant uses, read amounts, the written set) is per session: a grant use is
+//!   taken by one `INSERT … ON CONFLICT DO UPDATE … WHERE used < limit`; appends to a
+//!   session's written set lock its `written_sets` row (`SELECT … FOR UPDATE`), so they
+//!   serialize across replicas and number the values gap-free;
 //! - **versioned migrations** ([`schema`]) are applied at connect, under an advisory lock;
 //! - **fail closed**: every connection, pool or SQL failure is [`StoreError::Unavailable`];
 //!   nothing is ever answered from memory.
@@ -52,7 +56,8 @@ use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerState,
-    LedgerStore, SessionRecord, SessionStore, SpeculationStore, StoreError, VaultStore,
+    LedgerStore, SessionRecord, SessionStore, SpeculationStore, StoreError, TaskStateStore,
+    VaultStore, WrittenBounds, WrittenRows, WrittenValue,
 };
 use secureclaw_core::vault::{self, SealedValue, VaultError};
 use secureclaw_core::{ActionId, UnixMillis};
@@ -1100,5 +1105,232 @@ impl SpeculationStore for PgStore {
             Some(r) => budget_count(get(&r, 0, "budget")?).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+#[async_trait]
+impl TaskStateStore for PgStore {
+    async fn grant_uses(&self, session: &str, grant: &str) -> Result<u64, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT used FROM grant_uses WHERE session = $1 AND grant_key = $2",
+                &[&session, &grant],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => crate::task_state::count(get(&r, 0, "grant uses")?),
+            None => Ok(0),
+        }
+    }
+
+    /// One `INSERT … ON CONFLICT DO UPDATE … WHERE used < limit`: PostgreSQL locks the
+    /// conflicting row and re-checks the condition, so of replicas racing for the last use
+    /// exactly one takes it.
+    async fn take_grant_use(
+        &self,
+        session: &str,
+        grant: &str,
+        limit: u64,
+    ) -> Result<bool, StoreError> {
+        if limit == 0 {
+            return Ok(false);
+        }
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "INSERT INTO grant_uses AS g (session, grant_key, used) VALUES ($1, $2, 1)
+                 ON CONFLICT (session, grant_key) DO UPDATE SET used = g.used + 1
+                 WHERE g.used < $3
+                 RETURNING used",
+                &[&session, &grant, &crate::task_state::bound(limit)],
+            )
+            .await
+            .map_err(db)?;
+        Ok(row.is_some())
+    }
+
+    async fn note_amounts(&self, session: &str, digests: &[String]) -> Result<(), StoreError> {
+        if digests.is_empty() {
+            return Ok(());
+        }
+        self.client()
+            .await?
+            .execute(
+                "INSERT INTO read_amounts (session, digest)
+                 SELECT $1, d FROM unnest($2::text[]) AS d
+                 ON CONFLICT (session, digest) DO NOTHING",
+                &[&session, &digests],
+            )
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn amount_known(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
+        if digests.is_empty() {
+            return Ok(false);
+        }
+        self.client()
+            .await?
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM read_amounts
+                                WHERE session = $1 AND digest = ANY($2::text[]))",
+                &[&session, &digests],
+            )
+            .await
+            .map_err(db)?
+            .try_get(0)
+            .map_err(db)
+    }
+
+    /// In one transaction: create the session's `written_sets` row if absent, lock it
+    /// (`FOR UPDATE`), append each new value with the next `seq`, update the counters.
+    async fn add_written(
+        &self,
+        session: &str,
+        values: &[WrittenValue],
+        bounds: WrittenBounds,
+    ) -> Result<bool, StoreError> {
+        use crate::task_state::{bound, len, seal_written};
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        tx.execute(
+            "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, FALSE)
+             ON CONFLICT (session) DO NOTHING",
+            &[&session],
+        )
+        .await
+        .map_err(db)?;
+        let row = tx
+            .query_one(
+                "SELECT count, bytes, is_full FROM written_sets WHERE session = $1 FOR UPDATE",
+                &[&session],
+            )
+            .await
+            .map_err(db)?;
+        let mut n: i64 = get(&row, 0, "written set")?;
+        let mut bytes: i64 = get(&row, 1, "written set")?;
+        let mut full: bool = get(&row, 2, "written set")?;
+        for v in values {
+            if full {
+                break;
+            }
+            let known = tx
+                .query_opt(
+                    "SELECT 1 FROM written_values WHERE session = $1 AND digest = $2",
+                    &[&session, &v.digest],
+                )
+                .await
+                .map_err(db)?
+                .is_some();
+            if known {
+                continue;
+            }
+            let size = len(&v.value);
+            if n >= bound(bounds.max_values) || bytes.saturating_add(size) > bound(bounds.max_bytes)
+            {
+                full = true;
+                break;
+            }
+            let sealed = seal_written(&self.keys, session, v)?;
+            n += 1;
+            bytes += size;
+            tx.execute(
+                "INSERT INTO written_values (session, seq, digest, kid, nonce, ciphertext)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &session,
+                    &n,
+                    &v.digest,
+                    &sealed.kid.0,
+                    &sealed.nonce,
+                    &sealed.ciphertext,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        }
+        tx.execute(
+            "UPDATE written_sets SET count = $2, bytes = $3, is_full = $4 WHERE session = $1",
+            &[&session, &n, &bytes, &full],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(full)
+    }
+
+    async fn mark_written_full(&self, session: &str) -> Result<(), StoreError> {
+        self.client()
+            .await?
+            .execute(
+                "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, TRUE)
+                 ON CONFLICT (session) DO UPDATE SET is_full = TRUE",
+                &[&session],
+            )
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn wrote_any(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
+        self.client()
+            .await?
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM written_sets WHERE session = $1 AND is_full)
+                     OR EXISTS (SELECT 1 FROM written_values
+                                WHERE session = $1 AND digest = ANY($2::text[]))",
+                &[&session, &digests],
+            )
+            .await
+            .map_err(db)?
+            .try_get(0)
+            .map_err(db)
+    }
+
+    async fn written_since(
+        &self,
+        session: &str,
+        after_seq: u64,
+    ) -> Result<WrittenRows, StoreError> {
+        let client = self.client().await?;
+        let full = client
+            .query_opt(
+                "SELECT is_full FROM written_sets WHERE session = $1",
+                &[&session],
+            )
+            .await
+            .map_err(db)?
+            .map(|r| get::<bool>(&r, 0, "written set"))
+            .transpose()?
+            .unwrap_or(false);
+        let rows = client
+            .query(
+                "SELECT seq, digest, kid, nonce, ciphertext FROM written_values
+                 WHERE session = $1 AND seq > $2 ORDER BY seq",
+                &[&session, &crate::task_state::bound(after_seq)],
+            )
+            .await
+            .map_err(db)?;
+        drop(client);
+        let mut values = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let seq: i64 = get(r, 0, "written value")?;
+            let digest: String = get(r, 1, "written value")?;
+            let sealed = SealedValue {
+                kid: KeyId(get(r, 2, "written value")?),
+                nonce: get(r, 3, "written value")?,
+                ciphertext: get(r, 4, "written value")?,
+            };
+            values.push((
+                uint(seq),
+                crate::task_state::open_written(&self.keys, session, &digest, &sealed)?,
+            ));
+        }
+        Ok(WrittenRows { values, full })
     }
 }

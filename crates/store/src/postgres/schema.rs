@@ -186,8 +186,92 @@ CREATE TABLE protected_objects (
 );
 ";
 
+/// Version 4, "task state" (branch wt-state, issues 11 and 13): per-session authorization
+/// state shared by every replica ([`secureclaw_core::store::TaskStateStore`]). `grant_uses`
+/// counts unconfirmed uses of limited task grants, taken by one `INSERT … ON CONFLICT DO UPDATE
+/// … WHERE used < limit`; `read_amounts` holds keyed digests of amounts anchored reads
+/// returned; `written_sets` (one row per session, locked by every append) and
+/// `written_values` are the bounded written set, each value sealed under the vault key and
+/// numbered per session. Everything only grows: triggers refuse lowering, deleting or
+/// truncating. (`is_full`, not `full`: `FULL` is a reserved word in PostgreSQL.)
+const V4_TASK_STATE: &str = r"
+CREATE TABLE grant_uses (
+    session    TEXT NOT NULL,
+    grant_key  TEXT NOT NULL,
+    used       BIGINT NOT NULL CHECK (used >= 1),
+    PRIMARY KEY (session, grant_key)
+);
+CREATE FUNCTION secureclaw_grant_uses_grow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.used < OLD.used OR NEW.session IS DISTINCT FROM OLD.session
+       OR NEW.grant_key IS DISTINCT FROM OLD.grant_key THEN
+        RAISE EXCEPTION 'grant uses only grow';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER grant_uses_grow BEFORE UPDATE ON grant_uses
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_grant_uses_grow();
+CREATE TRIGGER grant_uses_no_delete BEFORE DELETE ON grant_uses
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('grant uses cannot be deleted');
+CREATE TRIGGER grant_uses_no_truncate BEFORE TRUNCATE ON grant_uses
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('grant uses cannot be deleted');
+
+CREATE TABLE read_amounts (
+    session  TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    PRIMARY KEY (session, digest)
+);
+
+CREATE TABLE written_sets (
+    session  TEXT PRIMARY KEY,
+    count    BIGINT NOT NULL CHECK (count >= 0),
+    bytes    BIGINT NOT NULL CHECK (bytes >= 0),
+    is_full  BOOLEAN NOT NULL
+);
+CREATE FUNCTION secureclaw_written_sets_grow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.count < OLD.count OR NEW.bytes < OLD.bytes OR (OLD.is_full AND NOT NEW.is_full)
+       OR NEW.session IS DISTINCT FROM OLD.session THEN
+        RAISE EXCEPTION 'written sets only grow';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER written_sets_grow BEFORE UPDATE ON written_sets
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_written_sets_grow();
+CREATE TRIGGER written_sets_no_delete BEFORE DELETE ON written_sets
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('written sets cannot be deleted');
+CREATE TRIGGER written_sets_no_truncate BEFORE TRUNCATE ON written_sets
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('written sets cannot be deleted');
+
+CREATE TABLE written_values (
+    session     TEXT NOT NULL,
+    seq         BIGINT NOT NULL CHECK (seq >= 1),
+    digest      TEXT NOT NULL,
+    kid         TEXT NOT NULL,
+    nonce       BYTEA NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BYTEA NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE UNIQUE INDEX written_values_digest ON written_values (session, digest);
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX written_values_nonce ON written_values (kid, nonce);
+CREATE TRIGGER written_values_no_update BEFORE UPDATE ON written_values
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('written values cannot change');
+CREATE TRIGGER written_values_no_delete BEFORE DELETE ON written_values
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('written values cannot be deleted');
+CREATE TRIGGER written_values_no_truncate BEFORE TRUNCATE ON written_values
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('written values cannot be deleted');
+";
+
 /// All migrations, in order.
-const MIGRATIONS: &[&str] = &[V1, V2_SPECULATION_BUDGET, V3_PROTECTED_OBJECTS];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2_SPECULATION_BUDGET,
+    V3_PROTECTED_OBJECTS,
+    V4_TASK_STATE,
+];
 
 /// The highest schema version this build knows.
 pub(super) fn supported() -> u32 {
