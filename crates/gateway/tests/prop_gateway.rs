@@ -80,10 +80,16 @@ fn untargeted(v: Value) -> Value {
 /// random strings stay untargeted.
 fn plain(t: &str) -> String {
     t.chars()
-        .map(|c| match c {
-            '@' | ':' | '/' => '_',
-            c if c.is_numeric() => 'd',
-            c => c,
+        .map(|c| {
+            // The detectors see the NFKC form: `﹫` (U+FE6B) is an `@`, `：` a `:`, `９` a 9.
+            let normalized = secureclaw_core::normalize::normalize(&c.to_string()).into_owned();
+            if normalized.chars().any(|n| matches!(n, '@' | ':' | '/')) {
+                '_'
+            } else if normalized.chars().any(char::is_numeric) || c.is_numeric() {
+                'd'
+            } else {
+                c
+            }
         })
         .collect()
 }
