@@ -1234,7 +1234,13 @@ async fn protected_objects(c: &Ctx<'_>, r: &mut Results) {
             // Put the file back for the cases after this one (the stack is shared).
             let v = json!({"source": "/shared/m.txt", "destination": FILES_NOTES});
             let back = call_in(c, &s, "files__move_file", v).await?;
-            if !matches!(back, Observed::Single { verdict: Verdict::Allow { .. }, .. }) {
+            if !matches!(
+                back,
+                Observed::Single {
+                    verdict: Verdict::Allow { .. },
+                    ..
+                }
+            ) {
                 return Err(setup(format!("the file was not moved back: {back:?}")));
             }
             edit

@@ -2238,8 +2238,8 @@ impl Gateway {
         let protects = entry.sink == SinkKind::Store
             && (prepared.names_protected
                 || content_handles(&prepared.request.inputs.arguments, &entry.targets));
-        if protects {
-            if self
+        if protects
+            && self
                 .mark(
                     ObjectMark::Protected,
                     session,
@@ -2249,17 +2249,16 @@ impl Gateway {
                 )
                 .await
                 .is_err()
-            {
-                return self
-                    .deny(
-                        session,
-                        &entry.exposed,
-                        Some(&entry),
-                        ReasonCode::StoreUnavailable,
-                        Some(action_id),
-                    )
-                    .await;
-            }
+        {
+            return self
+                .deny(
+                    session,
+                    &entry.exposed,
+                    Some(&entry),
+                    ReasonCode::StoreUnavailable,
+                    Some(action_id),
+                )
+                .await;
         }
         let current_policy = self.inner.policy.digest();
         let attempt = CommitAttempt {

@@ -163,6 +163,7 @@ mod tests {
             targets_declared: true,
             hidden: false,
             allow_protected_objects: false,
+            matches_content: false,
             upstream_tool: UpstreamTool {
                 name: name.into(),
                 title: None,

@@ -274,9 +274,9 @@ impl Gateway {
         let (decision, reason, action) = match result {
             Ok(p) => (
                 match p.decision {
-                    "allow" => "previewed",
-                    "confirm" => "pending",
-                    _ => "deny",
+                    super::PreviewDecision::Allow => "previewed",
+                    super::PreviewDecision::Confirm => "pending",
+                    super::PreviewDecision::Deny => "deny",
                 },
                 p.recovery.as_ref().map_or("none", |r| r.reason.as_str()),
                 Some(p.action_id.0.as_str()),
