@@ -16,8 +16,11 @@ pub enum ConfigCommand {
     /// `[[gateway.tools]]` or `[[gateway.classify]]` rule that applies to no tool. Exit status
     /// 1 when a rule matches nothing or anything fails.
     Check {
-        /// The config file.
-        file: PathBuf,
+        /// The config file (`secureclaw.toml` if neither this nor `--config` is given).
+        file: Option<PathBuf>,
+        /// The config file, as `serve -c/--config` takes it.
+        #[arg(long, short, conflicts_with = "file")]
+        config: Option<PathBuf>,
         /// Do not start or contact the upstreams: rules are then not checked against tool
         /// names (a warning says so).
         #[arg(long)]
@@ -27,7 +30,14 @@ pub enum ConfigCommand {
 
 /// Run a `config` subcommand.
 pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCode> {
-    let ConfigCommand::Check { file, offline } = cmd;
+    let ConfigCommand::Check {
+        file,
+        config,
+        offline,
+    } = cmd;
+    let file = file
+        .or(config)
+        .unwrap_or_else(|| PathBuf::from("secureclaw.toml"));
     let config = Config::load(&file)?;
     let policy = crate::stack::load_policy(&config.server.policy_files)?;
     println!(

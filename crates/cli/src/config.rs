@@ -539,6 +539,14 @@ mod tests {
                 "[[upstream]]\nid = \"a\"\ntransport = \"http\"\nurl = \"http://x\"\ncommand = \"y\"\n",
                 "belong to",
             ),
+            (
+                "[[upstream]]\nid = \"a\"\n",
+                "needs `command` (a stdio server) or `url`",
+            ),
+            (
+                "[[upstream]]\nid = \"a\"\ncommand = \"x\"\nurl = \"http://x\"\n",
+                "both `command` and `url`",
+            ),
         ] {
             let err = toml::from_str::<Config>(text)
                 .err()
@@ -551,6 +559,20 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(ok.upstream.len(), 1);
+        // Without `transport`, `command` means stdio and `url` means http.
+        let inferred: Config = toml::from_str(
+            "[[upstream]]\nid = \"a\"\ncommand = \"x\"\n\n[[upstream]]\nid = \"b\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap_or_default();
+        assert_eq!(inferred.upstream.len(), 2);
+        assert!(matches!(
+            inferred.upstream[0].transport,
+            secureclaw_gateway::config::UpstreamTransport::Stdio { .. }
+        ));
+        assert!(matches!(
+            inferred.upstream[1].transport,
+            secureclaw_gateway::config::UpstreamTransport::Http { .. }
+        ));
     }
 
     #[test]

@@ -78,6 +78,25 @@ fn canonical(path: &Path) -> PathBuf {
     out
 }
 
+/// The path-like words of `text` read as a shell command line: split at whitespace, quotes
+/// and shell operators (`;`, `&`, `|`, `<`, `>`, `(`, `)`, `` ` ``), then at `=` and `:`
+/// (`ROOT=/home/me`, `PATH`-style lists); `$HOME` and `${HOME}` expanded. A word is
+/// path-like when it starts with `/`, `~` or `.`. More than a shell would split is harmless:
+/// every word is only compared with the state directory.
+fn shell_words(text: &str, home: Option<&Path>) -> Vec<String> {
+    let home_text = home.map(|h| h.to_string_lossy().into_owned());
+    let expanded = match &home_text {
+        Some(h) => text.replace("${HOME}", h).replace("$HOME", h),
+        None => text.to_owned(),
+    };
+    expanded
+        .split(|c: char| c.is_whitespace() || "'\";&|<>()`".contains(c))
+        .flat_map(|w| w.split(['=', ':']))
+        .filter(|w| w.starts_with('/') || w.starts_with('~') || w.starts_with('.'))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn relation(candidate: &Path, state: &Path) -> Option<Relation> {
     if candidate == state {
         Some(Relation::Equal)
@@ -124,6 +143,19 @@ pub fn check_state_access(state_dir: &Path, specs: &[UpstreamSpec], allow: bool)
             }
             if let Some((_, value)) = arg.split_once('=') {
                 named.push(("argument".into(), value.to_owned()));
+            }
+            // A shell wrapper (`sh -c "exec server /home/me"`, `bash -lc`, `env ROOT=…`)
+            // carries its paths inside one argument: every path-like word in it counts too
+            // (red-team F6).
+            for word in shell_words(arg, home.as_deref()) {
+                named.push(("argument (a word of it)".into(), word));
+            }
+        }
+        if let UpstreamTransport::Stdio { env, .. } = &spec.transport {
+            for (key, value) in env {
+                for word in shell_words(value, home.as_deref()) {
+                    named.push((format!("environment variable `{key}`"), word));
+                }
             }
         }
         for (what, text) in named {
@@ -242,6 +274,35 @@ mod tests {
             let msg = refused(&state, stdio("fs", &[&l], None));
             assert!(msg.contains("is the state directory"), "{msg}");
         }
+    }
+
+    /// Red-team F6: a shell wrapper carries the root inside one argument (`sh -c "exec node
+    /// server /home/me"`), or in an environment variable; both are refused. Control: a wrapper
+    /// naming only unrelated paths starts.
+    #[test]
+    fn shell_wrappers_and_environment_are_seen_through() {
+        let (_tmp, home, state) = fixture();
+        let wrapped = format!(
+            "exec node /opt/fs/dist/index.js '{}' && echo done",
+            home.display()
+        );
+        let msg = refused(&state, stdio("fs", &["-c", &wrapped], None));
+        assert!(msg.contains("upstream `fs`"), "{msg}");
+        assert!(msg.contains("a word of it"), "{msg}");
+        let root_env = format!("ROOTS={}:/srv/x", home.display());
+        let msg = refused(&state, stdio("fs", &["-lc", &root_env], None));
+        assert!(msg.contains("contains the state directory"), "{msg}");
+        let mut spec = stdio("fs", &["server"], None);
+        if let UpstreamTransport::Stdio { env, .. } = &mut spec.transport {
+            env.insert("FS_ROOT".into(), home.display().to_string());
+        }
+        let msg = refused(&state, spec);
+        assert!(msg.contains("environment variable `FS_ROOT`"), "{msg}");
+        let notes = format!(
+            "exec node /opt/fs/dist/index.js {}",
+            home.join("notes").display()
+        );
+        check_state_access(&state, &[stdio("fs", &["-c", &notes], None)], false).unwrap();
     }
 
     /// Positive controls: siblings and unrelated paths start; the override allows.

@@ -304,7 +304,8 @@ fn rules_that_match_no_tool_are_reported() {
     let out = Command::new(EXE)
         .arg("--state-dir")
         .arg(dir.path().join("state"))
-        .args(["config", "check"])
+        // `-c/--config`, as `serve` takes it, works like the positional file.
+        .args(["config", "check", "-c"])
         .arg(&good)
         .output()
         .unwrap();

@@ -30,13 +30,20 @@
 //! object's existing content (the filesystem server's `edit_file` with its `oldText`, a dry
 //! run) answers "found" / "not found" or shows a diff: a match oracle that recovers a secret
 //! one guess at a time (a red-team run needed 1,104 calls for a 40-character key). The gateway
-//! therefore also records the objects a session has **seen** — named by a read, or by a store
-//! effect it ran (the session knows what it wrote) — under a separate digest domain
-//! ([`seen_digests`]), and a content-matching tool's effect on an object neither seen nor
-//! protected gets a target that never anchors (reason `object_unread`): the runtime reads the
-//! object first, which withholds its protected values and protects it, or a human confirms.
+//! therefore also records the objects a session has **seen** — named by a read of the whole
+//! object that withheld nothing — under a separate digest domain ([`seen_digests`]), and a
+//! content-matching tool's effect on an object neither seen nor protected gets a target that
+//! never anchors (reason `object_unread`): the runtime reads the object first, which withholds
+//! its protected values and protects it, or a human confirms.
+//!
+//! A seen mark is a permission, so it is granted narrowly (red-team F1, F2, F9): only by a
+//! read whose every argument names the object (a `head`, `tail`, `offset` or any other
+//! argument that may select a part of it marks nothing), only under the exact spelling
+//! ([`seen_key`]: no case folding, no suffix matching), and a store effect naming several
+//! objects (a move, a copy) protects all of them, so content moved onto a seen name is never
+//! taken for what was seen. Protection is matched leniently, seeing exactly.
 
-use crate::anchor::{TargetOrigin, collect_targets};
+use crate::anchor::{TargetOrigin, collect_targets, object_id_targets};
 use crate::keys::{KeyError, KeyPurpose, KeyRing, hmac_parts};
 use serde_json::{Map, Value};
 
@@ -71,12 +78,19 @@ pub fn object_identifiers(
     fields: &[String],
 ) -> Vec<ObjectIdentifier> {
     let mut out: Vec<ObjectIdentifier> = Vec::new();
-    for t in collect_targets(arguments, fields, true) {
-        if matches!(
-            t.origin,
-            TargetOrigin::NamedField | TargetOrigin::ObjectReference | TargetOrigin::Number
-        ) && !out.iter().any(|o| o.value == t.value)
-        {
+    let found = collect_targets(arguments, fields, true)
+        .into_iter()
+        .filter(|t| {
+            matches!(
+                t.origin,
+                TargetOrigin::NamedField | TargetOrigin::ObjectReference | TargetOrigin::Number
+            )
+        })
+        // Every id-named argument (`id`, `page_id`, `noteId`, …) names an object too (red-team
+        // F10: a wiki page edited by `page_id` with find/replace).
+        .chain(object_id_targets(arguments, &[]));
+    for t in found {
+        if !out.iter().any(|o| o.value == t.value) {
             out.push(ObjectIdentifier {
                 field: t.field,
                 value: t.value,
@@ -86,13 +100,38 @@ pub fn object_identifiers(
     out
 }
 
+/// Whether a read with these `arguments` names its objects and nothing else: every argument
+/// is one of the object identifiers' fields ([`object_identifiers`] with `fields`) or an
+/// `encoding`. A read with any other argument (`head`, `tail`, `offset`, `lines`, a query)
+/// may have returned only part of an object, so it must not mark the object seen (red-team
+/// F1: `head: -1` returned nothing and made the whole file "seen").
+#[must_use]
+pub fn whole_object_read(arguments: &Map<String, Value>, fields: &[String]) -> bool {
+    let named = object_identifiers(arguments, fields);
+    !named.is_empty()
+        && arguments
+            .keys()
+            .all(|k| k == "encoding" || named.iter().any(|o| &o.field == k))
+}
+
 /// `identifier` normalized for matching: Unicode-normalized (NFKC; zero-width, bidi and
 /// control characters removed), trimmed, lower-cased, `\` read as `/`, a `file://` prefix
 /// dropped, `.` and empty segments removed and `..` resolved lexically. Returns whether the
 /// path is absolute and its segments.
 fn segments(identifier: &str) -> (bool, Vec<String>) {
+    segments_cased(identifier, true)
+}
+
+/// [`segments`], with or without case folding.
+fn segments_cased(identifier: &str, fold_case: bool) -> (bool, Vec<String>) {
     let normalized = crate::normalize::normalize(identifier);
-    let mut text = normalized.trim().to_lowercase().replace('\\', "/");
+    let trimmed = normalized.trim();
+    let mut text = if fold_case {
+        trimmed.to_lowercase()
+    } else {
+        trimmed.to_owned()
+    }
+    .replace('\\', "/");
     if let Some(rest) = text.strip_prefix("file://") {
         text = rest.to_owned();
     }
@@ -139,6 +178,23 @@ pub fn protect_keys(identifier: &str) -> Vec<String> {
         keys
     } else {
         vec![format!("rel:{}", parts.join("/"))]
+    }
+}
+
+/// The one key under which a session records, and looks up, that it has **seen**
+/// `identifier`: normalized like [`protect_keys`] (Unicode, `\\` as `/`, `file://`, `.` and
+/// `..` resolved) but case preserved and without suffixes, so that `C10.TXT` is not
+/// `c10.txt` and `notes.txt` is not `/srv/notes.txt` (the lenient matching that errs towards
+/// asking for protected objects would err towards allowing here). `None` for an empty
+/// identifier.
+#[must_use]
+pub fn seen_key(identifier: &str) -> Option<String> {
+    let (absolute, parts) = segments_cased(identifier, false);
+    match (absolute, parts.is_empty()) {
+        (true, true) => Some("abs:/".into()),
+        (false, true) => None,
+        (true, false) => Some(format!("abs:/{}", parts.join("/"))),
+        (false, false) => Some(format!("rel:{}", parts.join("/"))),
     }
 }
 
@@ -234,6 +290,56 @@ fn digests(
 
 #[cfg(test)]
 mod tests {
+    /// Red-team F9: seen keys keep case and are never suffix keys; protection keys fold case.
+    #[test]
+    fn seen_keys_are_exact() {
+        assert_eq!(seen_key("/srv/C10.TXT"), Some("abs:/srv/C10.TXT".into()));
+        assert_ne!(seen_key("/srv/C10.TXT"), seen_key("/srv/c10.txt"));
+        assert_eq!(seen_key("/srv/./a/../c10.txt"), seen_key("/srv/c10.txt"));
+        assert_eq!(seen_key("c10.txt"), Some("rel:c10.txt".into()));
+        assert_ne!(seen_key("c10.txt"), seen_key("/srv/c10.txt"));
+        assert_eq!(seen_key("  "), None);
+        // Protection stays lenient (the control).
+        assert!(protect_keys("/srv/C10.TXT").contains(&"abs:/srv/c10.txt".to_owned()));
+    }
+
+    /// Red-team F1 and F10: only a read naming whole objects is a whole-object read; id
+    /// fields name objects.
+    #[test]
+    fn whole_object_reads_and_id_fields() {
+        let fields: Vec<String> = crate::anchor::DEFAULT_TARGET_FIELDS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let args = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+        assert!(whole_object_read(
+            &args(serde_json::json!({"path": "/a"})),
+            &fields
+        ));
+        assert!(whole_object_read(
+            &args(serde_json::json!({"paths": ["/a", "/b"], "encoding": "utf8"})),
+            &fields
+        ));
+        for partial in [
+            serde_json::json!({"path": "/a", "head": 1}),
+            serde_json::json!({"path": "/a", "tail": -1}),
+            serde_json::json!({"path": "/a", "offset": 10, "limit": 5}),
+            serde_json::json!({"query": "x"}),
+            serde_json::json!({}),
+        ] {
+            assert!(
+                !whole_object_read(&args(partial.clone()), &fields),
+                "{partial}"
+            );
+        }
+        let ids = object_identifiers(
+            &args(serde_json::json!({"page_id": "PG-7", "find": "@"})),
+            &fields,
+        );
+        assert_eq!(ids.len(), 1);
+        assert_eq!(ids.first().map(|o| o.value.as_str()), Some("PG-7"));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -101,6 +101,11 @@ pub enum ReasonCode {
     /// The arguments of one call hold more distinct targets (recipients, paths, accounts,
     /// identifiers) than the gateway checks per call; nothing was sent or recorded.
     TooManyTargets,
+    /// A search (a read matching the call's text against content) with search text the task
+    /// does not name, past the session's `max_unanchored_match_reads`: each such search
+    /// answers "found / not found" about content the runtime may hold only as handles, so
+    /// their number is bounded (the search oracle). Nothing was sent.
+    MatchBudget,
 }
 
 impl ReasonCode {
@@ -144,6 +149,7 @@ impl ReasonCode {
             ReasonCode::ContractBlocked => "contract_blocked",
             ReasonCode::LimitExceeded => "limit_exceeded",
             ReasonCode::TooManyTargets => "too_many_targets",
+            ReasonCode::MatchBudget => "match_budget",
         }
     }
 }
@@ -385,6 +391,14 @@ impl Recovery {
                 vec![
                     "split the call into several smaller calls, each with fewer targets".into(),
                     "ask the operator if the task needs a higher max_targets_per_call".into(),
+                ],
+            ),
+            ReasonCode::MatchBudget => (
+                "this session has used its searches by text the task does not name; search answers can reveal protected values the gateway withholds, so their number is bounded. Nothing was sent",
+                vec![
+                    "search by words the user's request names, or read the objects you need directly".into(),
+                    "ask the user to name the search terms in the task".into(),
+                    "ask the operator if the task needs a higher max_unanchored_match_reads".into(),
                 ],
             ),
             ReasonCode::Replay => (

@@ -86,6 +86,16 @@ pub struct SummaryConfig {
     pub injection_markers: Vec<String>,
 }
 
+/// `text` with every injection marker of `markers` (matched case-insensitively across runs of
+/// whitespace, as the summary does) replaced by [`REMOVED`], and the number replaced.
+///
+/// For text that reaches the runtime outside a tool result, such as an upstream tool's
+/// description (tool poisoning).
+#[must_use]
+pub fn strip_injection_markers(text: &str, markers: &[String]) -> (String, usize) {
+    Markers::cached(markers).strip(text)
+}
+
 /// The default injection markers: chat-template control tokens and the usual
 /// instruction-override phrases.
 pub const DEFAULT_INJECTION_MARKERS: &[&str] = &[

@@ -27,6 +27,9 @@
 //!   with the path anchored and the tools granted; a file whose read withheld nothing is
 //!   edited without one, and a re-read still shows handles (in process: the `files`
 //!   upstream).
+//! - **search oracle**: searches by text the task does not name are bounded per session
+//!   (`max_unanchored_match_reads`, default 32): the next one is refused with `match_budget`
+//!   before it is sent; searches by words the task names are never counted.
 //!
 //! Not covered here: "objects a session wrote never anchor a later read" needs a store tool
 //! whose objects a read tool returns by name; the demo office has none (drafts are never read
@@ -51,7 +54,7 @@ use secureclaw_core::classify::FieldRule;
 use secureclaw_core::handle::Sensitivity;
 use secureclaw_core::recovery::ReasonCode::{
     ConfirmationDenied, ConfirmationMalformed, ConfirmationRequired, HandleSinkForbidden,
-    InvalidArguments, ObjectUnread, ProtectedObject,
+    InvalidArguments, MatchBudget, ObjectUnread, ProtectedObject,
 };
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use serde_json::{Value, json};
@@ -347,6 +350,58 @@ pub(crate) async fn semantics(c: &Ctx<'_>, r: &mut Results) {
     configuration(c, r).await;
     annotations(c, r).await;
     protected_objects(c, r).await;
+    search_oracle(c, r).await;
+}
+
+/// The default `max_unanchored_match_reads`.
+const MATCH_READS: usize = 32;
+
+/// A fresh session that has used its whole budget of searches by text the task does not name
+/// (each one allowed: set-up).
+async fn searched_out(c: &Ctx<'_>) -> Result<Session, Stop> {
+    let s = session(c, &[], &[]).await?;
+    for i in 0..MATCH_READS {
+        let v = json!({"query": format!("zq-probe-{i}")});
+        let reply =
+            c.t.call(&s, "office__search_mail", &Args::json(v), None)
+                .await?;
+        if !matches!(reply.verdict, Verdict::Allow { .. }) {
+            return Err(setup(format!("search {i} gave {:?}", reply.verdict)));
+        }
+    }
+    Ok(s)
+}
+
+async fn search_oracle(c: &Ctx<'_>, r: &mut Results) {
+    const S: &str = SEMANTICS;
+    r.case(
+        S,
+        "search oracle: one probe past max_unanchored_match_reads by text the task does not name",
+        Expect::Deny(MatchBudget),
+        async {
+            let s = searched_out(c).await?;
+            call_in(c, &s, "office__search_mail", json!({"query": "DE89"})).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "search by words the task names after the budget is used (control)",
+        Expect::Allow,
+        async {
+            let s = searched_out(c).await?;
+            let v = json!({"query": "invoice INV-42"});
+            let reply =
+                c.t.call(&s, "office__search_mail", &Args::json(v), None)
+                    .await?;
+            // A read has no effect to count.
+            Ok(Observed::Single {
+                verdict: reply.verdict,
+                effects: None,
+            })
+        },
+    )
+    .await;
 }
 
 async fn targets(c: &Ctx<'_>, r: &mut Results) {
@@ -1200,6 +1255,56 @@ async fn protected_objects(c: &Ctx<'_>, r: &mut Results) {
     .await;
     r.case(
         S,
+        "dryRun edit after a partial read (head) that showed nothing protected (red-team F1)",
+        Expect::Hold(ObjectUnread),
+        async {
+            stack(c.t, FILES)?;
+            let s = files_session(c).await?;
+            let v = json!({"path": FILES_NOTES, "head": 1});
+            let head = call_in(c, &s, "files__read_file", v).await?;
+            if !matches!(
+                head,
+                Observed::Single {
+                    verdict: Verdict::Allow { .. },
+                    ..
+                }
+            ) {
+                return Err(setup(format!("the partial read did not run: {head:?}")));
+            }
+            let v = json!({"path": FILES_NOTES, "oldText": "@", "newText": " # ",
+                           "dryRun": true});
+            call_in(c, &s, "files__edit_file", v).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "dryRun edit of an unread file after writing its name in upper case (red-team F9)",
+        Expect::Hold(ObjectUnread),
+        async {
+            stack(c.t, FILES)?;
+            let s = files_session(c).await?;
+            // `/shared/NOTES.TXT`: another file on a case-sensitive filesystem.
+            let upper = FILES_NOTES.replace("notes.txt", "NOTES.TXT");
+            let v = json!({"path": upper, "content": "scratch"});
+            let wrote = call_in(c, &s, "files__write_file", v).await?;
+            if !matches!(
+                wrote,
+                Observed::Single {
+                    verdict: Verdict::Allow { .. },
+                    ..
+                }
+            ) {
+                return Err(setup(format!("the write did not run: {wrote:?}")));
+            }
+            let v = json!({"path": FILES_NOTES, "oldText": "@", "newText": " # ",
+                           "dryRun": true});
+            call_in(c, &s, "files__edit_file", v).await
+        },
+    )
+    .await;
+    r.case(
+        S,
         "dryRun guess on a file the session never read",
         Expect::Hold(ObjectUnread),
         async {
@@ -1213,8 +1318,8 @@ async fn protected_objects(c: &Ctx<'_>, r: &mut Results) {
     .await;
     r.case(
         S,
-        "edit of an unread file moved to a new name first (laundering by move)",
-        Expect::Hold(ObjectUnread),
+        "edit of an unread file moved to a new name first (laundering by move: a move protects both names)",
+        Expect::Hold(ProtectedObject),
         async {
             stack(c.t, FILES)?;
             let s = files_session(c).await?;

@@ -174,7 +174,7 @@ pub const FILES_NOTES_EMAIL: &str = "dana.whitfield@northwind.example";
 pub const FILES_PLAIN: &str = "/shared/agenda.txt";
 
 /// A third upstream, `files`: an in-memory filesystem shaped like the official filesystem
-/// server's write tools. `read_file(path)` (the operator declares it a read),
+/// server's write tools. `read_file(path, head?)` (the operator declares it a read),
 /// `write_file(path, content)`, `edit_file(path, oldText, newText, dryRun)` (replace every
 /// `oldText`, answer with the changed lines, a dry run changes nothing) and
 /// `move_file(source, destination)`. Seeded with [`FILES_NOTES`] and [`FILES_PLAIN`].
@@ -254,7 +254,11 @@ impl Upstream for Files {
         let string = json!({"type": "string"});
         Box::pin(async move {
             Ok(vec![
-                files_tool("read_file", json!({"path": string}), true),
+                files_tool(
+                    "read_file",
+                    json!({"path": string, "head": {"type": "integer"}}),
+                    true,
+                ),
                 files_tool(
                     "write_file",
                     json!({"path": string, "content": string}),
@@ -290,6 +294,18 @@ impl Upstream for Files {
             }
             Ok(match (name.as_str(), arg("path")) {
                 ("read_file", Some(path)) => match files.get(&path) {
+                    // `head: n`: the first n lines only (none for n <= 0), as the official
+                    // filesystem server's `head` does.
+                    Some(t) if arguments.contains_key("head") => {
+                        let n = arguments.get("head").and_then(Value::as_i64).unwrap_or(0);
+                        let n = usize::try_from(n).unwrap_or(0);
+                        let part = t.lines().take(n).collect::<Vec<_>>().join("\n");
+                        ToolOutput {
+                            content: vec![json!({"type": "text", "text": part})],
+                            structured: Some(json!({"path": path, "content": part})),
+                            is_error: false,
+                        }
+                    }
                     Some(t) => ToolOutput {
                         content: vec![json!({"type": "text", "text": t})],
                         structured: Some(json!({"path": path, "content": t})),

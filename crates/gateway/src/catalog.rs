@@ -17,6 +17,7 @@
 use crate::config::{ToolRule, UpstreamSpec};
 use crate::known::{
     is_known_additive, is_known_content_matching, is_known_read, schema_matches_content,
+    schema_searches,
 };
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
@@ -50,9 +51,11 @@ pub struct ToolEntry {
     /// The operator lets this tool's effects on protected objects run without a confirmation
     /// ([`crate::config::ToolRule::allow_protected_objects`]).
     pub allow_protected_objects: bool,
-    /// A store effect whose result depends on matching the call's text against the object's
-    /// existing content ([`crate::config::ToolRule::matches_content`]): its effect on an
-    /// object the session has not read needs a confirmation (reason `object_unread`).
+    /// The tool's result depends on matching the call's text against existing content
+    /// ([`crate::config::ToolRule::matches_content`]). For a store effect: its effect on an
+    /// object the session has not read needs a confirmation (reason `object_unread`). For a
+    /// read (a search): its calls with search text the task does not name count against
+    /// `max_unanchored_match_reads` (reason `match_budget` beyond it).
     pub matches_content: bool,
     /// The upstream's own description.
     pub upstream_tool: UpstreamTool,
@@ -106,11 +109,14 @@ impl ToolEntry {
             targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),
             allow_protected_objects: rule.is_some_and(|r| r.allow_protected_objects),
-            matches_content: effect == EffectClass::Effect
-                && rule.and_then(|r| r.matches_content).unwrap_or_else(|| {
+            matches_content: rule.and_then(|r| r.matches_content).unwrap_or_else(|| {
+                if effect == EffectClass::Effect {
                     is_known_content_matching(server, &tool.name)
                         || schema_matches_content(&tool.input_schema)
-                }),
+                } else {
+                    schema_searches(&tool.input_schema)
+                }
+            }),
             upstream_tool: tool,
         }
     }

@@ -64,6 +64,13 @@ pub struct Limits {
     /// Bytes of those remembered values per session, with the same overflow rule.
     /// Default 8 MiB.
     pub max_written_bytes_per_session: usize,
+    /// Searches (reads whose tool matches the call's text against content: a `query`,
+    /// `pattern`, `regex`… parameter, or `matches_content = true`) whose search text the task
+    /// does not name, per session. Each answers "found / not found" about content the runtime
+    /// may have been shown only as handles, so the number of such probes bounds what a
+    /// compromised runtime can learn of withheld values (red-team F2/F3). Beyond it: denied
+    /// with `match_budget`. Counted in the store, across replicas. Default 32.
+    pub max_unanchored_match_reads: u64,
 }
 
 impl Default for Limits {
@@ -87,6 +94,7 @@ impl Default for Limits {
             max_targets_per_call: 1024,
             max_written_values_per_session: 65_536,
             max_written_bytes_per_session: 8 * 1024 * 1024,
+            max_unanchored_match_reads: 32,
         }
     }
 }
@@ -115,7 +123,8 @@ pub enum UpstreamTransport {
     },
 }
 
-/// One upstream server. In TOML: `id`, `transport = "stdio" | "http"`, then `command`, `args`,
+/// One upstream server. In TOML: `id`, `transport = "stdio" | "http"` (optional: `command` means
+/// stdio, `url` means http), then `command`, `args`,
 /// `env`, `cwd` (stdio) or `url`, `bearer_token_env` (http), and `namespace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawUpstream")]
@@ -138,7 +147,8 @@ pub struct UpstreamSpec {
 #[serde(deny_unknown_fields)]
 struct RawUpstream {
     id: String,
-    transport: String,
+    #[serde(default)]
+    transport: Option<String>,
     #[serde(default)]
     command: Option<String>,
     #[serde(default)]
@@ -161,7 +171,23 @@ impl TryFrom<RawUpstream> for UpstreamSpec {
     fn try_from(r: RawUpstream) -> Result<Self, String> {
         let id = r.id.clone();
         crate::catalog::check_upstream_id(&id).map_err(|e| e.to_string())?;
-        let transport = match r.transport.as_str() {
+        // Without `transport`, `command` means stdio and `url` means http.
+        let kind = match (&r.transport, &r.command, &r.url) {
+            (Some(t), _, _) => t.clone(),
+            (None, Some(_), None) => "stdio".to_owned(),
+            (None, None, Some(_)) => "http".to_owned(),
+            (None, Some(_), Some(_)) => {
+                return Err(format!(
+                    "upstream `{id}`: both `command` and `url` are set; set `transport = \"stdio\"` or `transport = \"http\"`"
+                ));
+            }
+            (None, None, None) => {
+                return Err(format!(
+                    "upstream `{id}`: needs `command` (a stdio server) or `url` (a Streamable HTTP server)"
+                ));
+            }
+        };
+        let transport = match kind.as_str() {
             "stdio" => {
                 if r.url.is_some() || r.bearer_token_env.is_some() {
                     return Err(format!(
@@ -261,7 +287,11 @@ pub struct ToolRule {
     /// was never shown. Both ways, and authoritative; without it a store effect is content
     /// matching when the shipped catalog lists it (the filesystem server's `edit_file`) or its
     /// input schema has a match-text or dry-run parameter (`oldText`, `old_str`, `search`,
-    /// `pattern`, `dryRun`, …; the upstream can only tighten this way).
+    /// `pattern`, `dryRun`, …; the upstream can only tighten this way). On a read tool it
+    /// marks a search (default: a `query`, `pattern`, `search`, `regex`, `filter`, …
+    /// parameter in its schema), whose calls with search text the task does not name count
+    /// against `max_unanchored_match_reads`; `false` exempts a search that cannot reach
+    /// protected content.
     #[serde(default)]
     pub matches_content: Option<bool>,
 }

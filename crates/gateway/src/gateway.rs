@@ -380,7 +380,17 @@ impl Gateway {
         )
         .await?
         .with_latency(metrics.upstream.clone());
-        let listings = executor.startup_listings(startup).await?;
+        let mut listings = executor.startup_listings(startup).await?;
+        for (spec, _, tools) in &mut listings {
+            for tool in tools.iter_mut() {
+                let scrubbed =
+                    crate::upstream::scrub_tool_metadata(tool, &config.summary.injection_markers);
+                if scrubbed > 0 {
+                    tracing::warn!(upstream = %spec.id, tool = %tool.name, replaced = scrubbed,
+                        "tool description carried identifiers, secrets or injection markers; scrubbed before listing");
+                }
+            }
+        }
         let catalog = Catalog::build(&listings, &config.tools)?;
         let classifier = Classifier {
             rules: config.classify.clone(),
@@ -794,7 +804,18 @@ impl Gateway {
         let mut names_protected = false;
         let mut protection_unknown = false;
         if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
-            for (field, values) in self.object_identifiers(&entry, arguments, &records).await {
+            let named = self.object_identifiers(&entry, arguments, &records).await;
+            // A content-matching effect whose object the gateway cannot identify can be
+            // neither seen nor protected: it waits (fail closed; red-team F10).
+            if named.is_empty() && entry.matches_content {
+                targets.push(TargetFact {
+                    field: "(unidentified object)".into(),
+                    anchored: false,
+                    via_handle: false,
+                    provenance: Provenance::UnreadObject,
+                });
+            }
+            for (field, values) in named {
                 // A failed lookup is held like a protected object (fail closed: the call needs
                 // a human), but it does not make the objects protected: a transient store
                 // error must not protect a session's objects for good.
@@ -1132,7 +1153,10 @@ impl Gateway {
     ) -> Result<bool, ()> {
         let keys: Vec<String> = values
             .iter()
-            .flat_map(|v| secureclaw_core::protect::match_keys(v))
+            .flat_map(|v| match mark {
+                ObjectMark::Protected => secureclaw_core::protect::match_keys(v),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(v).into_iter().collect(),
+            })
             .collect();
         if keys.is_empty() {
             return Ok(false);
@@ -1161,15 +1185,20 @@ impl Gateway {
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Result<(), ()> {
         let named = self.object_identifiers(entry, arguments, records).await;
-        // A store effect naming several objects (a move, a copy) carries content the session
-        // may not have seen from one to another: it marks nothing seen.
-        if mark == ObjectMark::Seen && entry.effect == EffectClass::Effect && named.len() != 1 {
+        // Only a read of whole objects marks them seen (see `secureclaw_core::protect`).
+        if mark == ObjectMark::Seen
+            && (entry.effect == EffectClass::Effect
+                || !secureclaw_core::protect::whole_object_read(arguments, &entry.targets))
+        {
             return Ok(());
         }
         let keys: Vec<String> = named
             .into_iter()
             .flat_map(|(_, values)| values)
-            .flat_map(|v| secureclaw_core::protect::protect_keys(&v))
+            .flat_map(|v| match mark {
+                ObjectMark::Protected => secureclaw_core::protect::protect_keys(&v),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(&v).into_iter().collect(),
+            })
             .collect();
         if keys.is_empty() {
             return Ok(());
@@ -1307,6 +1336,46 @@ impl Gateway {
                 false
             }
         }
+    }
+
+    /// Whether a search (a read whose tool matches the call's text against content) may run:
+    /// always when every search text is named by the task (each of its words, split at
+    /// whitespace and glob/regex wildcards, anchors as a target would, and has three or more
+    /// characters); otherwise it takes one
+    /// of the session's `max_unanchored_match_reads` uses, counted in the store across
+    /// replicas. The count depends only on what the runtime sent, never on what the search
+    /// would find, so the refusal itself answers nothing. A store failure refuses (fail
+    /// closed).
+    async fn take_match_read(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> bool {
+        let texts = crate::known::search_texts(arguments);
+        let trusted = &self.inner.config.trusted_targets;
+        let named = |text: &str| {
+            is_anchored(text.trim(), &session.envelope, trusted) || {
+                let mut words = text
+                    .split(|c: char| c.is_whitespace() || "*?[]{}()|^$+\\\"'".contains(c))
+                    .filter(|w| !w.is_empty())
+                    .peekable();
+                // Words of one or two characters (digits, initials) never count as named:
+                // strung together they would probe withheld values freely.
+                words.peek().is_some()
+                    && words.all(|w| {
+                        w.chars().count() >= 3 && is_anchored(w, &session.envelope, trusted)
+                    })
+            }
+        };
+        if texts.iter().all(|t| t.trim().is_empty() || named(t)) {
+            return true;
+        }
+        self.take_grant(
+            session,
+            MATCH_READS_KEY,
+            self.inner.config.limits.max_unanchored_match_reads,
+        )
+        .await
     }
 
     /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]), as keyed
@@ -1801,6 +1870,11 @@ impl Gateway {
                     return self.deny(session, tool, Some(&entry), reason, None).await;
                 }
             };
+            if entry.matches_content && !self.take_match_read(session, &arguments).await {
+                return self
+                    .deny(session, tool, Some(&entry), ReasonCode::MatchBudget, None)
+                    .await;
+            }
             let anchored = self
                 .read_anchored(session, &arguments, &prepared.handle_records)
                 .await;
@@ -2235,9 +2309,17 @@ impl Gateway {
             .iter()
             .map(|r| (r.id.clone(), r.clone()))
             .collect();
+        // A store effect naming several objects (a move, a copy) carries content from one to
+        // another: every object it names becomes protected, so content moved onto a name the
+        // session had seen is never taken for what it saw (red-team F2).
         let protects = entry.sink == SinkKind::Store
             && (prepared.names_protected
-                || content_handles(&prepared.request.inputs.arguments, &entry.targets));
+                || content_handles(&prepared.request.inputs.arguments, &entry.targets)
+                || self
+                    .object_identifiers(&entry, &prepared.request.inputs.arguments, &records)
+                    .await
+                    .len()
+                    > 1);
         if protects
             && self
                 .mark(
@@ -2350,15 +2432,9 @@ impl Gateway {
                 {
                     tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
                 }
-                // The session knows what a store effect on one object left in it (what it
-                // wrote, or the edit it made to an object it had seen): a later
-                // content-matching edit of that object needs no read first. A failure only
-                // costs that (the edit then waits), so it does not fail the call.
-                if entry.sink == SinkKind::Store && !protects && !output.is_error {
-                    let _ = self
-                        .mark(ObjectMark::Seen, session, &entry, &runtime_args, &records)
-                        .await;
-                }
+                // A store effect marks nothing seen: an append, a partial write or a write
+                // under another spelling leaves content the session has not been shown (a
+                // later content-matching edit reads the object first).
                 self.finish(
                     session,
                     &entry,
@@ -2712,6 +2788,11 @@ impl Gateway {
 /// Whether `arguments` carry a handle anywhere but as the whole value of a target field: in
 /// content (a file's text, an edit's replacement), where the executor resolves it into the
 /// object written. A handle that is exactly a target's value names a record or a destination.
+/// The store's use counter for a session's unanchored searches (beside the task's grants; a
+/// grant pattern holds no spaces or parentheses in practice, and a collision would only share
+/// a count).
+const MATCH_READS_KEY: &str = "(unanchored match reads)";
+
 fn content_handles(arguments: &Map<String, Value>, fields: &[String]) -> bool {
     let all = find_handles(&Value::Object(arguments.clone()));
     if all.is_empty() {
@@ -2860,14 +2941,10 @@ fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[Target
     let call = escape_invisible(&format!("{}({})", entry.exposed, parts.join(", ")));
     let unanchored = targets.iter().filter(|t| !t.anchored).count();
     let (listed, distinct) = flagged_code_points(&Value::Object(args.clone()).to_string());
-    let mut out = format!(
-        "{} of {} target(s) NOT ANCHORED; {distinct} distinct non-ASCII character(s) in the arguments",
-        unanchored,
-        targets.len()
-    );
+    let mut out = format!("{} of {} target(s) NOT ANCHORED", unanchored, targets.len());
     if distinct > 0 {
         out.push_str(&format!(
-            "\n  WARNING: non-ASCII characters (look-alikes possible): {}",
+            "; {distinct} distinct non-ASCII character(s) in the arguments\n  WARNING: non-ASCII characters (look-alikes possible): {}",
             code_point_list(&listed, distinct)
         ));
     }

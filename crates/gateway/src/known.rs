@@ -188,9 +188,140 @@ pub fn schema_matches_content(schema: &serde_json::Map<String, serde_json::Value
     walk(&serde_json::Value::Object(schema.clone()), 0)
 }
 
+/// Parameter names (lower case, without `_` and `-`) that make a read tool a search: its
+/// result depends on matching the call's text against content the session may never have been
+/// shown, so "found" / "not found" answers questions about withheld values (red-team F2/F3).
+const SEARCH_PARAMETERS: &[&str] = &[
+    "search",
+    "searchtext",
+    "searchquery",
+    "searchterm",
+    "searchterms",
+    "find",
+    "findtext",
+    "pattern",
+    "patterns",
+    "match",
+    "query",
+    "q",
+    "glob",
+    "regex",
+    "regexp",
+    "grep",
+    "filter",
+    "keyword",
+    "keywords",
+    "term",
+    "terms",
+    "contains",
+];
+
+fn parameter_key(k: &str) -> String {
+    k.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Whether a read tool's input schema declares a search parameter (see `SEARCH_PARAMETERS`:
+/// `query`, `pattern`, `search`, `regex`, `filter`, …) at any depth up to 32. Untrusted, but a
+/// match only tightens: the tool's unanchored searches then count against
+/// `max_unanchored_match_reads`.
+#[must_use]
+pub fn schema_searches(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn walk(v: &serde_json::Value, depth: usize) -> bool {
+        if depth > 32 {
+            return false;
+        }
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(props)) = map.get("properties")
+                    && props
+                        .keys()
+                        .any(|k| SEARCH_PARAMETERS.contains(&parameter_key(k).as_str()))
+                {
+                    return true;
+                }
+                map.values().any(|v| walk(v, depth + 1))
+            }
+            serde_json::Value::Array(items) => items.iter().any(|v| walk(v, depth + 1)),
+            _ => false,
+        }
+    }
+    walk(&serde_json::Value::Object(schema.clone()), 0)
+}
+
+/// The texts a search call matches with: every string or number under an argument whose name
+/// is a search parameter (any depth up to 32; strings inside arrays and objects below it
+/// included). Empty when the call passes none.
+#[must_use]
+pub fn search_texts(arguments: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    fn leaves(v: &serde_json::Value, depth: usize, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Number(n) => out.push(n.to_string()),
+            serde_json::Value::Array(items) if depth < 32 => {
+                items.iter().for_each(|i| leaves(i, depth + 1, out));
+            }
+            serde_json::Value::Object(map) if depth < 32 => {
+                map.values().for_each(|i| leaves(i, depth + 1, out));
+            }
+            _ => {}
+        }
+    }
+    fn walk(map: &serde_json::Map<String, serde_json::Value>, depth: usize, out: &mut Vec<String>) {
+        for (k, v) in map {
+            if SEARCH_PARAMETERS.contains(&parameter_key(k).as_str()) {
+                leaves(v, depth, out);
+            } else if let serde_json::Value::Object(inner) = v
+                && depth < 32
+            {
+                walk(inner, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(arguments, 0, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn searches_are_found_by_parameter_name() {
+        let schema = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+        for name in [
+            "query",
+            "pattern",
+            "searchQuery",
+            "search_term",
+            "regex",
+            "q",
+        ] {
+            assert!(
+                schema_searches(&schema(serde_json::json!({
+                    "type": "object", "properties": {name: {"type": "string"}}
+                }))),
+                "{name}"
+            );
+        }
+        for name in ["path", "id", "limit", "file_id"] {
+            assert!(
+                !schema_searches(&schema(serde_json::json!({
+                    "type": "object", "properties": {name: {"type": "string"}}
+                }))),
+                "{name}"
+            );
+        }
+        let args = schema(serde_json::json!({
+            "path": "/srv", "pattern": "*DE89*", "opts": {"excludePatterns": ["x"], "query": 7}
+        }));
+        let mut texts = search_texts(&args);
+        texts.sort();
+        assert_eq!(texts, vec!["*DE89*".to_owned(), "7".to_owned()]);
+    }
 
     #[test]
     fn filesystem_reads_are_known_and_writes_are_not() {

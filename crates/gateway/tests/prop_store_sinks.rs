@@ -114,12 +114,15 @@ fn seeded() -> BTreeMap<String, String> {
 /// The filesystem-like upstream `fs`.
 struct FsUpstream {
     files: Mutex<BTreeMap<String, String>>,
+    /// `search_files` calls that reached the upstream.
+    searches: AtomicUsize,
 }
 
 impl FsUpstream {
     fn new() -> Self {
         Self {
             files: Mutex::new(seeded()),
+            searches: AtomicUsize::new(0),
         }
     }
 
@@ -195,7 +198,11 @@ impl Upstream for FsUpstream {
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         Box::pin(async move {
             Ok(vec![
-                tool("read_file", json!({"path": {"type": "string"}}), true),
+                tool(
+                    "read_file",
+                    json!({"path": {"type": "string"}, "head": {"type": "integer"}}),
+                    true,
+                ),
                 tool(
                     "write_file",
                     json!({"path": {"type": "string"}, "content": {"type": "string"}}),
@@ -211,6 +218,18 @@ impl Upstream for FsUpstream {
                     "move_file",
                     json!({"source": {"type": "string"}, "destination": {"type": "string"}}),
                     false,
+                ),
+                // A wiki-shaped tool naming its object by an id field (red-team F10).
+                tool(
+                    "update_page",
+                    json!({"page_id": {"type": "string"}, "find": {"type": "string"},
+                           "replace": {"type": "string"}}),
+                    false,
+                ),
+                tool(
+                    "search_files",
+                    json!({"path": {"type": "string"}, "pattern": {"type": "string"}}),
+                    true,
                 ),
             ])
         })
@@ -235,11 +254,67 @@ impl Upstream for FsUpstream {
                     None => tool_error("no such file"),
                 });
             }
+            self.searches
+                .fetch_add(usize::from(name == "search_files"), Ordering::SeqCst);
+            if name == "search_files" {
+                // The paths under `path` whose name or content holds the pattern (its `*`
+                // wildcards dropped): a search oracle over withheld content.
+                let (Some(root), Some(pattern)) = (arg("path"), arg("pattern")) else {
+                    return Ok(tool_error("missing path or pattern"));
+                };
+                let needle = pattern.replace('*', "");
+                let found: Vec<&String> = files
+                    .iter()
+                    .filter(|(p, t)| {
+                        p.starts_with(&root) && (p.contains(&needle) || t.contains(&needle))
+                    })
+                    .map(|(p, _)| p)
+                    .collect();
+                return Ok(text_output(
+                    if found.is_empty() {
+                        "No matches found".to_owned()
+                    } else {
+                        found
+                            .iter()
+                            .map(|p| p.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    },
+                    json!({"matches": found}),
+                ));
+            }
+            if name == "update_page" {
+                let (Some(id), Some(find), Some(replace)) =
+                    (arg("page_id"), arg("find"), arg("replace"))
+                else {
+                    return Ok(tool_error("missing page_id, find or replace"));
+                };
+                return Ok(match files.get_mut(&id) {
+                    Some(text) if !find.is_empty() && text.contains(&find) => {
+                        let before = text.clone();
+                        *text = before.replacen(&find, &replace, 1);
+                        let d = diff(&id, &before, text);
+                        text_output(d.clone(), json!({"diff": d}))
+                    }
+                    Some(_) => tool_error("no match"),
+                    None => tool_error("no such page"),
+                });
+            }
             let Some(path) = arg("path") else {
                 return Ok(tool_error("missing path"));
             };
             Ok(match name.as_str() {
                 "read_file" => match files.get(&path) {
+                    // `head: n`: the first n lines (none for n <= 0).
+                    Some(text) if arguments.contains_key("head") => {
+                        let n = arguments.get("head").and_then(Value::as_i64).unwrap_or(0);
+                        let part: Vec<&str> =
+                            text.lines().take(usize::try_from(n).unwrap_or(0)).collect();
+                        text_output(
+                            part.join("\n"),
+                            json!({"path": path, "content": part.join("\n")}),
+                        )
+                    }
                     Some(text) => {
                         let content = if path.ends_with(".json") {
                             serde_json::from_str(text).unwrap_or_else(|_| json!(text))
@@ -346,6 +421,11 @@ async fn start_in(
     // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.
     let mut config = config;
     config.tools.insert(0, common::read_rule("fs__read_file"));
+    if !config.tools.iter().any(|r| r.tool == "fs__search_files") {
+        config
+            .tools
+            .insert(1, common::read_rule("fs__search_files"));
+    }
     let (specs, connector) = in_process(vec![(spec, up)]);
     let gw = Gateway::start(
         keys.clone(),
@@ -379,6 +459,7 @@ async fn session(gw: &Gateway) -> SessionRecord {
                 "fs__write_file".into(),
                 "fs__edit_file".into(),
                 "fs__move_file".into(),
+                "fs__update_page".into(),
             ],
             ..TaskEnvelope::default()
         },
@@ -1213,5 +1294,233 @@ fn allowed_handle_is_written_in_clear_and_read_back_as_a_handle() {
             secureclaw_core::recovery::ReasonCode::HandleSinkForbidden,
         );
         assert!(!fs.fs.holds_in_clear("/work/docs/a.txt", EMAIL));
+    });
+}
+
+/// Red-team F2/F3, the search oracle: a search answers "found / not found" about content the
+/// runtime holds only as handles (`*DE89*`, then `*DE893*`, … recovers the IBAN one character at
+/// a time). Searches whose text the task does not name are bounded per session
+/// (`max_unanchored_match_reads`); past the bound every such search is refused with
+/// `match_budget` before it is sent, whether or not it would have matched, and the count
+/// survives a restart (it lives in the store, as another replica sees it).
+#[test]
+fn searches_by_text_the_task_does_not_name_are_bounded() {
+    let rt = runtime();
+    rt.block_on(async {
+        let mut config = GatewayConfig::default();
+        config.limits.max_unanchored_match_reads = 3;
+        let fs = start(config.clone()).await;
+        let s = session(&fs.gw).await;
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let probe = |p: &str| json!({"path": "/work/docs/", "pattern": p});
+        for guess in ["*DE8*", "*DE89*", "*zz-not-there*"] {
+            let out = call(&fs, &s, "fs__search_files", probe(guess)).await;
+            assert_eq!(reason(&out), None, "{guess}: {}", visible(&out));
+        }
+        assert_eq!(fs.fs.searches.load(Ordering::SeqCst), 3);
+        // Past the bound: refused before it is sent, a hit and a miss alike.
+        for guess in ["*DE893*", "*qq-not-there*"] {
+            let out = call(&fs, &s, "fs__search_files", probe(guess)).await;
+            assert_eq!(
+                reason(&out),
+                Some(ReasonCode::MatchBudget),
+                "{}",
+                visible(&out)
+            );
+            let text = visible(&out);
+            assert!(text.contains("max_unanchored_match_reads"), "{text}");
+            for p in PROTECTED {
+                assert!(!text.contains(p), "{text}");
+            }
+        }
+        assert_eq!(fs.fs.searches.load(Ordering::SeqCst), 3);
+        assert!(decision_reasons(&fs).contains(&"match_budget".to_owned()));
+        // Positive control: a search by words the task names is never counted.
+        for _ in 0..5 {
+            let out = call(&fs, &s, "fs__search_files", probe("*files*")).await;
+            assert_eq!(reason(&out), None, "{}", visible(&out));
+        }
+        // Another session has its own count.
+        let s2 = session(&fs.gw).await;
+        let out = call(&fs, &s2, "fs__search_files", probe("*DE893*")).await;
+        assert_eq!(reason(&out), None, "{}", visible(&out));
+        // The count survives a restart of the gateway on the same state.
+        let Fs {
+            _dir,
+            gw,
+            fs: up,
+            keys,
+            ..
+        } = fs;
+        drop(gw);
+        let again = start_in(config.clone(), _dir, up, keys).await;
+        let out = call(&again, &s, "fs__search_files", probe("*DE8937*")).await;
+        assert_eq!(
+            reason(&out),
+            Some(ReasonCode::MatchBudget),
+            "{}",
+            visible(&out)
+        );
+        // The operator can exempt a search that cannot reach protected content.
+        let mut exempt = config;
+        exempt.tools.push(ToolRule {
+            matches_content: Some(false),
+            ..common::read_rule("fs__search_files")
+        });
+        let fs3 = start(exempt).await;
+        let s3 = session(&fs3.gw).await;
+        for i in 0..5 {
+            let out = call(&fs3, &s3, "fs__search_files", probe(&format!("*x{i}*"))).await;
+            assert_eq!(reason(&out), None, "{}", visible(&out));
+        }
+    });
+}
+
+/// Red-team F1, F2, F9, F10: the "seen" mark is a permission (a content-matching edit of a
+/// seen object runs without a read first), so it is granted narrowly. Each way the red team
+/// turned it into a match oracle is held; reading the whole file first still lets an edit of a
+/// plain file run (the control).
+#[test]
+fn seen_marks_are_narrow_partial_reads_moves_case_and_ids() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let no_leak = |o: &CallOutcome| {
+            let text = received(o);
+            for p in PROTECTED {
+                assert!(!text.contains(p), "{p} in {text}");
+            }
+        };
+        let dry = |path: &str| json!({"path": path, "old": "@", "new": " # ", "dryRun": true});
+
+        // F1: a partial read (`head`) that showed nothing protected marks nothing seen.
+        let s = session(&fs.gw).await;
+        let head = call(&fs, &s, "fs__read_file", json!({"path": NOTES, "head": 1})).await;
+        assert_eq!(reason(&head), None, "{}", visible(&head));
+        assert!(!received(&head).contains("hdl_"), "{}", visible(&head));
+        let o = call(&fs, &s, "fs__edit_file", dry(NOTES)).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ObjectUnread),
+            "{}",
+            visible(&o)
+        );
+        no_leak(&o);
+        let head = call(&fs, &s, "fs__read_file", json!({"path": NOTES, "head": -1})).await;
+        assert_eq!(reason(&head), None);
+        let o = call(&fs, &s, "fs__edit_file", dry(NOTES)).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ObjectUnread),
+            "{}",
+            visible(&o)
+        );
+
+        // F9: seen marks are exact: writing `NOTES.TXT` does not make `notes.txt` seen.
+        let s = session(&fs.gw).await;
+        let upper = NOTES.replace("notes.txt", "NOTES.TXT");
+        let w = call(
+            &fs,
+            &s,
+            "fs__write_file",
+            json!({"path": upper, "content": "x"}),
+        )
+        .await;
+        assert_eq!(reason(&w), None, "{}", visible(&w));
+        let o = call(&fs, &s, "fs__edit_file", dry(NOTES)).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ObjectUnread),
+            "{}",
+            visible(&o)
+        );
+        no_leak(&o);
+
+        // F2: content moved onto a name the session had seen is not taken for what it saw.
+        let s = session(&fs.gw).await;
+        let scratch = "/work/docs/scratch.txt";
+        let w = call(
+            &fs,
+            &s,
+            "fs__write_file",
+            json!({"path": scratch, "content": "scratch"}),
+        )
+        .await;
+        assert_eq!(reason(&w), None, "{}", visible(&w));
+        let r = call(&fs, &s, "fs__read_file", json!({"path": scratch})).await;
+        assert_eq!(reason(&r), None);
+        let mv = |from: &str, to: &str| json!({"source": from, "destination": to});
+        let m = call(
+            &fs,
+            &s,
+            "fs__move_file",
+            mv(scratch, "/work/docs/scratch-old.txt"),
+        )
+        .await;
+        assert_eq!(reason(&m), None, "{}", visible(&m));
+        // The move protected both names: moving the unread secret file onto it waits.
+        let m = call(&fs, &s, "fs__move_file", mv(NOTES, scratch)).await;
+        assert_eq!(
+            reason(&m),
+            Some(ReasonCode::ProtectedObject),
+            "{}",
+            visible(&m)
+        );
+        let o = call(&fs, &s, "fs__edit_file", dry(scratch)).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ProtectedObject),
+            "{}",
+            visible(&o)
+        );
+        no_leak(&o);
+        assert!(
+            fs.fs.holds_in_clear(NOTES, EMAIL),
+            "the secret file was moved"
+        );
+
+        // F10: an object named by an id field (`page_id`): held unread without a read, held
+        // protected after a read that withheld values.
+        let s = session(&fs.gw).await;
+        let page = json!({"page_id": NOTES, "find": "@", "replace": " # "});
+        let o = call(&fs, &s, "fs__update_page", page.clone()).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ObjectUnread),
+            "{}",
+            visible(&o)
+        );
+        no_leak(&o);
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
+        let o = call(&fs, &s, "fs__update_page", page).await;
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::ProtectedObject),
+            "{}",
+            visible(&o)
+        );
+        no_leak(&o);
+        assert!(fs.fs.holds_in_clear(NOTES, EMAIL));
+
+        // Control: a whole read of a plain file lets its content-matching edit run.
+        let s = session(&fs.gw).await;
+        let r = call(&fs, &s, "fs__read_file", json!({"path": PLAIN})).await;
+        assert_eq!(reason(&r), None);
+        let o = call(
+            &fs,
+            &s,
+            "fs__edit_file",
+            json!({"path": PLAIN, "old": "Friday", "new": "Monday"}),
+        )
+        .await;
+        assert_eq!(reason(&o), None, "{}", visible(&o));
+        let o = call(
+            &fs,
+            &s,
+            "fs__update_page",
+            json!({"page_id": PLAIN, "find": "Monday", "replace": "Tuesday"}),
+        )
+        .await;
+        assert_eq!(reason(&o), None, "{}", visible(&o));
     });
 }
