@@ -82,6 +82,24 @@ struct Counts {
     peers: Mutex<HashMap<IpAddr, Peer>>,
 }
 
+/// The address a peer is counted under: every loopback address (all of `127.0.0.0/8`, `::1`,
+/// and IPv4-mapped loopback) is one peer, so that a local process cannot open connections from
+/// thousands of `127.x.y.z` addresses and exhaust `max_connections` for everyone (red-team F7).
+#[must_use]
+pub fn peer_key(ip: IpAddr) -> IpAddr {
+    let loopback = match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    if loopback {
+        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+    } else {
+        ip
+    }
+}
+
 impl Counts {
     fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Peer>> {
         self.peers.lock().unwrap_or_else(PoisonError::into_inner)
@@ -356,7 +374,8 @@ where
                 continue;
             }
         };
-        let Some(slot) = counts.connect(peer.ip()) else {
+        let ip = peer_key(peer.ip());
+        let Some(slot) = counts.connect(ip) else {
             tracing::info!(peer = %peer.ip(), "connection refused: connection limit reached");
             drop(stream);
             continue;
@@ -366,7 +385,7 @@ where
         }
         tokio::spawn(connection(
             stream,
-            peer.ip(),
+            ip,
             app.clone(),
             counts.clone(),
             slot,
@@ -465,5 +484,29 @@ async fn idle_for(activity: &Activity, idle: Duration) {
             // Busy: look again after another idle period.
             activity.touch();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Red-team F7: every loopback source address counts as one peer.
+    #[test]
+    fn loopback_addresses_are_one_peer() {
+        let key = |s: &str| {
+            peer_key(
+                s.parse::<IpAddr>()
+                    .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            )
+        };
+        assert_eq!(key("127.0.1.2"), key("127.0.0.1"));
+        assert_eq!(key("127.20.3.4"), key("127.0.0.1"));
+        assert_eq!(key("::1"), key("127.0.0.1"));
+        assert_eq!(key("::ffff:127.0.0.9"), key("127.0.0.1"));
+        // Control: other addresses keep their own count.
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
+        assert_eq!(key("10.0.0.1"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("127.0.0.1"));
     }
 }
