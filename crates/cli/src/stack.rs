@@ -36,7 +36,16 @@ pub async fn open_state(
         // The URL may carry a password: never print it.
         let store = PgStore::connect(url, keys.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("cannot open the PostgreSQL store: {e}"))?;
+            .map_err(|e| {
+                let hint = if e.to_string().contains("permission denied") {
+                    "; the store's role must be able to create tables: make it the database's \
+                     owner (`createdb -O <role> <db>`), or `GRANT CREATE ON SCHEMA public TO <role>` \
+                     (PostgreSQL 15 no longer grants that to everyone)"
+                } else {
+                    ""
+                };
+                anyhow::anyhow!("cannot open the PostgreSQL store: {e}{hint}")
+            })?;
         return Ok((keys, Arc::new(store)));
     }
     let db = state::db_path(dir);

@@ -106,6 +106,10 @@ pub enum ReasonCode {
     /// answers "found / not found" about content the runtime may hold only as handles, so
     /// their number is bounded (the search oracle). Nothing was sent.
     MatchBudget,
+    /// An approval was presented by a session other than the one that asked for it (a
+    /// restarted client, another `wrap` process). The approval stays usable by its own
+    /// session; nothing ran.
+    ApprovalSessionMismatch,
 }
 
 impl ReasonCode {
@@ -150,6 +154,7 @@ impl ReasonCode {
             ReasonCode::LimitExceeded => "limit_exceeded",
             ReasonCode::TooManyTargets => "too_many_targets",
             ReasonCode::MatchBudget => "match_budget",
+            ReasonCode::ApprovalSessionMismatch => "approval_session_mismatch",
         }
     }
 }
@@ -391,6 +396,13 @@ impl Recovery {
                 vec![
                     "split the call into several smaller calls, each with fewer targets".into(),
                     "ask the operator if the task needs a higher max_targets_per_call".into(),
+                ],
+            ),
+            ReasonCode::ApprovalSessionMismatch => (
+                "this approval was given to another session (a restarted client or another wrap process); an approval is used only by the session that asked for it, and nothing ran",
+                vec![
+                    "issue the call again without the approval: it waits for a new approval in this session".into(),
+                    "keep one client connection open while an approval is pending".into(),
                 ],
             ),
             ReasonCode::MatchBudget => (

@@ -31,10 +31,11 @@ use crate::target::{
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::{KeyId, KeyPurpose, KeyRing};
 use secureclaw_core::recovery::ReasonCode::{
-    self, ActionMismatch, ArtifactExpired, ArtifactMac, ArtifactMalformed, ArtifactMissing,
-    ArtifactNotYetValid, ArtifactVersion, BindingMismatch, ConfirmationDenied, ConfirmationInvalid,
-    ConfirmationMissing, ConfirmationRequired, DecisionNotAllow, HandleSinkForbidden,
-    HandleUnavailable, InvalidArguments, KeyRetired, KeyUnknown, PolicyChanged, Replay,
+    self, ActionMismatch, ApprovalSessionMismatch, ArtifactExpired, ArtifactMac, ArtifactMalformed,
+    ArtifactMissing, ArtifactNotYetValid, ArtifactVersion, BindingMismatch, ConfirmationDenied,
+    ConfirmationInvalid, ConfirmationMissing, ConfirmationRequired, DecisionNotAllow,
+    HandleSinkForbidden, HandleUnavailable, InvalidArguments, KeyRetired, KeyUnknown,
+    PolicyChanged, Replay,
 };
 use serde_json::{Value, json};
 use std::future::Future;
@@ -1099,7 +1100,7 @@ async fn beyond(c: &Ctx<'_>, r: &mut Results) {
     r.case(
         AR,
         "approval used from another session",
-        deny(BindingMismatch),
+        deny(ApprovalSessionMismatch),
         async {
             let (v, p) = c.gated().await?;
             c.t.decide(&p.action_id, true).await?;

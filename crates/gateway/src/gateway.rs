@@ -2517,6 +2517,20 @@ impl Gateway {
                     .await;
             }
         };
+        // An approval belongs to the session that asked for it: presented by another one (a
+        // restarted client), it is refused with its own reason, so the runtime asks again
+        // instead of "previewing the exact call again" forever.
+        if action.session != session.id {
+            return self
+                .deny(
+                    session,
+                    tool,
+                    entry,
+                    ReasonCode::ApprovalSessionMismatch,
+                    None,
+                )
+                .await;
+        }
         // The re-issued call must be exactly the approved one — checked before anything else,
         // so that an approval id cannot be attached to a different call (not even to obtain a
         // "pending" answer naming the approval).

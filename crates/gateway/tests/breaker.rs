@@ -592,7 +592,7 @@ async fn approvals_do_not_travel() {
     h.gw.decide_approval(&a, true, "operator").await.unwrap();
     // Another session of the same caller.
     let o = h.call(&s2, SEND, args_a.clone(), Some(&a)).await;
-    assert_denied(&o, ReasonCode::BindingMismatch);
+    assert_denied(&o, ReasonCode::ApprovalSessionMismatch);
     // Another tool with the same arguments.
     let o = h
         .call(&h.session, "office__save_draft", args_a.clone(), Some(&a))
