@@ -176,6 +176,8 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
     };
     println!("SecureClaw demo: the paper's running example (invoice INV-42)\n");
     let gw = stack::start(&dir, None, &[], GatewayConfig::demo_office(), vec![spec]).await?;
+    // The pending line's approve command names the demo's own state directory.
+    gw.set_approve_command(&dir, None);
     let session = gw
         .open_session(
             "alice",
