@@ -625,6 +625,29 @@ pub enum BranchState {
     Abandoned,
 }
 
+impl BranchState {
+    /// `pending`, `promoted`, `abandoned` (as stored).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BranchState::Pending => "pending",
+            BranchState::Promoted => "promoted",
+            BranchState::Abandoned => "abandoned",
+        }
+    }
+
+    /// Inverse of [`BranchState::as_str`]; `None` for any other text.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(BranchState::Pending),
+            "promoted" => Some(BranchState::Promoted),
+            "abandoned" => Some(BranchState::Abandoned),
+            _ => None,
+        }
+    }
+}
+
 /// Lifecycle state of one event (paper §4; names per §2.18 item 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

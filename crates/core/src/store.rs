@@ -14,7 +14,9 @@
 //!   transitions;
 //! - [`AuditSink`]: the hash-chained audit log;
 //! - [`SpeculationStore`]: speculation state shared by replicas (the per-session disclosure
-//!   budget);
+//!   budget, held speculative calls and branch states);
+//! - [`RateLimitStore`]: the per-session and per-(session, tool) rate-limit token buckets,
+//!   shared by replicas;
 //! - [`TaskStateStore`]: per-session authorization state shared by replicas (uses of limited
 //!   task grants, amounts anchored reads returned, the values the session wrote);
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
@@ -32,8 +34,10 @@ use crate::audit::{AuditError, AuditEvent, AuditRecord};
 use crate::binding::BindingDigest;
 use crate::canonical::TaskEnvelope;
 use crate::confirmation::Confirmation;
+use crate::contract::BranchState;
 use crate::handle::{HandleId, HandleRecord};
 use crate::keys::KeyError;
+use crate::recovery::Limit;
 use crate::time::UnixMillis;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -501,9 +505,12 @@ pub trait AuditSink: Send + Sync {
 }
 
 /// Speculation state shared by every gateway on the store (Ghost Tool Calls §4; issue 13
-/// item 4): the per-session disclosure budget. Kept in the store, not in a gateway's memory,
-/// so that a budget is spent once across replicas and survives a restart: a replica cannot
-/// re-spend what another (or its own earlier process) spent. Counters only ever grow.
+/// item 4): the per-session disclosure budget, the held (DEFER) speculative calls and the
+/// branch states. Kept in the store, not in a gateway's memory, so that a budget is spent once
+/// across replicas and survives a restart (a replica cannot re-spend what another, or its own
+/// earlier process, spent; budget counters only ever grow), a call held through one replica is
+/// released exactly once when its branch is promoted through any replica, and the per-session
+/// held-call bounds hold for all replicas together.
 #[async_trait]
 pub trait SpeculationStore: Send + Sync {
     /// Budgeted dispatches charged to `session` so far; 0 for a session never charged.
@@ -520,6 +527,231 @@ pub trait SpeculationStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
     async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError>;
+
+    /// State of `branch` of `session`: [`BranchState::Pending`] for a branch never settled
+    /// (or never seen).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn branch_state(&self, session: &str, branch: &str) -> Result<BranchState, StoreError>;
+
+    /// Hold a speculative call of `session` for `branch` until the branch settles, in one
+    /// transaction serialized per session across every connection and replica: refused with
+    /// [`HoldOutcome::Settled`] if the branch is promoted or abandoned, with
+    /// [`HoldOutcome::Limit`] if the session already holds `bounds.max_calls` calls or the
+    /// call would take its held bytes past `bounds.max_bytes` (so replicas together never
+    /// exceed either); otherwise stored with the session's next sequence number. `call` is the
+    /// call's JSON (tool and arguments, as the caller encodes it); it is stored sealed under the
+    /// vault key (AEAD, fresh random nonce, session, branch and sequence as associated data),
+    /// never in clear. `bytes` is what the call counts against `bounds.max_bytes`.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] without a vault key; [`StoreError::Unavailable`];
+    /// [`StoreError::Corrupt`].
+    async fn hold_call(
+        &self,
+        session: &str,
+        branch: &str,
+        call: &str,
+        bytes: u64,
+        bounds: HeldBounds,
+    ) -> Result<HoldOutcome, StoreError>;
+
+    /// Settle `branch` of `session` as [`BranchState::Promoted`] or [`BranchState::Abandoned`]
+    /// and take its held calls, in one transaction serialized per session across every
+    /// connection and replica: the calls are removed as they are returned (unsealed, in the
+    /// order they were held), so of replicas settling one branch at once exactly one gets
+    /// them and the others get none. Settling a branch again in the state it already has
+    /// returns no calls (a retried promotion); settling it in the other state is refused.
+    /// The freed calls and bytes no longer count against the session's bounds.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if the branch was settled in the other state;
+    /// [`StoreError::Invalid`] for `to` = [`BranchState::Pending`];
+    /// [`StoreError::Corrupt`] if a held call does not decrypt; [`StoreError::Key`];
+    /// [`StoreError::Unavailable`].
+    async fn settle_branch(
+        &self,
+        session: &str,
+        branch: &str,
+        to: BranchState,
+    ) -> Result<Vec<HeldCall>, StoreError>;
+
+    /// Calls and bytes `session` holds now (0, 0 for none).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn held_totals(&self, session: &str) -> Result<(u64, u64), StoreError>;
+}
+
+/// Bounds of one session's held speculative calls (`max_held_calls_per_session`,
+/// `max_held_bytes_per_session`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBounds {
+    /// Most calls one session holds at once.
+    pub max_calls: u64,
+    /// Most bytes (sum of the held calls' `bytes`) one session holds at once.
+    pub max_bytes: u64,
+}
+
+/// What [`SpeculationStore::hold_call`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldOutcome {
+    /// Held, with this per-session sequence number.
+    Held(u64),
+    /// Not held: the session is at this bound ([`Limit::HeldCalls`] or [`Limit::HeldBytes`]).
+    Limit(Limit),
+    /// Not held: the branch is already promoted or abandoned.
+    Settled(BranchState),
+}
+
+/// A held call taken by [`SpeculationStore::settle_branch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldCall {
+    /// Per-session sequence number it was held with.
+    pub seq: u64,
+    /// The call's JSON, as given to [`SpeculationStore::hold_call`].
+    pub call: String,
+    /// The bytes it counted.
+    pub bytes: u64,
+}
+
+/// The rates of the shared token buckets (`[gateway.limits]`): a session's bucket holds up
+/// to `session_burst` tokens and gains `session_rate_per_s` per second; each (session, tool)
+/// pair has a bucket of `tool_burst` gaining `tool_rate_per_s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Tokens per second of a session's bucket.
+    pub session_rate_per_s: u32,
+    /// Size of a session's bucket.
+    pub session_burst: u32,
+    /// Tokens per second of a (session, tool) bucket.
+    pub tool_rate_per_s: u32,
+    /// Size of a (session, tool) bucket.
+    pub tool_burst: u32,
+}
+
+/// Milli-tokens per token: buckets count in thousandths so that a rate of a few calls per
+/// second refills smoothly at millisecond resolution.
+pub const MILLI_TOKENS: u64 = 1000;
+
+/// One token bucket as stored: milli-tokens left at instant `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    /// Milli-tokens in the bucket at `at`.
+    pub milli_tokens: u64,
+    /// When the bucket was last refilled.
+    pub at: UnixMillis,
+}
+
+impl TokenBucket {
+    /// A full bucket of `burst` tokens at `now`.
+    #[must_use]
+    pub fn full(burst: u32, now: UnixMillis) -> Self {
+        Self {
+            milli_tokens: u64::from(burst).saturating_mul(MILLI_TOKENS),
+            at: now,
+        }
+    }
+
+    /// Refill up to `burst` for the time since `at` (a clock that went back adds nothing and
+    /// leaves `at` where it was).
+    pub fn refill(&mut self, rate_per_s: u32, burst: u32, now: UnixMillis) {
+        let elapsed = now.0.saturating_sub(self.at.0);
+        // `rate` tokens per second = `rate` milli-tokens per millisecond.
+        let gained = elapsed.saturating_mul(u64::from(rate_per_s));
+        self.milli_tokens = self
+            .milli_tokens
+            .saturating_add(gained)
+            .min(u64::from(burst).saturating_mul(MILLI_TOKENS));
+        if now.0 > self.at.0 {
+            self.at = now;
+        }
+    }
+
+    /// Milliseconds until one token is available (`None`: never, a rate of zero).
+    #[must_use]
+    pub fn wait_ms(&self, rate_per_s: u32) -> Option<u64> {
+        let missing = MILLI_TOKENS.saturating_sub(self.milli_tokens);
+        if missing == 0 {
+            return Some(0);
+        }
+        let rate = u64::from(rate_per_s);
+        if rate == 0 {
+            return None;
+        }
+        Some(missing.div_ceil(rate))
+    }
+}
+
+/// What a take from the rate limits decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateTake {
+    /// One token was taken from the session's bucket and one from the (session, tool) bucket.
+    Taken,
+    /// Nothing was taken: `limit` ([`Limit::SessionRate`] or [`Limit::ToolRate`]) is
+    /// exhausted; a token is back after `retry_after_ms` (`None`: never, a rate of zero).
+    Refused {
+        /// The exhausted limit.
+        limit: Limit,
+        /// When the next call can be accepted.
+        retry_after_ms: Option<u64>,
+    },
+}
+
+/// The token-bucket step shared by every implementation of [`RateLimitStore::take_rate`]:
+/// refill the session bucket `all` and the tool bucket `tool` (absent: full) to `now`, then take
+/// one token from each, or from neither when either is empty. Returns the buckets to store and
+/// the decision.
+#[must_use]
+pub fn take_tokens(
+    all: Option<TokenBucket>,
+    tool: Option<TokenBucket>,
+    rates: RateLimits,
+    now: UnixMillis,
+) -> (TokenBucket, TokenBucket, RateTake) {
+    let mut all = all.unwrap_or_else(|| TokenBucket::full(rates.session_burst, now));
+    let mut tool = tool.unwrap_or_else(|| TokenBucket::full(rates.tool_burst, now));
+    all.refill(rates.session_rate_per_s, rates.session_burst, now);
+    tool.refill(rates.tool_rate_per_s, rates.tool_burst, now);
+    let decision = if all.milli_tokens < MILLI_TOKENS {
+        RateTake::Refused {
+            limit: Limit::SessionRate,
+            retry_after_ms: all.wait_ms(rates.session_rate_per_s),
+        }
+    } else if tool.milli_tokens < MILLI_TOKENS {
+        RateTake::Refused {
+            limit: Limit::ToolRate,
+            retry_after_ms: tool.wait_ms(rates.tool_rate_per_s),
+        }
+    } else {
+        all.milli_tokens -= MILLI_TOKENS;
+        tool.milli_tokens -= MILLI_TOKENS;
+        RateTake::Taken
+    };
+    (all, tool, decision)
+}
+
+/// Rate-limit token buckets shared by every gateway on the store (issue 12 item 6, issue 13
+/// item 4): one bucket per session and one per (session, tool), so that N replicas together
+/// allow the configured rate, not N times it.
+#[async_trait]
+pub trait RateLimitStore: Send + Sync {
+    /// Take one token for a call of `session` to `tool` ([`take_tokens`] on the stored
+    /// buckets), in one transaction serialized per session across every connection and
+    /// replica: of callers racing for the last token exactly one gets it. `now` is the
+    /// caller's clock; a bucket whose stored time is later than `now` (another replica's clock
+    /// ahead) is not refilled until `now` passes it.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn take_rate(
+        &self,
+        session: &str,
+        tool: &str,
+        rates: RateLimits,
+        now: UnixMillis,
+    ) -> Result<RateTake, StoreError>;
 }
 
 /// Bounds of one session's written set (`max_written_values_per_session`,
@@ -654,6 +886,7 @@ pub trait Store:
     + LedgerStore
     + AuditSink
     + SpeculationStore
+    + RateLimitStore
     + TaskStateStore
 {
 }
@@ -665,6 +898,95 @@ impl<T> Store for T where
         + LedgerStore
         + AuditSink
         + SpeculationStore
+        + RateLimitStore
         + TaskStateStore
 {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn rates(rate: u32, burst: u32, tool_rate: u32, tool_burst: u32) -> RateLimits {
+        RateLimits {
+            session_rate_per_s: rate,
+            session_burst: burst,
+            tool_rate_per_s: tool_rate,
+            tool_burst,
+        }
+    }
+
+    /// Take repeatedly, carrying the buckets like a store does.
+    struct Buckets(Option<TokenBucket>, Option<TokenBucket>, RateLimits);
+
+    impl Buckets {
+        fn take(&mut self, now: u64) -> RateTake {
+            let (a, t, d) = take_tokens(self.0, self.1, self.2, UnixMillis(now));
+            self.0 = Some(a);
+            self.1 = Some(t);
+            d
+        }
+    }
+
+    #[test]
+    fn a_bucket_refuses_past_its_burst_and_refills_at_its_rate() {
+        let mut b = Buckets(None, None, rates(10, 3, 100, 100));
+        for _ in 0..3 {
+            assert_eq!(b.take(1_000), RateTake::Taken);
+        }
+        assert_eq!(
+            b.take(1_000),
+            RateTake::Refused {
+                limit: Limit::SessionRate,
+                retry_after_ms: Some(100)
+            },
+            "10 per second: one every 100 ms"
+        );
+        assert_ne!(b.take(1_099), RateTake::Taken, "99 ms later: not yet");
+        assert_eq!(b.take(1_100), RateTake::Taken);
+        // A clock that goes back adds nothing.
+        assert_ne!(b.take(500), RateTake::Taken);
+    }
+
+    #[test]
+    fn a_tool_bucket_refuses_without_spending_the_session_bucket() {
+        let r = rates(1, 3, 1, 1);
+        let (all, _, d) = take_tokens(None, None, r, UnixMillis(0));
+        assert_eq!(d, RateTake::Taken);
+        let (_, tool, _) = take_tokens(None, None, r, UnixMillis(0));
+        let (all2, _, d) = take_tokens(Some(all), Some(tool), r, UnixMillis(0));
+        assert_eq!(
+            d,
+            RateTake::Refused {
+                limit: Limit::ToolRate,
+                retry_after_ms: Some(1000)
+            }
+        );
+        assert_eq!(all2, all, "the refused call took no session token");
+    }
+
+    #[test]
+    fn a_zero_rate_never_refills_and_says_so() {
+        let mut b = Buckets(None, None, rates(0, 1, 0, 1));
+        assert_eq!(b.take(0), RateTake::Taken);
+        assert_eq!(
+            b.take(u64::MAX),
+            RateTake::Refused {
+                limit: Limit::SessionRate,
+                retry_after_ms: None
+            }
+        );
+    }
+
+    #[test]
+    fn branch_states_round_trip() {
+        for s in [
+            BranchState::Pending,
+            BranchState::Promoted,
+            BranchState::Abandoned,
+        ] {
+            assert_eq!(BranchState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(BranchState::parse("open"), None);
+    }
 }

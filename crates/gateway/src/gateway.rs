@@ -31,7 +31,8 @@ use secureclaw_core::policy::{
 };
 use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{
-    ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, Store, StoreError, VaultStore,
+    ActionRecord, ApprovalRecord, ApprovalState, RateTake, SessionRecord, Store, StoreError,
+    VaultStore,
 };
 use secureclaw_core::time::UnixMillis;
 use serde::Serialize;
@@ -662,16 +663,48 @@ impl Gateway {
         ))
     }
 
-    /// Take one call of `session` to `tool` from the rate limits, or refuse it
-    /// ([`Limit::SessionRate`], [`Limit::ToolRate`]) with a retry hint.
+    /// Take one call of `session` to `tool` from the rate limits (token buckets in the store,
+    /// shared by every replica), or refuse it ([`Limit::SessionRate`], [`Limit::ToolRate`])
+    /// with a retry hint. A tool the catalog does not know takes from one shared bucket, so
+    /// invented names cannot grow the table. A store error refuses the call
+    /// ([`ReasonCode::StoreUnavailable`]): fail closed.
     async fn throttle(&self, session: &SessionRecord, tool: &str) -> Option<CallOutcome> {
-        let known = self.inner.catalog.get(tool).map(|e| e.exposed.as_str());
-        match self.inner.rates.take(&session.id, known, self.now()) {
-            Ok(()) => None,
-            Err(t) => Some(
-                self.refuse_limit(session, tool, t.limit, t.retry_after_ms, t.audit)
+        let known = self
+            .inner
+            .catalog
+            .get(tool)
+            .map_or("", |e| e.exposed.as_str());
+        let now = self.now();
+        match self
+            .inner
+            .store
+            .take_rate(&session.id, known, self.inner.rates.rates(), now)
+            .await
+        {
+            Ok(RateTake::Taken) => None,
+            Ok(RateTake::Refused {
+                limit,
+                retry_after_ms,
+            }) => {
+                let audit = self.inner.rates.rejected(&session.id, now);
+                Some(
+                    self.refuse_limit(session, tool, limit, retry_after_ms, audit)
+                        .await,
+                )
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rate limit store unavailable");
+                Some(
+                    self.deny(
+                        session,
+                        tool,
+                        self.inner.catalog.get(tool),
+                        ReasonCode::StoreUnavailable,
+                        None,
+                    )
                     .await,
-            ),
+                )
+            }
         }
     }
 

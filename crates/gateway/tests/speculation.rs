@@ -486,9 +486,10 @@ async fn raw_precommit_arguments_reach_no_sink() {
     );
 }
 
-/// The per-session state (held calls, budget, branches, cache) does not outlive the session:
-/// after the session expires, the next call in any session drops it (a held call of the
-/// expired session counts as abandoned). Positive control: a live session's state stays.
+/// The per-session state in memory (trace sequence, result cache) does not outlive the
+/// session: after the session expires, the next call in any session drops it (a held call of
+/// the expired session, kept sealed in the store, is never sent). Positive control: a live
+/// session's state stays.
 #[tokio::test]
 async fn expired_sessions_speculative_state_is_dropped() {
     let h = Harness::new().await;
@@ -683,4 +684,135 @@ async fn budget_store_failure_fails_closed() {
     lock.release();
     completed(&echo(&h, s, json!({"text": "lawyer"}), &spec("b", 0.9)).await);
     assert_eq!(h.test.reads(), 1);
+}
+
+/// Issue 13 item 4: held calls and branch states are kept in the store, shared by every
+/// gateway on the database. A call held through replica A is released — once — when its
+/// branch is promoted through replica B; A's promotion of the same branch afterwards (a retry,
+/// or a race lost) releases nothing; two replicas promoting one branch at once run its held
+/// call once; a branch abandoned through A is abandoned for B; the per-session held-call cap
+/// counts the calls held through both replicas.
+#[tokio::test]
+async fn held_calls_are_shared_by_replicas_and_released_once() {
+    let mut config = test_config();
+    config.limits.max_held_calls_per_session = 2;
+    let h = Harness::with_config(config).await;
+    let s = &h.session;
+    let b = h.restarted().await;
+    let on = |gw: &Gateway, text: &str, branch: &str, c: f64| {
+        let (gw, s, text, meta) = (gw.clone(), s.clone(), text.to_owned(), spec(branch, c));
+        async move {
+            gw.call(&s, "test__echo", args(json!({"text": text})), &meta)
+                .await
+        }
+    };
+    assert_eq!(deferred_branch(&on(&h.gw, "ghost", "b1", 0.99).await), "b1");
+    assert_eq!(deferred_branch(&on(&b, "second", "b2", 0.99).await), "b2");
+    // The cap (2) counts the calls held through both replicas.
+    let o = on(&h.gw, "third", "b3", 0.99).await;
+    assert_denied(&o, ReasonCode::LimitExceeded);
+    assert_eq!(h.test.reads(), 0, "nothing held was sent");
+    // B promotes b1, held through A: the call is released and runs once.
+    let released = b.promote_branch(s, "b1").await.unwrap();
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].tool, "test__echo");
+    completed(&released[0].outcome);
+    assert_eq!(h.test.reads(), 1);
+    assert!(received_text(&h).iter().any(|r| r.contains("ghost")));
+    // A promoting it again releases nothing.
+    assert!(h.gw.promote_branch(s, "b1").await.unwrap().is_empty());
+    assert_eq!(h.test.reads(), 1, "the held call ran once");
+    // A later speculative call on b1 through A is part of the committed plan: it runs.
+    completed(&on(&h.gw, "more", "b1", 0.1).await);
+    assert_eq!(h.test.reads(), 2);
+    // A abandons b2 (held through B): B sees it abandoned, and its call is never sent.
+    assert_eq!(h.gw.abandon_branch(s, "b2").await.unwrap(), 1);
+    assert!(
+        b.promote_branch(s, "b2").await.is_err(),
+        "abandoned is final"
+    );
+    assert_denied(
+        &on(&b, "late", "b2", 0.99).await,
+        ReasonCode::ContractBlocked,
+    );
+    assert!(!received_text(&h).iter().any(|r| r.contains("second")));
+    // Raced: both replicas promote one branch at once; its held call runs once.
+    deferred_branch(&on(&h.gw, "raced", "r", 0.99).await);
+    let (x, y) = tokio::join!(h.gw.promote_branch(s, "r"), b.promote_branch(s, "r"));
+    assert_eq!(x.unwrap().len() + y.unwrap().len(), 1);
+    assert_eq!(h.test.reads(), 3);
+    // A restarted gateway still finds a held call (it is not abandoned by the restart).
+    deferred_branch(&on(&h.gw, "kept", "k", 0.99).await);
+    let later = h.restarted().await;
+    assert_eq!(later.promote_branch(s, "k").await.unwrap().len(), 1);
+    assert_eq!(h.test.reads(), 4);
+}
+
+/// A held call cannot be stored (database locked by another writer): the speculative call is
+/// refused with `store_unavailable`, not held in memory and not sent; once the lock is gone,
+/// its branch has nothing held (positive control: the same call is then held and released).
+#[tokio::test]
+async fn held_call_store_failure_fails_closed() {
+    let h = Harness::new().await;
+    let s = &h.session;
+    let lock = h.lock_store();
+    let o = echo(&h, s, json!({"text": "ghost"}), &spec("b1", 0.99)).await;
+    assert_denied(&o, ReasonCode::StoreUnavailable);
+    lock.release();
+    assert!(h.gw.promote_branch(s, "b1").await.unwrap().is_empty());
+    assert_eq!(h.test.reads(), 0);
+    deferred_branch(&echo(&h, s, json!({"text": "ghost"}), &spec("b2", 0.99)).await);
+    assert_eq!(h.gw.promote_branch(s, "b2").await.unwrap().len(), 1);
+    assert_eq!(h.test.reads(), 1);
+}
+
+/// Issue 12 item 6: the rate limits are kept in the store, so two gateways on one database
+/// together allow the configured rate, not twice it: the session's burst of 3 spent through
+/// both replicas refuses the fourth call on either (`limit_exceeded`, `session_rate_per_s`,
+/// with a retry hint), and it refills at the configured rate. A store that cannot be reached
+/// refuses the call (`store_unavailable`) and nothing is sent.
+#[tokio::test]
+async fn rate_limits_are_shared_by_replicas() {
+    let mut config = test_config();
+    config.limits.session_rate_per_s = 1;
+    config.limits.session_burst = 3;
+    let h = Harness::with_config(config).await;
+    let s = &h.session;
+    let b = h.restarted().await;
+    let read = |gw: &Gateway, text: &str| {
+        let (gw, s, text) = (gw.clone(), s.clone(), text.to_owned());
+        async move {
+            gw.call(
+                &s,
+                "test__echo",
+                args(json!({"text": text})),
+                &CallMeta::default(),
+            )
+            .await
+        }
+    };
+    completed(&read(&h.gw, "1").await);
+    completed(&read(&b, "2").await);
+    completed(&read(&h.gw, "3").await);
+    for gw in [&b, &h.gw] {
+        match read(gw, "over").await {
+            CallOutcome::Denied(r) => {
+                assert_eq!(r.reason, ReasonCode::LimitExceeded);
+                assert_eq!(r.limit.as_deref(), Some("session_rate_per_s"));
+                assert_eq!(r.retry_after_ms, Some(1000));
+            }
+            other => panic!("expected limit_exceeded, got {other:?}"),
+        }
+    }
+    assert_eq!(h.test.reads(), 3, "refused calls are not sent");
+    h.clock.advance(1000);
+    completed(&read(&b, "4").await);
+    assert_denied(&read(&h.gw, "5").await, ReasonCode::LimitExceeded);
+    // Fail closed: the buckets cannot be read.
+    h.clock.advance(1000);
+    let lock = h.lock_store();
+    assert_denied(&read(&h.gw, "6").await, ReasonCode::StoreUnavailable);
+    lock.release();
+    assert_eq!(h.test.reads(), 4);
+    completed(&read(&h.gw, "7").await);
 }

@@ -26,6 +26,13 @@
 //!   written set ([`written_set`], [`written_set_bounds`]), appended gap-free under
 //!   concurrency ([`written_set_appends_under_concurrency`]), its values never in clear
 //!   ([`written_values_never_in_clear`]);
+//! - held speculative calls and branch states ([`held_calls`], [`held_call_bounds`]): a
+//!   settled branch's calls are taken exactly once by racing replicas
+//!   ([`held_calls_released_once_under_concurrency`]), the per-session caps hold under
+//!   concurrent holds ([`held_caps_under_concurrency`]), the calls are never in clear
+//!   ([`held_calls_never_in_clear`]);
+//! - shared rate-limit buckets ([`rate_buckets`]), whose last tokens racing replicas take
+//!   exactly once ([`rate_taken_once_under_concurrency`]);
 //! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
 //!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
 //!   every implementation to that.
@@ -33,11 +40,13 @@
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
+use secureclaw_core::contract::BranchState;
 use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
+use secureclaw_core::recovery::Limit;
 use secureclaw_core::store::{
-    ActionRecord, ApprovalState, LedgerState, SessionRecord, Store, StoreError, WrittenBounds,
-    WrittenValue,
+    ActionRecord, ApprovalState, HeldBounds, HoldOutcome, LedgerState, RateLimits, RateTake,
+    SessionRecord, Store, StoreError, WrittenBounds, WrittenValue,
 };
 use secureclaw_core::task_state::{StateDigest, state_digest};
 use secureclaw_core::{ActionId, ReasonCode, TaskEnvelope, UnixMillis};
@@ -1558,6 +1567,420 @@ pub async fn written_values_never_in_clear(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+const HELD_ROOMY: HeldBounds = HeldBounds {
+    max_calls: 1000,
+    max_bytes: 1 << 20,
+};
+
+fn call_json(n: u32) -> String {
+    format!(r#"{{"tool":"mail__send","arguments":{{"to":"bob@example.org","n":{n}}}}}"#)
+}
+
+/// Held calls and branch states: a branch is pending until settled; holding numbers the
+/// calls per session; promoting (through another connection, as another replica) returns the
+/// branch's calls in order with their exact JSON and only them; a promoted branch refuses
+/// more calls, returns nothing when promoted again and cannot be abandoned; abandoning
+/// another branch takes its calls; the totals follow; settling as pending is refused.
+///
+/// # Errors
+/// The broken contract.
+pub async fn held_calls(s: &dyn Subject) -> Outcome {
+    let a = s.store();
+    let b = s.reopen().await?;
+    let state = a
+        .branch_state("s1", "b1")
+        .await
+        .map_err(fail("branch_state"))?;
+    ensure!(
+        state == BranchState::Pending,
+        "an unknown branch is pending, got {state:?}"
+    );
+    let mut seqs = Vec::new();
+    for (branch, n) in [("b1", 1), ("b2", 2), ("b1", 3)] {
+        let call = call_json(n);
+        let bytes = call.len() as u64;
+        match a
+            .hold_call("s1", branch, &call, bytes, HELD_ROOMY)
+            .await
+            .map_err(fail("hold_call"))?
+        {
+            HoldOutcome::Held(seq) => seqs.push(seq),
+            other => return Err(format!("hold {n} must be held, got {other:?}")),
+        }
+    }
+    ensure!(
+        seqs == [1, 2, 3],
+        "calls are numbered 1, 2, 3, got {seqs:?}"
+    );
+    let other = a
+        .hold_call("s2", "b1", &call_json(9), 10, HELD_ROOMY)
+        .await
+        .map_err(fail("hold_call"))?;
+    ensure!(
+        other == HoldOutcome::Held(1),
+        "sessions are numbered separately, got {other:?}"
+    );
+    let totals = b.held_totals("s1").await.map_err(fail("held_totals"))?;
+    let want_bytes = (call_json(1).len() * 3) as u64;
+    ensure!(
+        totals == (3, want_bytes),
+        "another replica sees the totals (3, {want_bytes}), got {totals:?}"
+    );
+    let taken = b
+        .settle_branch("s1", "b1", BranchState::Promoted)
+        .await
+        .map_err(fail("settle_branch"))?;
+    let got: Vec<(u64, String)> = taken.iter().map(|c| (c.seq, c.call.clone())).collect();
+    ensure!(
+        got == [(1, call_json(1)), (3, call_json(3))],
+        "promotion returns b1's calls in order, got {got:?}"
+    );
+    let state = a
+        .branch_state("s1", "b1")
+        .await
+        .map_err(fail("branch_state"))?;
+    ensure!(
+        state == BranchState::Promoted,
+        "the promotion is seen by another replica, got {state:?}"
+    );
+    let again = a
+        .settle_branch("s1", "b1", BranchState::Promoted)
+        .await
+        .map_err(fail("settle_branch"))?;
+    ensure!(again.is_empty(), "a second promotion takes nothing");
+    ensure!(
+        matches!(
+            a.settle_branch("s1", "b1", BranchState::Abandoned).await,
+            Err(StoreError::Conflict(_))
+        ),
+        "a promoted branch cannot be abandoned"
+    );
+    let late = a
+        .hold_call("s1", "b1", &call_json(4), 10, HELD_ROOMY)
+        .await
+        .map_err(fail("hold_call"))?;
+    ensure!(
+        late == HoldOutcome::Settled(BranchState::Promoted),
+        "a promoted branch holds nothing more, got {late:?}"
+    );
+    let dropped = a
+        .settle_branch("s1", "b2", BranchState::Abandoned)
+        .await
+        .map_err(fail("settle_branch"))?;
+    ensure!(
+        dropped.len() == 1 && dropped.first().map(|c| c.call.clone()) == Some(call_json(2)),
+        "abandoning b2 takes its one call, got {dropped:?}"
+    );
+    let totals = a.held_totals("s1").await.map_err(fail("held_totals"))?;
+    ensure!(totals == (0, 0), "nothing is held any more, got {totals:?}");
+    ensure!(
+        matches!(
+            a.settle_branch("s1", "b3", BranchState::Pending).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "settling as pending is refused"
+    );
+    let untouched = a.held_totals("s2").await.map_err(fail("held_totals"))?;
+    ensure!(
+        untouched == (1, 10),
+        "another session's calls stay, got {untouched:?}"
+    );
+    Ok(())
+}
+
+/// The per-session caps: past `max_calls` or `max_bytes` a call is refused with the bound it
+/// hit and nothing is stored; settling frees the room.
+///
+/// # Errors
+/// The broken contract.
+pub async fn held_call_bounds(s: &dyn Subject) -> Outcome {
+    let st = s.store();
+    let bounds = HeldBounds {
+        max_calls: 2,
+        max_bytes: 100,
+    };
+    for n in 0..2 {
+        let got = st
+            .hold_call("s1", "b", &call_json(n), 40, bounds)
+            .await
+            .map_err(fail("hold_call"))?;
+        ensure!(
+            matches!(got, HoldOutcome::Held(_)),
+            "positive control: call {n} must be held, got {got:?}"
+        );
+    }
+    let over = st
+        .hold_call("s1", "c", &call_json(2), 1, bounds)
+        .await
+        .map_err(fail("hold_call"))?;
+    ensure!(
+        over == HoldOutcome::Limit(Limit::HeldCalls),
+        "a third call is refused for the count, got {over:?}"
+    );
+    st.settle_branch("s1", "b", BranchState::Abandoned)
+        .await
+        .map_err(fail("settle_branch"))?;
+    let big = st
+        .hold_call("s1", "c", &call_json(3), 60, bounds)
+        .await
+        .map_err(fail("hold_call"))?;
+    ensure!(
+        matches!(big, HoldOutcome::Held(_)),
+        "room is freed by settling, got {big:?}"
+    );
+    let over = st
+        .hold_call("s1", "c", &call_json(4), 41, bounds)
+        .await
+        .map_err(fail("hold_call"))?;
+    ensure!(
+        over == HoldOutcome::Limit(Limit::HeldBytes),
+        "a call past the bytes is refused, got {over:?}"
+    );
+    let totals = st.held_totals("s1").await.map_err(fail("held_totals"))?;
+    ensure!(
+        totals == (1, 60),
+        "refused calls count nothing, got {totals:?}"
+    );
+    Ok(())
+}
+
+/// Replicas racing to promote (or abandon) one branch: exactly one gets its held calls, all
+/// of them, each once; the others get none and no error.
+///
+/// # Errors
+/// The broken contract.
+pub async fn held_calls_released_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    for n in 0..10 {
+        s.store()
+            .hold_call("raced", "b", &call_json(n), 10, HELD_ROOMY)
+            .await
+            .map_err(fail("hold_call"))?;
+    }
+    let barrier = Arc::new(tokio::sync::Barrier::new(24));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24usize {
+        let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            st.settle_branch("raced", "b", BranchState::Promoted).await
+        });
+    }
+    let mut winners = 0;
+    let mut seqs = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let calls = joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("settle_branch"))?;
+        if !calls.is_empty() {
+            winners += 1;
+        }
+        seqs.extend(calls.iter().map(|c| c.seq));
+    }
+    ensure!(
+        winners == 1,
+        "exactly one settler gets the calls, {winners} did"
+    );
+    let want: Vec<u64> = (1..=10).collect();
+    ensure!(
+        seqs == want,
+        "the winner gets all 10 calls once, in order, got {seqs:?}"
+    );
+    Ok(())
+}
+
+/// Replicas holding calls of one session at once: exactly `max_calls` are held, the rest are
+/// refused for the count, and the stored totals agree.
+///
+/// # Errors
+/// The broken contract.
+pub async fn held_caps_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let bounds = HeldBounds {
+        max_calls: 5,
+        max_bytes: 1 << 20,
+    };
+    let barrier = Arc::new(tokio::sync::Barrier::new(24));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..24u32 {
+        let st = Arc::clone(stores.get(i as usize % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            st.hold_call("capped", &format!("b{}", i % 3), &call_json(i), 7, bounds)
+                .await
+        });
+    }
+    let (mut held, mut refused) = (0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        match joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("hold_call"))?
+        {
+            HoldOutcome::Held(_) => held += 1,
+            HoldOutcome::Limit(Limit::HeldCalls) => refused += 1,
+            other => return Err(format!("unexpected outcome {other:?}")),
+        }
+    }
+    ensure!(
+        held == 5 && refused == 19,
+        "exactly 5 calls held and 19 refused, got {held} and {refused}"
+    );
+    let totals = s
+        .reopen()
+        .await?
+        .held_totals("capped")
+        .await
+        .map_err(fail("held_totals"))?;
+    ensure!(totals == (5, 35), "stored totals (5, 35), got {totals:?}");
+    Ok(())
+}
+
+/// Held calls (raw pre-commit arguments) never appear in the stored bytes; they read back
+/// when their branch is promoted (positive control).
+///
+/// # Errors
+/// The broken contract.
+pub async fn held_calls_never_in_clear(s: &dyn Subject) -> Outcome {
+    let st = s.store();
+    let secret = r#"{"iban":"DE89370400440532013000","note":"held-conformance-secret"}"#;
+    st.hold_call("s1", "b", secret, secret.len() as u64, HELD_ROOMY)
+        .await
+        .map_err(fail("hold_call"))?;
+    let raw = s.raw_bytes().await?;
+    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
+    for needle in [
+        b"DE89370400440532013000".as_slice(),
+        b"held-conformance-secret".as_slice(),
+    ] {
+        ensure!(
+            !raw.windows(needle.len()).any(|w| w == needle),
+            "plaintext `{}` found in the stored bytes",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    let back = st
+        .settle_branch("s1", "b", BranchState::Promoted)
+        .await
+        .map_err(fail("settle_branch"))?;
+    ensure!(
+        back.first().map(|c| c.call.as_str()) == Some(secret),
+        "positive control: the call reads back, got {back:?}"
+    );
+    Ok(())
+}
+
+const RATES: RateLimits = RateLimits {
+    session_rate_per_s: 10,
+    session_burst: 3,
+    tool_rate_per_s: 1,
+    tool_burst: 2,
+};
+
+/// Shared token buckets: a session's burst is shared by every connection (replica); past it
+/// a call is refused with the session limit and a retry hint, and refills at the rate; a
+/// tool's bucket refuses on its own without spending the session's; sessions are separate.
+///
+/// # Errors
+/// The broken contract.
+pub async fn rate_buckets(s: &dyn Subject) -> Outcome {
+    let a = s.store();
+    let b = s.reopen().await?;
+    let t = UnixMillis(1_000_000);
+    let take = |st: &Arc<dyn Store>, session: &'static str, tool: &'static str, now: UnixMillis| {
+        let st = Arc::clone(st);
+        async move { st.take_rate(session, tool, RATES, now).await }
+    };
+    for (st, tool) in [(&a, "x"), (&b, "y")] {
+        let got = take(st, "s1", tool, t).await.map_err(fail("take_rate"))?;
+        ensure!(got == RateTake::Taken, "positive control, got {got:?}");
+    }
+    let tool_out = take(&a, "s1", "x", t).await.map_err(fail("take_rate"))?;
+    ensure!(
+        tool_out == RateTake::Taken,
+        "the tool burst is 2, got {tool_out:?}"
+    );
+    let x3 = take(&b, "s1", "x", UnixMillis(1_000_000)).await;
+    ensure!(
+        x3 == Ok(RateTake::Refused {
+            limit: Limit::SessionRate,
+            retry_after_ms: Some(100)
+        }),
+        "the fourth call across two replicas is past the session burst of 3, got {x3:?}"
+    );
+    let later = UnixMillis(1_000_100);
+    let x_again = take(&a, "s1", "x", later).await;
+    ensure!(
+        x_again
+            == Ok(RateTake::Refused {
+                limit: Limit::ToolRate,
+                retry_after_ms: Some(900)
+            }),
+        "100 ms later the session has a token but tool x has not, got {x_again:?}"
+    );
+    let z = take(&b, "s1", "z", later).await;
+    ensure!(
+        z == Ok(RateTake::Taken),
+        "the refused tool call took no session token, got {z:?}"
+    );
+    let other = take(&b, "s2", "x", t).await;
+    ensure!(
+        other == Ok(RateTake::Taken),
+        "another session has its own buckets, got {other:?}"
+    );
+    Ok(())
+}
+
+/// Replicas racing for a session's tokens (rate zero, burst 5): exactly 5 calls are taken.
+///
+/// # Errors
+/// The broken contract.
+pub async fn rate_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let rates = RateLimits {
+        session_rate_per_s: 0,
+        session_burst: 5,
+        tool_rate_per_s: 0,
+        tool_burst: 100,
+    };
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..32usize {
+        let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            let tool = format!("t{}", i % 4);
+            st.take_rate("raced", &tool, rates, UnixMillis(5_000)).await
+        });
+    }
+    let mut taken = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("take_rate"))?
+        {
+            RateTake::Taken => taken += 1,
+            RateTake::Refused { limit, .. } => ensure!(
+                limit == Limit::SessionRate,
+                "refused for the session rate, got {limit:?}"
+            ),
+        }
+    }
+    ensure!(taken == 5, "exactly 5 calls may pass, {taken} did");
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -1573,7 +1996,9 @@ macro_rules! conformance_tests {
             speculation_budget, budget_charged_once_under_concurrency, grant_uses,
             grant_use_taken_once_under_concurrency, read_amounts, written_set,
             written_set_bounds, written_set_appends_under_concurrency,
-            written_values_never_in_clear);
+            written_values_never_in_clear, held_calls, held_call_bounds,
+            held_calls_released_once_under_concurrency, held_caps_under_concurrency,
+            held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

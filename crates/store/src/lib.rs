@@ -15,6 +15,11 @@
 //! - the **audit log**, a keyed hash chain ([`secureclaw_core::audit`]);
 //! - **speculation budgets**: per-session disclosure counters, shared by every process on the
 //!   file and kept across restarts;
+//! - **held speculative calls and branch states**: deferred calls sealed under the vault key
+//!   until their branch is promoted or abandoned (taken exactly once), with per-session caps
+//!   enforced in the same transaction, and the settled state of every branch;
+//! - **rate-limit token buckets** per session and per (session, tool), shared by every
+//!   process on the file;
 //! - **task state**: uses of limited task grants, keyed digests of amounts anchored reads
 //!   returned, and each session's bounded written set (values sealed under the vault key).
 //!
@@ -60,6 +65,7 @@ mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod handles;
+mod held;
 mod ledger;
 pub mod postgres;
 mod schema;

@@ -269,6 +269,65 @@ BEGIN
 END;
 ";
 
+/// Version 7, "shared speculation state and rates" (branch wt-spec, issue 13 item 4, issue 12
+/// item 6): the branch states of speculative calls (`spec_branches`: a branch is `pending`
+/// once a call is held for it and moves once to `promoted` or `abandoned`, never back), the
+/// held calls themselves (`held_calls`, sealed under the vault key, deleted when their branch
+/// settles) with their per-session totals and sequence (`held_sessions`, locked by every hold
+/// and settlement), and the rate-limit token buckets per session (`*`) and per (session,
+/// tool) (`t:<tool>`). Self-contained, like V3.
+const V7_SPECULATION_STATE: &str = r"
+CREATE TABLE spec_branches (
+    session  TEXT NOT NULL,
+    branch   TEXT NOT NULL,
+    state    TEXT NOT NULL CHECK (state IN ('pending', 'promoted', 'abandoned')),
+    PRIMARY KEY (session, branch)
+) STRICT;
+CREATE TRIGGER spec_branches_settle_once BEFORE UPDATE ON spec_branches
+    WHEN OLD.state <> 'pending' OR NEW.state = 'pending'
+      OR NEW.session IS NOT OLD.session OR NEW.branch IS NOT OLD.branch
+BEGIN
+    SELECT RAISE(ABORT, 'a branch settles once');
+END;
+CREATE TRIGGER spec_branches_no_delete BEFORE DELETE ON spec_branches
+BEGIN
+    SELECT RAISE(ABORT, 'branch states cannot be deleted');
+END;
+
+CREATE TABLE held_sessions (
+    session   TEXT PRIMARY KEY,
+    calls     INTEGER NOT NULL CHECK (calls >= 0),
+    bytes     INTEGER NOT NULL CHECK (bytes >= 0),
+    next_seq  INTEGER NOT NULL CHECK (next_seq >= 0)
+) STRICT;
+
+CREATE TABLE held_calls (
+    session     TEXT NOT NULL,
+    seq         INTEGER NOT NULL CHECK (seq >= 1),
+    branch      TEXT NOT NULL,
+    bytes       INTEGER NOT NULL CHECK (bytes >= 0),
+    kid         TEXT NOT NULL,
+    nonce       BLOB NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BLOB NOT NULL,
+    PRIMARY KEY (session, seq)
+) STRICT;
+CREATE INDEX held_calls_branch ON held_calls (session, branch, seq);
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX held_calls_nonce ON held_calls (kid, nonce);
+CREATE TRIGGER held_calls_no_update BEFORE UPDATE ON held_calls
+BEGIN
+    SELECT RAISE(ABORT, 'held calls cannot change');
+END;
+
+CREATE TABLE rate_buckets (
+    session       TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    milli_tokens  INTEGER NOT NULL CHECK (milli_tokens >= 0),
+    at            INTEGER NOT NULL,
+    PRIMARY KEY (session, scope)
+) STRICT;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -277,6 +336,7 @@ const MIGRATIONS: &[&str] = &[
     V4_SPECULATION_BUDGET,
     V5_PROTECTED_OBJECTS,
     V6_TASK_STATE,
+    V7_SPECULATION_STATE,
 ];
 
 /// `PRAGMA user_version`.
@@ -337,7 +397,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 6);
+        assert_eq!(user_version(&conn).unwrap(), 7);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -380,7 +440,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 6);
+        assert_eq!(user_version(&conn).unwrap(), 7);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -8,11 +8,13 @@ use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
 use secureclaw_core::audit::{AuditEvent, AuditRecord};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
+use secureclaw_core::contract::BranchState;
 use secureclaw_core::handle::{HandleId, HandleRecord};
 use secureclaw_core::store::{
-    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerStore,
-    SessionRecord, SessionStore, SpeculationStore, StoreError, TaskStateStore, VaultStore,
-    WrittenBounds, WrittenRows, WrittenValue,
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, HeldBounds, HeldCall,
+    HoldOutcome, LedgerEntry, LedgerStore, RateLimitStore, RateLimits, RateTake, SessionRecord,
+    SessionStore, SpeculationStore, StoreError, TaskStateStore, VaultStore, WrittenBounds,
+    WrittenRows, WrittenValue,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;
@@ -209,6 +211,47 @@ impl SpeculationStore for SqliteStore {
 
     async fn charge_budget(&self, session: &str, limit: u32) -> Result<Option<u32>, StoreError> {
         SqliteStore::charge_budget(self, session, limit)
+    }
+
+    async fn branch_state(&self, session: &str, branch: &str) -> Result<BranchState, StoreError> {
+        SqliteStore::branch_state(self, session, branch)
+    }
+
+    async fn hold_call(
+        &self,
+        session: &str,
+        branch: &str,
+        call: &str,
+        bytes: u64,
+        bounds: HeldBounds,
+    ) -> Result<HoldOutcome, StoreError> {
+        SqliteStore::hold_call(self, session, branch, call, bytes, bounds)
+    }
+
+    async fn settle_branch(
+        &self,
+        session: &str,
+        branch: &str,
+        to: BranchState,
+    ) -> Result<Vec<HeldCall>, StoreError> {
+        SqliteStore::settle_branch(self, session, branch, to)
+    }
+
+    async fn held_totals(&self, session: &str) -> Result<(u64, u64), StoreError> {
+        SqliteStore::held_totals(self, session)
+    }
+}
+
+#[async_trait]
+impl RateLimitStore for SqliteStore {
+    async fn take_rate(
+        &self,
+        session: &str,
+        tool: &str,
+        rates: RateLimits,
+        now: UnixMillis,
+    ) -> Result<RateTake, StoreError> {
+        SqliteStore::take_rate(self, session, tool, rates, now)
     }
 }
 

@@ -935,14 +935,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 6);
+    assert_eq!(store.schema_version().unwrap(), 7);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        6,
+        7,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();

@@ -5,10 +5,14 @@
 //! Order of a call: label (pure, in memory) → `decide` → REWRITE / re-label / A3 check →
 //! charge budget → then, and only then, the first trace record and the dispatch. The budget is
 //! kept in the store ([`secureclaw_core::store::SpeculationStore`]): spent once across every
-//! replica on the database, and kept across a restart. Raw pre-commit arguments live only in
-//! memory: a deferred call is held in the session's task state until its branch is promoted
-//! (re-decided as committed, then dispatched) or abandoned (discarded unsent); a gateway
-//! restart abandons every held call. The trace written to the
+//! replica on the database, and kept across a restart. So are the held calls and the branch
+//! states: a deferred call is held in the store (its raw pre-commit arguments sealed under the
+//! vault key, the per-session caps enforced there atomically) until its branch is promoted
+//! (taken once, re-decided as committed, then dispatched) or abandoned (discarded unsent),
+//! through whichever replica, also after a restart. A store error fails closed: the call is
+//! refused (`store_unavailable`), never held in memory instead. Only the result cache of the
+//! `cache` substitute stays in this process's memory (a cache: a miss substitutes an empty
+//! result). The trace written to the
 //! audit log holds the decision and the fields *as dispatched* — for committed calls only
 //! their digests, which is all the committed-only counterfactual needs.
 
@@ -27,7 +31,7 @@ use secureclaw_core::labeler::Labeler;
 use secureclaw_core::monitor;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
-use secureclaw_core::store::{AuditSink, SessionRecord};
+use secureclaw_core::store::{AuditSink, HeldBounds, HoldOutcome, SessionRecord, StoreError};
 use secureclaw_core::time::UnixMillis;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -127,14 +131,12 @@ pub fn valid_branch(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
-/// A call held by the gateway until its branch settles.
-#[derive(Debug, Clone)]
+/// A call held in the store until its branch settles, as stored (canonical JSON, sealed by
+/// the store).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Held {
-    branch: String,
     tool: String,
     arguments: Map<String, Value>,
-    /// Size of `arguments` as JSON, counted against `max_held_bytes_per_session`.
-    bytes: usize,
 }
 
 /// Why a call could not be held.
@@ -143,18 +145,19 @@ enum NotHeld {
     Limit(Limit),
     /// The branch is already promoted or abandoned.
     Settled,
+    /// The store failed (or the call could not be encoded): not held, refused.
+    Store,
 }
 
-/// Per-task (per-session) speculative state.
+/// Per-task (per-session) speculative state kept in this process: the trace's sequence and
+/// start time and the `cache` substitute's results (held calls and branch states are in the
+/// store).
 #[derive(Debug, Default)]
 struct TaskState {
-    /// When the session expires; the state is dropped after that (its held calls count as
-    /// abandoned, as after a restart).
+    /// When the session expires; the state is dropped after that.
     expires_at: Option<UnixMillis>,
     started: Option<UnixMillis>,
     seq: u64,
-    branches: BranchTable,
-    held: Vec<Held>,
     cache: HashMap<String, ToolOutput>,
 }
 
@@ -340,10 +343,20 @@ impl Gateway {
             meta.mode()
         };
         if let (true, Some(b)) = (mode.is_pre_commit(), meta.branch.as_deref()) {
-            let state = self
-                .lock_tasks()
-                .get(&session.id)
-                .map_or(BranchState::Pending, |t| t.branches.state(b));
+            let state = match self.inner.store.branch_state(&session.id, b).await {
+                Ok(state) => state,
+                Err(_) => {
+                    return self
+                        .deny(
+                            session,
+                            tool,
+                            self.inner.catalog.get(tool),
+                            ReasonCode::StoreUnavailable,
+                            None,
+                        )
+                        .await;
+                }
+            };
             match state {
                 // The branch is already in use: the call is part of the committed plan.
                 BranchState::Promoted => mode = Mode::Committed,
@@ -379,7 +392,7 @@ impl Gateway {
         };
         let branch = meta.branch.clone();
         if !enabled {
-            let branch = branch.unwrap_or_else(|| format!("call-{}", self.next_seq(session)));
+            let branch = branch.unwrap_or_else(fresh_branch);
             return self
                 .hold(
                     session,
@@ -455,11 +468,7 @@ impl Gateway {
                 }
             }
         }
-        let branch_or_seq = || {
-            branch
-                .clone()
-                .unwrap_or_else(|| format!("call-{}", self.next_seq(session)))
-        };
+        let branch_or_seq = || branch.clone().unwrap_or_else(fresh_branch);
         match verdict {
             Verdict::Block(reason) => {
                 let tag = format!("block:{}", reason.as_str());
@@ -496,7 +505,9 @@ impl Gateway {
                 });
                 let b = branch_or_seq();
                 if reissue {
-                    let _ = self.keep(session, &b, &entry.exposed, arguments.clone());
+                    // Not kept (limit, settled branch, store error): it is not re-issued on
+                    // promotion, which sends less, never more.
+                    let _ = self.keep(session, &b, &entry.exposed, &arguments).await;
                 }
                 let started = Instant::now();
                 let output = self
@@ -576,56 +587,55 @@ impl Gateway {
         self.inner.config.speculation.enabled
     }
 
-    /// How many sessions have speculative state (held calls, branch table, result cache) in
-    /// memory (the budget is in the store). The state of an expired session is dropped on the
-    /// first call after it expires, at most a minute late.
+    /// How many sessions have speculative state (trace sequence, result cache) in this
+    /// process's memory (the budget, held calls and branch states are in the store). The state
+    /// of an expired session is dropped on the first call after it expires, at most a minute
+    /// late.
     #[must_use]
     pub fn speculative_sessions(&self) -> usize {
         self.lock_tasks().len()
     }
 
-    fn next_seq(&self, session: &SessionRecord) -> u64 {
-        let mut tasks = self.lock_tasks();
-        let task = task_of(&mut tasks, session);
-        task.seq += 1;
-        task.seq
-    }
-
-    /// Keep a call (a deferral, or a shadowed call to re-issue on promotion) for its branch;
-    /// refused when the session already holds `max_held_calls_per_session` calls or the call
-    /// would take it past `max_held_bytes_per_session`, or when the branch is settled.
-    fn keep(
+    /// Keep a call (a deferral, or a shadowed call to re-issue on promotion) for its branch in
+    /// the store; refused when the session already holds `max_held_calls_per_session` calls or
+    /// the call would take it past `max_held_bytes_per_session` (counted in the store across
+    /// every replica), when the branch is settled, or when the store fails.
+    async fn keep(
         &self,
         session: &SessionRecord,
         branch: &str,
         tool: &str,
-        arguments: Map<String, Value>,
+        arguments: &Map<String, Value>,
     ) -> Result<(), NotHeld> {
         let limits = &self.inner.config.limits;
-        let bytes = serde_json::to_vec(&arguments).map_or(usize::MAX, |v| v.len());
-        let mut tasks = self.lock_tasks();
-        let task = task_of(&mut tasks, session);
-        if task.branches.state(branch) != BranchState::Pending {
-            return Err(NotHeld::Settled);
-        }
-        let held_bytes = task
-            .held
-            .iter()
-            .fold(0usize, |sum, h| sum.saturating_add(h.bytes));
-        if task.held.len() >= limits.max_held_calls_per_session {
-            return Err(NotHeld::Limit(Limit::HeldCalls));
-        }
-        if held_bytes.saturating_add(bytes) > limits.max_held_bytes_per_session {
-            return Err(NotHeld::Limit(Limit::HeldBytes));
-        }
-        task.branches.open(branch);
-        task.held.push(Held {
-            branch: branch.to_owned(),
+        let bytes = serde_json::to_vec(arguments).map_or(usize::MAX, |v| v.len());
+        let held = Held {
             tool: tool.to_owned(),
-            arguments,
-            bytes,
-        });
-        Ok(())
+            arguments: arguments.clone(),
+        };
+        let call = serde_json_canonicalizer::to_vec(&held)
+            .ok()
+            .and_then(|v| String::from_utf8(v).ok())
+            .ok_or(NotHeld::Store)?;
+        let bounds = HeldBounds {
+            max_calls: u64::try_from(limits.max_held_calls_per_session).unwrap_or(u64::MAX),
+            max_bytes: u64::try_from(limits.max_held_bytes_per_session).unwrap_or(u64::MAX),
+        };
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        match self
+            .inner
+            .store
+            .hold_call(&session.id, branch, &call, bytes, bounds)
+            .await
+        {
+            Ok(HoldOutcome::Held(_)) => Ok(()),
+            Ok(HoldOutcome::Limit(limit)) => Err(NotHeld::Limit(limit)),
+            Ok(HoldOutcome::Settled(_)) => Err(NotHeld::Settled),
+            Err(e) => {
+                tracing::warn!(error = %e, "held call not stored");
+                Err(NotHeld::Store)
+            }
+        }
     }
 
     #[expect(clippy::too_many_arguments, reason = "the deferral's full context")]
@@ -670,10 +680,11 @@ impl Gateway {
         // A call for a branch that was already abandoned is dropped unsent; one for a
         // promoted branch is not speculative any more, but the runtime said it was: hold it
         // like any other and let the next promotion release it.
-        if let Err(why) = self.keep(session, branch, tool, arguments) {
+        if let Err(why) = self.keep(session, branch, tool, &arguments).await {
             let tag = match why {
                 NotHeld::Limit(_) => "block:held_limit",
                 NotHeld::Settled => "block:branch_settled",
+                NotHeld::Store => "block:store_unavailable",
             };
             self.record(
                 session,
@@ -697,6 +708,16 @@ impl Gateway {
                         tool,
                         self.inner.catalog.get(tool),
                         ReasonCode::ContractBlocked,
+                        None,
+                    )
+                    .await
+                }
+                NotHeld::Store => {
+                    self.deny(
+                        session,
+                        tool,
+                        self.inner.catalog.get(tool),
+                        ReasonCode::StoreUnavailable,
                         None,
                     )
                     .await
@@ -846,30 +867,41 @@ impl Gateway {
 
     /// Promote `branch`: its dispatched calls join the committed trace; each held call is
     /// re-decided as committed and dispatched, in the order it was issued (paper §4 DEFER;
-    /// shadowed calls are re-issued only when their contract says `reissue`).
+    /// shadowed calls are re-issued only when their contract says `reissue`). The held calls
+    /// are taken from the store once: of replicas promoting one branch at once, one releases
+    /// them, whichever replica held them.
     ///
     /// # Errors
-    /// [`GatewayError::Conflict`] if the branch was abandoned.
+    /// [`GatewayError::Conflict`] if the branch was abandoned; [`GatewayError::Store`] if the
+    /// store fails (nothing is released).
     pub async fn promote_branch(
         &self,
         session: &SessionRecord,
         branch: &str,
     ) -> Result<Vec<Released>, GatewayError> {
-        let held = {
-            let mut tasks = self.lock_tasks();
-            let task = task_of(&mut tasks, session);
-            task.branches
-                .settle(branch, BranchState::Promoted)
-                .map_err(|e| GatewayError::Conflict(e.to_string()))?;
-            let (mine, rest): (Vec<Held>, Vec<Held>) =
-                task.held.drain(..).partition(|h| h.branch == branch);
-            task.held = rest;
-            mine
-        };
-        self.record_branch(session, branch, BranchState::Promoted, held.len(), 0)
+        let taken = self
+            .inner
+            .store
+            .settle_branch(&session.id, branch, BranchState::Promoted)
+            .await
+            .map_err(settle_error)?;
+        self.record_branch(session, branch, BranchState::Promoted, taken.len(), 0)
             .await;
-        let mut released = Vec::with_capacity(held.len());
-        for h in held {
+        let mut released = Vec::with_capacity(taken.len());
+        for c in taken {
+            let Ok(h) = serde_json::from_str::<Held>(&c.call) else {
+                // Authenticated by the store's AEAD, so only a bug gets here: refused, not run.
+                released.push(Released {
+                    tool: String::new(),
+                    outcome: CallOutcome::Denied(Recovery::new(
+                        ReasonCode::StoreUnavailable,
+                        ActionClass::Effect,
+                        "secureclaw",
+                        None,
+                    )),
+                });
+                continue;
+            };
             let meta = CallMeta {
                 mode: Some(Mode::Committed),
                 branch: Some(branch.to_owned()),
@@ -890,22 +922,20 @@ impl Gateway {
     /// calls were discarded.
     ///
     /// # Errors
-    /// [`GatewayError::Conflict`] if the branch was promoted.
+    /// [`GatewayError::Conflict`] if the branch was promoted; [`GatewayError::Store`] if the
+    /// store fails.
     pub async fn abandon_branch(
         &self,
         session: &SessionRecord,
         branch: &str,
     ) -> Result<usize, GatewayError> {
-        let n = {
-            let mut tasks = self.lock_tasks();
-            let task = task_of(&mut tasks, session);
-            task.branches
-                .settle(branch, BranchState::Abandoned)
-                .map_err(|e| GatewayError::Conflict(e.to_string()))?;
-            let before = task.held.len();
-            task.held.retain(|h| h.branch != branch);
-            before - task.held.len()
-        };
+        let n = self
+            .inner
+            .store
+            .settle_branch(&session.id, branch, BranchState::Abandoned)
+            .await
+            .map_err(settle_error)?
+            .len();
         self.record_branch(session, branch, BranchState::Abandoned, 0, n)
             .await;
         Ok(n)
@@ -940,8 +970,8 @@ impl Gateway {
                     output: text(json!({"branch": branch, "state": "abandoned", "discarded": n})),
                     action_id: None,
                 },
-                Err(_) => CallOutcome::Denied(Recovery::new(
-                    ReasonCode::InvalidArguments,
+                Err(e) => CallOutcome::Denied(Recovery::new(
+                    settle_reason(&e),
                     ActionClass::Read,
                     tool,
                     None,
@@ -959,8 +989,8 @@ impl Gateway {
                     action_id: None,
                 }
             }
-            Err(_) => CallOutcome::Denied(Recovery::new(
-                ReasonCode::InvalidArguments,
+            Err(e) => CallOutcome::Denied(Recovery::new(
+                settle_reason(&e),
                 ActionClass::Read,
                 tool,
                 None,
@@ -975,6 +1005,35 @@ impl Gateway {
     /// [`GatewayError::Store`] if the audit log cannot be read.
     pub async fn exposure(&self, session_id: &str) -> Result<Vec<ObserverExposure>, GatewayError> {
         session_exposure(self.inner.store.as_ref(), session_id).await
+    }
+}
+
+/// A fresh branch id for a call the runtime did not name a branch for: random, so that
+/// replicas sharing the store never pick the same one.
+fn fresh_branch() -> String {
+    let mut b = [0u8; 12];
+    if getrandom::fill(&mut b).is_err() {
+        // Without randomness the name could collide with another replica's: a name no
+        // runtime can promote (it is not a valid branch id) keeps the call held, never sent.
+        return "call-unavailable!".to_owned();
+    }
+    format!("call-{}", hex::encode(b))
+}
+
+/// A settlement's store error as a gateway error: a branch settled the other way is a
+/// conflict; anything else is the store failing.
+fn settle_error(e: StoreError) -> GatewayError {
+    match e {
+        StoreError::Conflict(m) => GatewayError::Conflict(m),
+        other => GatewayError::Store(other.to_string()),
+    }
+}
+
+/// The reason code of a failed branch tool call.
+fn settle_reason(e: &GatewayError) -> ReasonCode {
+    match e {
+        GatewayError::Store(_) => ReasonCode::StoreUnavailable,
+        _ => ReasonCode::InvalidArguments,
     }
 }
 

@@ -25,6 +25,13 @@
 //!   taken by one `INSERT … ON CONFLICT DO UPDATE … WHERE used < limit`; appends to a
 //!   session's written set lock its `written_sets` row (`SELECT … FOR UPDATE`), so they
 //!   serialize across replicas and number the values gap-free;
+//! - **held speculative calls and branch states** are per session: every hold and every
+//!   settlement first locks the session's `held_sessions` row (`SELECT … FOR UPDATE`), so
+//!   the held-call caps hold for all replicas together and a settled branch's calls are taken
+//!   (deleted as they are returned) by exactly one replica; the calls are sealed under the
+//!   vault key;
+//! - **rate-limit buckets** (per session and per (session, tool)) are rows taken in one
+//!   transaction that locks the session bucket first, so replicas share one rate;
 //! - **versioned migrations** ([`schema`]) are applied at connect, under an advisory lock;
 //! - **fail closed**: every connection, pool or SQL failure is [`StoreError::Unavailable`];
 //!   nothing is ever answered from memory.
@@ -52,12 +59,14 @@ use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
 use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
+use secureclaw_core::contract::BranchState;
 use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::store::{
-    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, LedgerEntry, LedgerState,
-    LedgerStore, SessionRecord, SessionStore, SpeculationStore, StoreError, TaskStateStore,
-    VaultStore, WrittenBounds, WrittenRows, WrittenValue,
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, HeldBounds, HeldCall,
+    HoldOutcome, LedgerEntry, LedgerState, LedgerStore, RateLimitStore, RateLimits, RateTake,
+    SessionRecord, SessionStore, SpeculationStore, StoreError, TaskStateStore, TokenBucket,
+    VaultStore, WrittenBounds, WrittenRows, WrittenValue, take_tokens,
 };
 use secureclaw_core::vault::{self, SealedValue, VaultError};
 use secureclaw_core::{ActionId, UnixMillis};
@@ -1105,6 +1114,278 @@ impl SpeculationStore for PgStore {
             Some(r) => budget_count(get(&r, 0, "budget")?).map(Some),
             None => Ok(None),
         }
+    }
+
+    async fn branch_state(&self, session: &str, branch: &str) -> Result<BranchState, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT state FROM spec_branches WHERE session = $1 AND branch = $2",
+                &[&session, &branch],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => crate::held::branch_state(&get::<String>(&r, 0, "branch state")?),
+            None => Ok(BranchState::Pending),
+        }
+    }
+
+    /// One transaction that first locks the session's `held_sessions` row, so holds and
+    /// settlements of one session serialize across replicas.
+    async fn hold_call(
+        &self,
+        session: &str,
+        branch: &str,
+        call: &str,
+        bytes: u64,
+        bounds: HeldBounds,
+    ) -> Result<HoldOutcome, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let (calls, held, last) = lock_held_session(&tx, session).await?;
+        let state = tx_branch_state(&tx, session, branch).await?;
+        if state != BranchState::Pending {
+            return Ok(HoldOutcome::Settled(state));
+        }
+        let size = crate::task_state::bound(bytes);
+        if let Some(limit) = crate::held::held_limit(calls, held, size, bounds) {
+            return Ok(HoldOutcome::Limit(limit));
+        }
+        let seq = last.saturating_add(1);
+        let sealed = crate::held::seal_held(&self.keys, session, branch, seq, call)?;
+        tx.execute(
+            "INSERT INTO spec_branches (session, branch, state) VALUES ($1, $2, 'pending')
+             ON CONFLICT (session, branch) DO NOTHING",
+            &[&session, &branch],
+        )
+        .await
+        .map_err(db)?;
+        tx.execute(
+            "INSERT INTO held_calls (session, seq, branch, bytes, kid, nonce, ciphertext)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &session,
+                &seq,
+                &branch,
+                &size,
+                &sealed.kid.0,
+                &sealed.nonce,
+                &sealed.ciphertext,
+            ],
+        )
+        .await
+        .map_err(db)?;
+        tx.execute(
+            "UPDATE held_sessions SET calls = calls + 1, bytes = bytes + $2, next_seq = $3
+             WHERE session = $1",
+            &[&session, &size, &seq],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(HoldOutcome::Held(uint(seq)))
+    }
+
+    /// One transaction that first locks the session's `held_sessions` row, then settles the
+    /// branch and deletes its held calls as it returns them: a concurrent settlement waits for
+    /// the lock and then finds the branch settled and no calls left.
+    async fn settle_branch(
+        &self,
+        session: &str,
+        branch: &str,
+        to: BranchState,
+    ) -> Result<Vec<HeldCall>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        lock_held_session(&tx, session).await?;
+        let cur = tx_branch_state(&tx, session, branch).await?;
+        if !crate::held::settle_check(branch, cur, to)? {
+            return Ok(Vec::new());
+        }
+        tx.execute(
+            "INSERT INTO spec_branches (session, branch, state) VALUES ($1, $2, $3)
+             ON CONFLICT (session, branch) DO UPDATE SET state = EXCLUDED.state",
+            &[&session, &branch, &to.as_str()],
+        )
+        .await
+        .map_err(db)?;
+        let rows = tx
+            .query(
+                "DELETE FROM held_calls WHERE session = $1 AND branch = $2
+                 RETURNING seq, bytes, kid, nonce, ciphertext",
+                &[&session, &branch],
+            )
+            .await
+            .map_err(db)?;
+        let mut taken = Vec::with_capacity(rows.len());
+        let mut freed = 0i64;
+        for r in &rows {
+            let seq: i64 = get(r, 0, "held call")?;
+            let bytes: i64 = get(r, 1, "held call")?;
+            let sealed = SealedValue {
+                kid: KeyId(get(r, 2, "held call")?),
+                nonce: get(r, 3, "held call")?,
+                ciphertext: get(r, 4, "held call")?,
+            };
+            taken.push(HeldCall {
+                seq: uint(seq),
+                call: crate::held::open_held(&self.keys, session, branch, seq, &sealed)?,
+                bytes: crate::task_state::count(bytes)?,
+            });
+            freed = freed.saturating_add(bytes);
+        }
+        taken.sort_by_key(|c| c.seq);
+        if !taken.is_empty() {
+            let n = i64::try_from(taken.len()).unwrap_or(i64::MAX);
+            tx.execute(
+                "UPDATE held_sessions SET calls = calls - $2, bytes = bytes - $3
+                 WHERE session = $1",
+                &[&session, &n, &freed],
+            )
+            .await
+            .map_err(db)?;
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(taken)
+    }
+
+    async fn held_totals(&self, session: &str) -> Result<(u64, u64), StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT calls, bytes FROM held_sessions WHERE session = $1",
+                &[&session],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => Ok((
+                crate::task_state::count(get(&r, 0, "held totals")?)?,
+                crate::task_state::count(get(&r, 1, "held totals")?)?,
+            )),
+            None => Ok((0, 0)),
+        }
+    }
+}
+
+/// Create (if absent) and lock the `held_sessions` row of `session`; its calls, bytes and
+/// last sequence number.
+async fn lock_held_session(
+    tx: &tokio_postgres::Transaction<'_>,
+    session: &str,
+) -> Result<(i64, i64, i64), StoreError> {
+    tx.execute(
+        "INSERT INTO held_sessions (session, calls, bytes, next_seq) VALUES ($1, 0, 0, 0)
+         ON CONFLICT (session) DO NOTHING",
+        &[&session],
+    )
+    .await
+    .map_err(db)?;
+    let row = tx
+        .query_one(
+            "SELECT calls, bytes, next_seq FROM held_sessions WHERE session = $1 FOR UPDATE",
+            &[&session],
+        )
+        .await
+        .map_err(db)?;
+    Ok((
+        get(&row, 0, "held session")?,
+        get(&row, 1, "held session")?,
+        get(&row, 2, "held session")?,
+    ))
+}
+
+/// The state of `branch` inside a transaction.
+async fn tx_branch_state(
+    tx: &tokio_postgres::Transaction<'_>,
+    session: &str,
+    branch: &str,
+) -> Result<BranchState, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT state FROM spec_branches WHERE session = $1 AND branch = $2",
+            &[&session, &branch],
+        )
+        .await
+        .map_err(db)?;
+    match row {
+        Some(r) => crate::held::branch_state(&get::<String>(&r, 0, "branch state")?),
+        None => Ok(BranchState::Pending),
+    }
+}
+
+/// Create a bucket row (full, at `now`) if absent and lock it; the stored bucket.
+async fn lock_bucket(
+    tx: &tokio_postgres::Transaction<'_>,
+    session: &str,
+    scope: &str,
+    burst: u32,
+    now: UnixMillis,
+) -> Result<TokenBucket, StoreError> {
+    let full = TokenBucket::full(burst, now);
+    tx.execute(
+        "INSERT INTO rate_buckets (session, scope, milli_tokens, at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (session, scope) DO NOTHING",
+        &[
+            &session,
+            &scope,
+            &crate::task_state::bound(full.milli_tokens),
+            &int(now.0),
+        ],
+    )
+    .await
+    .map_err(db)?;
+    let row = tx
+        .query_one(
+            "SELECT milli_tokens, at FROM rate_buckets
+             WHERE session = $1 AND scope = $2 FOR UPDATE",
+            &[&session, &scope],
+        )
+        .await
+        .map_err(db)?;
+    crate::held::bucket(get(&row, 0, "rate bucket")?, get(&row, 1, "rate bucket")?)
+}
+
+#[async_trait]
+impl RateLimitStore for PgStore {
+    /// One transaction that locks the session's bucket row first (then the tool's), so takes
+    /// of one session serialize across replicas.
+    async fn take_rate(
+        &self,
+        session: &str,
+        tool: &str,
+        rates: RateLimits,
+        now: UnixMillis,
+    ) -> Result<RateTake, StoreError> {
+        use crate::held::{SESSION_SCOPE, tool_scope};
+        let scope = tool_scope(tool);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        let all = lock_bucket(&tx, session, SESSION_SCOPE, rates.session_burst, now).await?;
+        let one = lock_bucket(&tx, session, &scope, rates.tool_burst, now).await?;
+        let (all, one, decision) = take_tokens(Some(all), Some(one), rates, now);
+        tx.execute(
+            "UPDATE rate_buckets AS b SET milli_tokens = v.m, at = v.at
+             FROM (VALUES ($2::text, $3::bigint, $4::bigint), ($5::text, $6::bigint, $7::bigint))
+                  AS v (scope, m, at)
+             WHERE b.session = $1 AND b.scope = v.scope",
+            &[
+                &session,
+                &SESSION_SCOPE,
+                &crate::task_state::bound(all.milli_tokens),
+                &int(all.at.0),
+                &scope,
+                &crate::task_state::bound(one.milli_tokens),
+                &int(one.at.0),
+            ],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(decision)
     }
 }
 

@@ -265,12 +265,74 @@ CREATE TRIGGER written_values_no_truncate BEFORE TRUNCATE ON written_values
     FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('written values cannot be deleted');
 ";
 
+/// Version 5, "shared speculation state and rates" (branch wt-spec, issue 13 item 4, issue 12
+/// item 6): branch states (`spec_branches`: `pending` once a call is held, then once
+/// `promoted` or `abandoned`, never back), held calls sealed under the vault key
+/// (`held_calls`, deleted when their branch settles) with per-session totals and sequence
+/// (`held_sessions`, locked by every hold and settlement), and the rate-limit token buckets
+/// per session (`*`) and per (session, tool) (`t:<tool>`).
+const V5_SPECULATION_STATE: &str = r"
+CREATE TABLE spec_branches (
+    session  TEXT NOT NULL,
+    branch   TEXT NOT NULL,
+    state    TEXT NOT NULL CHECK (state IN ('pending', 'promoted', 'abandoned')),
+    PRIMARY KEY (session, branch)
+);
+CREATE FUNCTION secureclaw_branch_settles_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.state <> 'pending' OR NEW.state = 'pending'
+       OR NEW.session IS DISTINCT FROM OLD.session OR NEW.branch IS DISTINCT FROM OLD.branch THEN
+        RAISE EXCEPTION 'a branch settles once';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER spec_branches_settle_once BEFORE UPDATE ON spec_branches
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_branch_settles_once();
+CREATE TRIGGER spec_branches_no_delete BEFORE DELETE ON spec_branches
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('branch states cannot be deleted');
+CREATE TRIGGER spec_branches_no_truncate BEFORE TRUNCATE ON spec_branches
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('branch states cannot be deleted');
+
+CREATE TABLE held_sessions (
+    session   TEXT PRIMARY KEY,
+    calls     BIGINT NOT NULL CHECK (calls >= 0),
+    bytes     BIGINT NOT NULL CHECK (bytes >= 0),
+    next_seq  BIGINT NOT NULL CHECK (next_seq >= 0)
+);
+
+CREATE TABLE held_calls (
+    session     TEXT NOT NULL,
+    seq         BIGINT NOT NULL CHECK (seq >= 1),
+    branch      TEXT NOT NULL,
+    bytes       BIGINT NOT NULL CHECK (bytes >= 0),
+    kid         TEXT NOT NULL,
+    nonce       BYTEA NOT NULL CHECK (length(nonce) = 12),
+    ciphertext  BYTEA NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE INDEX held_calls_branch ON held_calls (session, branch, seq);
+-- A nonce must never be reused under one ChaCha20-Poly1305 key.
+CREATE UNIQUE INDEX held_calls_nonce ON held_calls (kid, nonce);
+CREATE TRIGGER held_calls_no_update BEFORE UPDATE ON held_calls
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('held calls cannot change');
+
+CREATE TABLE rate_buckets (
+    session       TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    milli_tokens  BIGINT NOT NULL CHECK (milli_tokens >= 0),
+    at            BIGINT NOT NULL,
+    PRIMARY KEY (session, scope)
+);
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
     V2_SPECULATION_BUDGET,
     V3_PROTECTED_OBJECTS,
     V4_TASK_STATE,
+    V5_SPECULATION_STATE,
 ];
 
 /// The highest schema version this build knows.
