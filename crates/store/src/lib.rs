@@ -59,6 +59,7 @@ mod actions;
 mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod effects;
 mod handles;
 mod ledger;
 pub mod postgres;
