@@ -17,8 +17,10 @@ the start and at the end. Nothing here checks a threshold.
         [--clients 8] [--secs 10] [--rounds 2] [--mode call|two-phase|both] [--tmp DIR]
 
 `--count-fsyncs N`: instead, run N sequential calls per binary and mode under
-`strace -f -c -e trace=fsync,fdatasync` and print fsyncs per call (the server's start-up
-fsyncs are measured with 0 calls and subtracted).
+`strace -f -c -e trace=fsync,fdatasync` and print fsyncs per call (`--mode read`: the demo
+office's `noop` read tool) (the server's start-up
+fsyncs are measured with 0 calls and subtracted). With `--clients` above 1 the calls come from
+that many concurrent clients for `--secs` (fsyncs per completed call, i.e. per group member).
 """
 import argparse
 import http.client as httpc
@@ -159,6 +161,11 @@ class Server:
 
 
 def one_effect(srv, mode, subject):
+    if mode == "read":
+        st, v = http(srv.port, "POST", "/v1/call", srv.session, {"tool": "office__noop", "arguments": {}})
+        if st != 200 or v.get("status") != "completed":
+            raise RuntimeError(f"read: {st} {v}")
+        return
     args = {"to": APPROVER, "subject": subject, "body": "Invoice INV-42 for sign-off."}
     if mode == "call":
         st, v = http(srv.port, "POST", "/v1/call", srv.session, {"tool": SEND, "arguments": args})
@@ -200,19 +207,23 @@ def drive(srv, mode, clients, secs, tag):
     sent = srv.sent()
     mine = {s: n for s, n in sent.items() if s.startswith(tag + " ")}
     double = sum(1 for n in mine.values() if n > 1)
+    if mode == "read":
+        return total, elapsed, total, 0, errors
     return total, elapsed, len(mine), double, errors
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True, help="NAME=PATH")
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=None)
     ap.add_argument("--secs", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--mode", default="both", choices=["call", "two-phase", "both"])
+    ap.add_argument("--mode", default="both", choices=["call", "two-phase", "read", "both"])
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--count-fsyncs", type=int, default=0)
     a = ap.parse_args()
+    if a.clients is None:
+        a.clients = 1 if a.count_fsyncs else 8
     bins = [b.split("=", 1) for b in a.bin]
     modes = ["call", "two-phase"] if a.mode == "both" else [a.mode]
     tmp = a.tmp or tempfile.gettempdir()
@@ -223,11 +234,18 @@ def main():
         for name, exe in bins:
             for mode in modes:
                 counts = []
+                calls = a.count_fsyncs
                 for n in (0, a.count_fsyncs):
                     out = tempfile.mktemp(prefix="strace-", dir=tmp)
                     srv = Server(exe, tmp, strace_out=out)
-                    for i in range(n):
-                        one_effect(srv, mode, f"count {mode} {i}")
+                    if n and a.clients > 1:
+                        # Concurrent clients for --secs: fsyncs per completed call.
+                        calls, _, _, _, errors = drive(srv, mode, a.clients, a.secs, f"count-{mode}")
+                        if errors:
+                            print(f"  errors: {errors[:3]}")
+                    else:
+                        for i in range(n):
+                            one_effect(srv, mode, f"count {mode} {i}")
                     srv.stop()
                     total = 0
                     with open(out) as f:
@@ -237,8 +255,8 @@ def main():
                                 total += int(parts[3])
                     os.unlink(out)
                     counts.append(total)
-                per = (counts[1] - counts[0]) / a.count_fsyncs
-                print(f"| {name} | {mode} | {a.count_fsyncs} | {counts[1]} | {counts[0]} | {per:.2f} |")
+                per = (counts[1] - counts[0]) / max(calls, 1)
+                print(f"| {name} | {mode} | {calls} | {counts[1]} | {counts[0]} | {per:.2f} |", flush=True)
         return
 
     p50, p90 = fsync_latency(tmp)
