@@ -306,6 +306,9 @@ struct Attempt {
     subject: String,
 }
 
+/// Subjects of one-shot calls (`POST /v1/call`) start with this.
+const CALL_PREFIX: &str = "crash trial call ";
+
 fn mail(subject: &str) -> Value {
     json!({"to": APPROVER, "subject": subject, "body": BODY})
 }
@@ -331,7 +334,19 @@ fn drive(
             (k % 3 == 2 && !list.is_empty())
                 .then(|| list[usize::try_from(rng.below(list.len() as u64)).unwrap()].clone())
         };
-        let result = if let Some(a) = old {
+        let result = if old.is_none() && k % 3 == 1 {
+            // A one-shot call (preview and commit in one request, issue 14 item 2): the action,
+            // its records and the reservation are one write before the effect. Its action id
+            // is known only from the answer, which a kill may swallow; `check` accounts for it.
+            let subject = format!("{CALL_PREFIX}{trial} action {k}");
+            http(
+                port,
+                "POST",
+                "/v1/call",
+                session,
+                &json!({"tool": tool, "arguments": d.arguments(&subject)}),
+            )
+        } else if let Some(a) = old {
             http(
                 port,
                 "POST",
@@ -386,7 +401,13 @@ fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
     };
     let by_subject: BTreeMap<&str, &Attempt> =
         attempts.iter().map(|a| (a.subject.as_str(), a)).collect();
+    let known: BTreeSet<&str> = attempts.iter().map(|a| a.action_id.as_str()).collect();
+    let mut calls = 0usize;
     for subject in per_subject.keys() {
+        if subject.starts_with(CALL_PREFIX) {
+            calls += 1;
+            continue;
+        }
         let a = by_subject
             .get(subject)
             .unwrap_or_else(|| panic!("effect `{subject}` belongs to no previewed action"));
@@ -403,6 +424,19 @@ fn check(d: &Deployment, attempts: &[Attempt]) -> (usize, usize) {
             a.action_id
         );
     }
+    // One-shot calls: each effect needs a ledger entry of its own that is not `failed` and has
+    // a `commit` or `crash_recovery` record. Their action ids are not known to the driver, so
+    // this is checked by count over the entries of no previewed action.
+    let covered = ledger
+        .iter()
+        .filter(|(id, state)| {
+            !known.contains(id.as_str()) && *state != "failed" && audited.contains(*id)
+        })
+        .count();
+    assert!(
+        covered >= calls,
+        "{calls} one-shot effects ran but only {covered} unpreviewed actions have a ledger entry and a commit or crash_recovery record"
+    );
     (effects.len(), reserved)
 }
 
@@ -424,18 +458,27 @@ fn sqlite_state(
         .filter(|r| r["event"]["kind"] == "commit" || r["event"]["kind"] == "crash_recovery")
         .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned))
         .collect();
-    let ledger = attempts
-        .iter()
-        .filter_map(|a| {
-            let e = store
-                .ledger_entry(&ActionId(a.action_id.clone()))
-                .unwrap()?;
+    // Previewed actions, and one-shot calls (known by their `preview` records, written in the
+    // same transaction as their reservation).
+    let mut ids: BTreeSet<String> = attempts.iter().map(|a| a.action_id.clone()).collect();
+    ids.extend(
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["event"]["kind"] == "preview")
+            .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned)),
+    );
+    let ledger = ids
+        .into_iter()
+        .filter_map(|id| {
+            let e = store.ledger_entry(&ActionId(id.clone())).unwrap()?;
             let state = if e.state == secureclaw_store::LedgerState::Failed {
                 "failed"
             } else {
                 "not failed"
             };
-            Some((a.action_id.clone(), state.to_owned()))
+            Some((id, state.to_owned()))
         })
         .collect();
     store.verify_audit().unwrap();

@@ -19,6 +19,9 @@
 //!   shared by replicas;
 //! - [`TaskStateStore`]: per-session authorization state shared by replicas (uses of limited
 //!   task grants, amounts anchored reads returned, the values the session wrote);
+//! - [`EffectStore`]: the batched writes around an effect (issue 14 items 2–3): the pre-effect
+//!   records and the reservation in one transaction, and group commits of audit records and
+//!   ledger outcomes;
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
 //!
 //! The traits are asynchronous because the implementations do I/O; they are object safe
@@ -877,6 +880,106 @@ pub trait TaskStateStore: Send + Sync {
     -> Result<WrittenRows, StoreError>;
 }
 
+/// One write of a group commit ([`EffectStore::apply_group`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupWrite {
+    /// Store a previewed action ([`ActionStore::put_action`]). An id already stored fails the
+    /// whole group with [`StoreError::Conflict`].
+    Action(ActionRecord),
+    /// Append this event to the audit chain.
+    Audit(AuditEvent),
+    /// Reserve `id` for `binding` at `at` (state `reserved`, as [`SingleUseLedger::reserve`]).
+    /// An id already reserved fails the whole group with [`StoreError::Conflict`]: a group
+    /// that commits made every reservation it holds.
+    Reserve {
+        /// The action to reserve.
+        id: ActionId,
+        /// The binding digest the reservation is made for.
+        binding: BindingDigest,
+        /// When.
+        at: UnixMillis,
+    },
+    /// `reserved → executed` ([`LedgerStore::mark_executed`]).
+    Executed {
+        /// The reserved action.
+        id: ActionId,
+        /// Digest of the upstream result.
+        result_digest: String,
+        /// When.
+        at: UnixMillis,
+    },
+    /// `reserved → failed` ([`LedgerStore::mark_failed`]).
+    Failed {
+        /// The reserved action.
+        id: ActionId,
+        /// A reason code, never a value.
+        reason: String,
+        /// When.
+        at: UnixMillis,
+    },
+    /// `reserved → outcome_unknown` ([`LedgerStore::mark_outcome_unknown`]).
+    OutcomeUnknown {
+        /// The reserved action.
+        id: ActionId,
+        /// An error class, never a value.
+        reason: String,
+        /// When.
+        at: UnixMillis,
+    },
+}
+
+/// What a group commit wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupOutcome {
+    /// The audit records appended, in the order of their [`GroupWrite::Audit`] writes.
+    pub audit: Vec<AuditRecord>,
+    /// Ledger outcomes that changed nothing because the entry was not (or no longer)
+    /// `reserved`. The rest of the group was still committed; the caller reports these.
+    pub unchanged: Vec<ActionId>,
+}
+
+/// The durable writes around an effect, batched (issue 14 items 2 and 3).
+///
+/// - [`EffectStore::record_and_reserve`]: everything that must be durable before an effect is
+///   dispatched (the action record, its preview and decision audit records, and the single-use
+///   reservation) in **one** transaction, so one fsync.
+/// - [`EffectStore::apply_group`]: many callers' audit appends and ledger outcomes in one
+///   transaction (a group commit); a single writer in the gateway batches them.
+///
+/// Both keep the audit chain one gap-free chain with every other appender: the chain head is
+/// read inside the transaction, under the same lock as [`AuditSink::append_audit`].
+#[async_trait]
+pub trait EffectStore: Send + Sync {
+    /// In one transaction: store `action`, append `events` in order, and reserve
+    /// `action.action_id` for `binding` at `at` (state `reserved`, as
+    /// [`SingleUseLedger::reserve`]). All or nothing. `Ok(true)` iff this call made the
+    /// reservation (and stored everything); `Ok(false)` if the id was already reserved
+    /// (nothing is stored).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if the action id is already stored (nothing is reserved);
+    /// [`StoreError::Key`] without an audit key; [`StoreError::Unavailable`]. Never `Ok(true)`
+    /// unless the transaction committed.
+    async fn record_and_reserve(
+        &self,
+        action: &ActionRecord,
+        events: &[AuditEvent],
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, StoreError>;
+
+    /// Apply `writes` in order in one transaction (one fsync): all or nothing, except that a
+    /// ledger outcome for an entry that is not `reserved` changes nothing and is listed in
+    /// [`GroupOutcome::unchanged`].
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if a [`GroupWrite::Action`] id is already stored or a
+    /// [`GroupWrite::Reserve`] id already reserved;
+    /// [`StoreError::Key`] without an audit key; [`StoreError::Unavailable`]. On any error
+    /// nothing of the group is stored.
+    async fn apply_group(&self, writes: &[GroupWrite]) -> Result<GroupOutcome, StoreError>;
+}
+
 /// Everything the gateway stores, as one object (`Arc<dyn Store>`). Implemented for every
 /// type that implements the parts.
 pub trait Store:
@@ -888,6 +991,7 @@ pub trait Store:
     + SpeculationStore
     + RateLimitStore
     + TaskStateStore
+    + EffectStore
 {
 }
 
@@ -900,6 +1004,7 @@ impl<T> Store for T where
         + SpeculationStore
         + RateLimitStore
         + TaskStateStore
+        + EffectStore
 {
 }
 

@@ -7,6 +7,7 @@ use crate::executor::{ExecError, Executor, Resolution, ResolveError};
 use crate::permit::ReadPermit;
 use crate::upstream::{Connector, ToolOutput};
 use secureclaw_core::acceptance::{CommitAttempt, accept, check_binding};
+use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
 use secureclaw_core::anchor::{
     anchor_provenance, collect_targets, collect_targets_bounded, is_amount_field, is_anchored,
     object_id_targets,
@@ -31,7 +32,8 @@ use secureclaw_core::policy::{
 };
 use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{
-    ActionRecord, ApprovalRecord, ApprovalState, RateTake, SessionRecord, Store, StoreError,
+    ActionRecord, ApprovalRecord, ApprovalState, GroupWrite, RateTake, SessionRecord, Store,
+    StoreError,
     VaultStore,
 };
 use secureclaw_core::time::UnixMillis;
@@ -42,6 +44,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod group;
 mod limits;
 mod speculation;
 mod telemetry;
@@ -238,6 +241,64 @@ struct Prepared {
     protection_unknown: bool,
 }
 
+/// The records of a preview that the policy allowed at once, written together with the
+/// reservation ([`secureclaw_core::store::EffectStore::record_and_reserve`], issue 14 item 2):
+/// the action record and its preview and decision audit records. If the commit is refused
+/// before the reservation, they are written on their own before the refusal is audited.
+struct Deferred {
+    action: ActionRecord,
+    events: Vec<AuditEvent>,
+}
+
+/// The single-use ledger of the acceptance predicate for a [`Deferred`] preview: the
+/// reservation (check 11) writes the preview's records in the same transaction, so an effect
+/// costs one durable write before it is dispatched, and that write is group-committed with
+/// other callers' (the same writes as
+/// [`EffectStore::record_and_reserve`](secureclaw_core::store::EffectStore::record_and_reserve),
+/// batched). `Ok(true)` only once the transaction holding the reservation committed. Any
+/// failure (the id taken, the store down, another action id) is an error: the predicate fails
+/// closed and nothing is dispatched.
+struct PreEffect<'a> {
+    writer: &'a group::GroupWriter,
+    deferred: &'a Deferred,
+}
+
+#[async_trait::async_trait]
+impl SingleUseLedger for PreEffect<'_> {
+    async fn reserve(
+        &self,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, LedgerError> {
+        if action_id != &self.deferred.action.action_id {
+            return Err(LedgerError("not the deferred action".into()));
+        }
+        let mut writes = Vec::with_capacity(self.deferred.events.len().saturating_add(2));
+        writes.push(GroupWrite::Action(self.deferred.action.clone()));
+        writes.extend(self.deferred.events.iter().cloned().map(GroupWrite::Audit));
+        writes.push(GroupWrite::Reserve {
+            id: action_id.clone(),
+            binding: binding.clone(),
+            at,
+        });
+        self.writer
+            .write(writes)
+            .await
+            .map(|_| true)
+            .map_err(|e| LedgerError(e.to_string()))
+    }
+}
+
+/// What [`Gateway::preview_records`] builds.
+struct PreviewRecords {
+    action: ActionRecord,
+    /// The preview and decision audit records, in that order.
+    events: Vec<AuditEvent>,
+    /// The reason code of a confirmation, if one is asked for.
+    confirm_reason: ReasonCode,
+}
+
 /// The read a result answers (for [`Gateway::finish`]).
 struct ReadOf<'a> {
     /// The read was anchored (its authoritative fields yield anchored handles).
@@ -275,6 +336,9 @@ struct Inner {
     written_cache: std::sync::Mutex<std::collections::HashMap<String, WrittenCache>>,
     /// Prometheus metrics and the approve command (see `telemetry`).
     metrics: telemetry::Metrics,
+    /// The group-commit writer: audit appends and ledger outcomes of concurrent callers share
+    /// one transaction (issue 14 item 3).
+    writer: group::GroupWriter,
 }
 
 /// What a session's record of an object says (crates/core `protect`): its content was seen
@@ -416,6 +480,7 @@ impl Gateway {
             tool_rate_per_s: config.limits.tool_rate_per_s,
             tool_burst: config.limits.tool_burst,
         });
+        let writer = group::GroupWriter::new(Arc::clone(&store));
         let gw = Self {
             inner: Arc::new(Inner {
                 keys,
@@ -431,6 +496,7 @@ impl Gateway {
                 rates,
                 written_cache: std::sync::Mutex::default(),
                 metrics,
+                writer,
             }),
         };
         let dangling = gw
@@ -488,10 +554,11 @@ impl Gateway {
         (self.inner.clock)()
     }
 
+    /// Append `event` through the group-commit writer and wait until it is durable.
     async fn audit(&self, event: AuditEvent) -> Result<(), ()> {
         self.inner
-            .store
-            .append_audit(event)
+            .writer
+            .write(vec![GroupWrite::Audit(event)])
             .await
             .map(|_| ())
             .map_err(|e| {
@@ -1944,7 +2011,7 @@ impl Gateway {
                 Err(e) => self.exec_failure(session, &entry, &e, None).await,
             };
         }
-        let preview = match self
+        let (preview, deferred) = match self
             .preview_prepared(session, &prepared, &policy_request, false)
             .await
         {
@@ -1963,6 +2030,7 @@ impl Gateway {
                     prepared,
                     &preview.action_id,
                     Some(&preview.artifact),
+                    deferred,
                 )
                 .await
             }
@@ -2028,10 +2096,10 @@ impl Gateway {
             Ok((prepared, _)) if prepared.entry.effect == EffectClass::Read => {
                 Err(Refused::Deny(ReasonCode::PolicyDeny))
             }
-            Ok((prepared, policy_request)) => {
-                self.preview_prepared(session, &prepared, &policy_request, true)
-                    .await
-            }
+            Ok((prepared, policy_request)) => self
+                .preview_prepared(session, &prepared, &policy_request, true)
+                .await
+                .map(|(preview, _)| preview),
             Err(reason) => Err(Refused::Deny(reason)),
         };
         match result {
@@ -2059,7 +2127,7 @@ impl Gateway {
         prepared: &Prepared,
         policy_request: &PolicyRequest,
         explicit: bool,
-    ) -> Result<PreviewOutcome, Refused> {
+    ) -> Result<(PreviewOutcome, Option<Deferred>), Refused> {
         let _timer = self.inner.metrics.preview_timer();
         let entry = &prepared.entry;
         let mut decision = self.inner.policy.decide(policy_request);
@@ -2112,6 +2180,32 @@ impl Gateway {
                 return Err(Refused::Limit(Limit::PendingActions));
             }
         }
+        // An ordinary call the policy allows at once is committed next: its records are
+        // written with the reservation, in one transaction (issue 14 item 2).
+        if !explicit && label == PreviewDecision::Allow {
+            let records = self.preview_records(
+                session,
+                prepared,
+                policy_request,
+                &decision,
+                &action_id,
+                &binding,
+                now,
+                grant_withheld,
+            );
+            let deferred = Deferred {
+                action: records.action,
+                events: records.events,
+            };
+            let preview = PreviewOutcome {
+                action_id,
+                artifact,
+                decision: label,
+                binding,
+                recovery: None,
+            };
+            return Ok((preview, Some(deferred)));
+        }
         let stored = self
             .store_preview(
                 session,
@@ -2133,13 +2227,134 @@ impl Gateway {
                 return Err(reason.into());
             }
         };
-        Ok(PreviewOutcome {
-            action_id,
-            artifact,
-            decision: label,
-            binding,
-            recovery,
-        })
+        Ok((
+            PreviewOutcome {
+                action_id,
+                artifact,
+                decision: label,
+                binding,
+                recovery,
+            },
+            None,
+        ))
+    }
+
+    /// Write the records of a [`Deferred`] preview on their own (the commit was refused before
+    /// its reservation could write them).
+    async fn store_deferred(&self, deferred: Deferred) -> Result<(), ReasonCode> {
+        self.store_records(deferred.action, deferred.events).await
+    }
+
+    /// The action record and its audit records, in one write of a group commit.
+    async fn store_records(
+        &self,
+        action: ActionRecord,
+        events: Vec<AuditEvent>,
+    ) -> Result<(), ReasonCode> {
+        let mut writes = Vec::with_capacity(events.len().saturating_add(1));
+        writes.push(GroupWrite::Action(action));
+        writes.extend(events.into_iter().map(GroupWrite::Audit));
+        self.inner
+            .writer
+            .write(writes)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                self.inner.metrics.audit_append_failed();
+                tracing::error!(error = %e, "preview records not written");
+                ReasonCode::StoreUnavailable
+            })
+    }
+
+    /// A commit refused before anything ran: the deferred preview's records (if any) first,
+    /// then the refusal.
+    async fn refuse_commit(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        reason: ReasonCode,
+        action_id: &ActionId,
+        deferred: Option<Deferred>,
+    ) -> CallOutcome {
+        if let Some(d) = deferred
+            && self.store_deferred(d).await.is_err()
+        {
+            tracing::error!(action = %action_id, "could not record the preview of a refused commit");
+        }
+        self.deny(
+            session,
+            &entry.exposed,
+            Some(entry),
+            reason,
+            Some(action_id),
+        )
+        .await
+    }
+
+    /// The action record and the preview and decision audit records of a preview.
+    #[expect(clippy::too_many_arguments, reason = "the preview's full context")]
+    fn preview_records(
+        &self,
+        session: &SessionRecord,
+        prepared: &Prepared,
+        policy_request: &PolicyRequest,
+        decision: &PolicyDecision,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        now: UnixMillis,
+        grant_withheld: Option<&'static str>,
+    ) -> PreviewRecords {
+        let entry = &prepared.entry;
+        let label = PreviewDecision::of(decision);
+        let (needs_confirmation, policies, deny_reason) = match decision {
+            PolicyDecision::Allow { policies } => (false, policies, None),
+            PolicyDecision::Confirm { policies } => (true, policies, None),
+            PolicyDecision::Deny { reason, policies } => (false, policies, Some(*reason)),
+        };
+        let mut display = describe_call(
+            entry,
+            &prepared.request.inputs.arguments,
+            &policy_request.targets,
+        );
+        if let Some(why) = grant_withheld {
+            display.push_str(&format!("\n  grant: does not cover this call ({why})"));
+        }
+        let action = ActionRecord {
+            action_id: action_id.clone(),
+            session: session.id.clone(),
+            caller: session.caller.clone(),
+            tool: entry.exposed.clone(),
+            binding: binding.clone(),
+            needs_confirmation,
+            created_at: now,
+            request_json: serde_json::to_string(&prepared.request).unwrap_or_default(),
+            display,
+        };
+        let mut preview = self.event(AuditKind::Preview, session, &entry.exposed);
+        preview.action_id = Some(action_id.0.clone());
+        preview.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
+            "effect": entry.effect, "destructive": entry.destructive});
+        // A confirmation asked for because the call names a protected object gets its own
+        // reason code, in the decision record and in the recovery.
+        let names = |p: Provenance| policy_request.targets.iter().any(|t| t.provenance == p);
+        let confirm_reason = if names(Provenance::ProtectedObject) {
+            ReasonCode::ProtectedObject
+        } else if names(Provenance::UnreadObject) {
+            ReasonCode::ObjectUnread
+        } else {
+            ReasonCode::ConfirmationRequired
+        };
+        let mut decided = self.event(AuditKind::Decision, session, &entry.exposed);
+        decided.action_id = Some(action_id.0.clone());
+        decided.reason = deny_reason.or(needs_confirmation.then_some(confirm_reason));
+        decided.detail = json!({"decision": label, "policies": policies,
+            "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation(),
+            "grant_withheld": grant_withheld});
+        PreviewRecords {
+            action,
+            events: vec![preview, decided],
+            confirm_reason,
+        }
     }
 
     /// Record a preview: the action, its audit records (preview and decision) and, when
@@ -2157,62 +2372,19 @@ impl Gateway {
         grant_withheld: Option<&'static str>,
     ) -> Result<Option<Recovery>, ReasonCode> {
         let entry = &prepared.entry;
-        let label = PreviewDecision::of(decision);
-        let (needs_confirmation, policies, deny_reason) = match decision {
-            PolicyDecision::Allow { policies } => (false, policies, None),
-            PolicyDecision::Confirm { policies } => (true, policies, None),
-            PolicyDecision::Deny { reason, policies } => (false, policies, Some(*reason)),
-        };
-        let mut display = describe_call(
-            entry,
-            &prepared.request.inputs.arguments,
-            &policy_request.targets,
+        let needs_confirmation = matches!(decision, PolicyDecision::Confirm { .. });
+        let records = self.preview_records(
+            session,
+            prepared,
+            policy_request,
+            decision,
+            action_id,
+            binding,
+            now,
+            grant_withheld,
         );
-        if let Some(why) = grant_withheld {
-            display.push_str(&format!("\n  grant: does not cover this call ({why})"));
-        }
-        let record = ActionRecord {
-            action_id: action_id.clone(),
-            session: session.id.clone(),
-            caller: session.caller.clone(),
-            tool: entry.exposed.clone(),
-            binding: binding.clone(),
-            needs_confirmation,
-            created_at: now,
-            request_json: serde_json::to_string(&prepared.request).unwrap_or_default(),
-            display,
-        };
-        self.inner
-            .store
-            .put_action(&record)
-            .await
-            .map_err(|_| ReasonCode::StoreUnavailable)?;
-        let mut ev = self.event(AuditKind::Preview, session, &entry.exposed);
-        ev.action_id = Some(action_id.0.clone());
-        ev.detail = json!({"binding": binding, "handles": prepared.handle_records.len(),
-            "effect": entry.effect, "destructive": entry.destructive});
-        self.audit(ev)
-            .await
-            .map_err(|()| ReasonCode::StoreUnavailable)?;
-        // A confirmation asked for because the call names a protected object gets its own
-        // reason code, in the decision record and in the recovery.
-        let names = |p: Provenance| policy_request.targets.iter().any(|t| t.provenance == p);
-        let confirm_reason = if names(Provenance::ProtectedObject) {
-            ReasonCode::ProtectedObject
-        } else if names(Provenance::UnreadObject) {
-            ReasonCode::ObjectUnread
-        } else {
-            ReasonCode::ConfirmationRequired
-        };
-        let mut ev = self.event(AuditKind::Decision, session, &entry.exposed);
-        ev.action_id = Some(action_id.0.clone());
-        ev.reason = deny_reason.or(needs_confirmation.then_some(confirm_reason));
-        ev.detail = json!({"decision": label, "policies": policies,
-            "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation(),
-            "grant_withheld": grant_withheld});
-        self.audit(ev)
-            .await
-            .map_err(|()| ReasonCode::StoreUnavailable)?;
+        let confirm_reason = records.confirm_reason;
+        self.store_records(records.action, records.events).await?;
         let recovery = match (decision, needs_confirmation) {
             (PolicyDecision::Deny { reason, .. }, _) => Some(self.recovery(
                 *reason,
@@ -2269,7 +2441,7 @@ impl Gateway {
         }
         match self.prepare(session, tool, &arguments).await {
             Ok((prepared, _)) => {
-                self.commit_prepared(session, prepared, action_id, artifact)
+                self.commit_prepared(session, prepared, action_id, artifact, None)
                     .await
             }
             Err(reason) => {
@@ -2291,35 +2463,41 @@ impl Gateway {
         prepared: Prepared,
         action_id: &ActionId,
         artifact: Option<&str>,
+        mut deferred: Option<Deferred>,
     ) -> CallOutcome {
         let _timer = self.inner.metrics.commit_timer();
         let entry = prepared.entry;
         if entry.effect == EffectClass::Read {
             return self
-                .deny(
+                .refuse_commit(
                     session,
-                    &entry.exposed,
-                    Some(&entry),
+                    &entry,
                     ReasonCode::PolicyDeny,
-                    Some(action_id),
+                    action_id,
+                    deferred.take(),
                 )
                 .await;
         }
-        // The confirmation comes from the trusted approval store, never from the runtime.
-        let confirmation: Option<Confirmation> = match self.inner.store.approval(action_id).await {
-            Ok(Some(a)) if a.state == ApprovalState::Approved => a.confirmation,
-            Ok(_) => None,
-            Err(_) => {
-                return self
-                    .deny(
-                        session,
-                        &entry.exposed,
-                        Some(&entry),
-                        ReasonCode::StoreUnavailable,
-                        Some(action_id),
-                    )
-                    .await;
-            }
+        // The confirmation comes from the trusted approval store, never from the runtime. A
+        // deferred preview was allowed without confirmation a moment ago and its action id is
+        // not stored yet: it has no approval to look up.
+        let confirmation: Option<Confirmation> = match deferred {
+            Some(_) => None,
+            None => match self.inner.store.approval(action_id).await {
+                Ok(Some(a)) if a.state == ApprovalState::Approved => a.confirmation,
+                Ok(_) => None,
+                Err(_) => {
+                    return self
+                        .deny(
+                            session,
+                            &entry.exposed,
+                            Some(&entry),
+                            ReasonCode::StoreUnavailable,
+                            Some(action_id),
+                        )
+                        .await;
+                }
+            },
         };
         // Before anything is reserved or sent: a store effect on a protected object makes every
         // object it names protected (a move's destination, a copy), and so does one that
@@ -2328,12 +2506,12 @@ impl Gateway {
         // cannot be recorded, nothing runs.
         if entry.sink == SinkKind::Store && prepared.protection_unknown {
             return self
-                .deny(
+                .refuse_commit(
                     session,
-                    &entry.exposed,
-                    Some(&entry),
+                    &entry,
                     ReasonCode::StoreUnavailable,
-                    Some(action_id),
+                    action_id,
+                    deferred.take(),
                 )
                 .await;
         }
@@ -2366,12 +2544,12 @@ impl Gateway {
                 .is_err()
         {
             return self
-                .deny(
+                .refuse_commit(
                     session,
-                    &entry.exposed,
-                    Some(&entry),
+                    &entry,
                     ReasonCode::StoreUnavailable,
-                    Some(action_id),
+                    action_id,
+                    deferred.take(),
                 )
                 .await;
         }
@@ -2385,16 +2563,29 @@ impl Gateway {
             now: self.now(),
             max_skew_ms: self.inner.config.limits.max_skew_ms,
         };
-        let proof = match accept(&self.inner.keys, self.inner.store.as_ref(), &attempt).await {
+        // Check 11 reserves the action id; for a deferred preview the same transaction writes
+        // the action and its preview and decision records: one durable write before dispatch.
+        let accepted = match deferred.as_ref() {
+            Some(d) => {
+                let ledger = PreEffect {
+                    writer: &self.inner.writer,
+                    deferred: d,
+                };
+                accept(&self.inner.keys, &ledger, &attempt).await
+            }
+            None => accept(&self.inner.keys, self.inner.store.as_ref(), &attempt).await,
+        };
+        let proof = match accepted {
             Ok(p) => p,
             Err(rejection) => {
+                // Refused: the reservation did not happen, so neither did the deferred writes.
                 return self
-                    .deny(
+                    .refuse_commit(
                         session,
-                        &entry.exposed,
-                        Some(&entry),
+                        &entry,
                         rejection.reason,
-                        Some(action_id),
+                        action_id,
+                        deferred.take(),
                     )
                     .await;
             }
@@ -2439,31 +2630,41 @@ impl Gateway {
         match result {
             Ok(output) => {
                 let digest = result_digest(&output);
-                // The commit record is written before the ledger says `executed`: a crash (or
-                // an audit failure) between the two leaves the entry `reserved`, which the
-                // next start reports as `crash_recovery`, so no effect is ever unaudited.
+                // The commit record and the `executed` mark are one write of a group commit
+                // (one transaction): if it is lost (a crash, an audit failure) the entry stays
+                // `reserved`, which the next start reports as `crash_recovery`, so no effect is
+                // ever unaudited.
                 let mut ev = self.event(AuditKind::Commit, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
-                if self.audit(ev).await.is_err() {
-                    return self
-                        .deny(
-                            session,
-                            &entry.exposed,
-                            Some(&entry),
-                            ReasonCode::ResultWithheld,
-                            Some(action_id),
-                        )
-                        .await;
-                }
-                if self
+                let executed = GroupWrite::Executed {
+                    id: action_id.clone(),
+                    result_digest: digest,
+                    at: self.now(),
+                };
+                match self
                     .inner
-                    .store
-                    .mark_executed(action_id, &digest, self.now())
+                    .writer
+                    .write(vec![GroupWrite::Audit(ev), executed])
                     .await
-                    .is_err()
                 {
-                    tracing::error!(action = %action_id, "could not mark executed; entry stays reserved and will be reported");
+                    Ok(done) if done.unchanged.is_empty() => {}
+                    Ok(_) => {
+                        tracing::error!(action = %action_id, "could not mark executed; the entry is no longer reserved");
+                    }
+                    Err(e) => {
+                        self.inner.metrics.audit_append_failed();
+                        tracing::error!(error = %e, action = %action_id, "commit record not written; entry stays reserved and will be reported");
+                        return self
+                            .deny(
+                                session,
+                                &entry.exposed,
+                                Some(&entry),
+                                ReasonCode::ResultWithheld,
+                                Some(action_id),
+                            )
+                            .await;
+                    }
                 }
                 // A store effect marks nothing seen: an append, a partial write or a write
                 // under another spelling leaves content the session has not been shown (a
@@ -2486,14 +2687,29 @@ impl Gateway {
                 let mut ev = self.event(AuditKind::OutcomeUnknown, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "error": err.class()});
-                let _ = self.audit(ev).await;
-                if self
+                let marked = GroupWrite::OutcomeUnknown {
+                    id: action_id.clone(),
+                    reason: err.class().to_owned(),
+                    at: self.now(),
+                };
+                let recorded = match self
                     .inner
-                    .store
-                    .mark_outcome_unknown(action_id, err.class(), self.now())
+                    .writer
+                    .write(vec![GroupWrite::Audit(ev), marked.clone()])
                     .await
-                    .is_err()
                 {
+                    Ok(done) => done.unchanged.is_empty(),
+                    // As before: the mark does not depend on the audit record being written.
+                    Err(_) => {
+                        self.inner.metrics.audit_append_failed();
+                        self.inner
+                            .writer
+                            .write(vec![marked])
+                            .await
+                            .is_ok_and(|done| done.unchanged.is_empty())
+                    }
+                };
+                if !recorded {
                     tracing::error!(action = %action_id, "could not mark outcome_unknown; entry stays reserved and will be reported");
                 }
                 self.exec_failure(session, &entry, &err, Some(action_id))
@@ -2629,7 +2845,7 @@ impl Gateway {
         .seal(&self.inner.keys);
         match artifact {
             Ok(token) => {
-                self.commit_prepared(session, prepared, action_id, Some(&token))
+                self.commit_prepared(session, prepared, action_id, Some(&token), None)
                     .await
             }
             Err(_) => {

@@ -133,3 +133,84 @@ async fn a_thousand_concurrent_distinct_commits_each_execute_once() {
     );
     h.store.verify_audit().unwrap();
 }
+
+/// One-shot calls (preview and commit in one `call`, issue 14 item 2) from 8 concurrent clients
+/// on one gateway: the action, its preview and decision records and the reservation are one
+/// group-committed write before the effect, the commit record and the `executed` mark one
+/// after it. Each call runs exactly once, every action has its four records (preview,
+/// decision, commit, read) and an `executed` entry, and the chain verifies.
+/// `SECURECLAW_GROUP_CALLS` sets the calls per client (default 25).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_shot_calls_from_concurrent_clients_each_run_once_with_their_records() {
+    let per_client: usize = std::env::var("SECURECLAW_GROUP_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let clients = 8usize;
+    let h = Harness::new().await;
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let gw = h.gw.clone();
+        let session = h.session.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for k in 0..per_client {
+                let n = c * 10_000 + k;
+                let o = call_on(&gw, &session, COUNT, json!({"to": APPROVER, "n": n}), None).await;
+                match o {
+                    secureclaw_gateway::CallOutcome::Completed {
+                        action_id: Some(id),
+                        output,
+                    } => {
+                        assert!(!output.is_error, "{output:?}");
+                        ids.push(id);
+                    }
+                    other => panic!("expected completed, got {other:?}"),
+                }
+            }
+            ids
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.extend(t.await.unwrap());
+    }
+    let total = clients * per_client;
+    assert_eq!(h.test.effects(), total, "an effect ran twice or not at all");
+    let received: BTreeSet<u64> = h
+        .test
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, a)| a["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(received.len(), total, "an action executed more than once");
+    let records = h.store.audit_records(0, usize::MAX).unwrap();
+    let seen: BTreeSet<(String, String)> = records
+        .iter()
+        .filter_map(|r| {
+            let kind = serde_json::to_value(r.event.kind)
+                .ok()?
+                .as_str()?
+                .to_owned();
+            Some((r.event.action_id.clone()?, kind))
+        })
+        .collect();
+    for id in &ids {
+        let entry = h.store.ledger_entry(id).unwrap().unwrap();
+        assert_eq!(
+            entry.state,
+            secureclaw_store::LedgerState::Executed,
+            "{id} is not executed"
+        );
+        assert!(h.store.action(id).unwrap().is_some(), "{id} has no action");
+        for kind in ["preview", "decision", "commit", "read"] {
+            assert!(
+                seen.contains(&(id.0.clone(), kind.to_owned())),
+                "{id} has no `{kind}` record"
+            );
+        }
+    }
+    h.assert_audit_clean();
+}

@@ -33,6 +33,10 @@
 //!   ([`held_calls_never_in_clear`]);
 //! - shared rate-limit buckets ([`rate_buckets`]), whose last tokens racing replicas take
 //!   exactly once ([`rate_taken_once_under_concurrency`]);
+//! - the batched writes around an effect: the pre-effect records and the reservation in one
+//!   transaction, all or nothing ([`pre_effect_writes_in_one_transaction`]), and group commits
+//!   of audit records and ledger outcomes keeping one chain under concurrency
+//!   ([`group_commit`]);
 //! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
 //!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
 //!   every implementation to that.
@@ -45,8 +49,8 @@ use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::recovery::Limit;
 use secureclaw_core::store::{
-    ActionRecord, ApprovalState, HeldBounds, HoldOutcome, LedgerState, RateLimits, RateTake,
-    SessionRecord, Store, StoreError, WrittenBounds, WrittenValue,
+    ActionRecord, ApprovalState, GroupWrite, HeldBounds, HoldOutcome, LedgerState, RateLimits,
+    RateTake, SessionRecord, Store, StoreError, WrittenBounds, WrittenValue,
 };
 use secureclaw_core::task_state::{StateDigest, state_digest};
 use secureclaw_core::{ActionId, ReasonCode, TaskEnvelope, UnixMillis};
@@ -1567,6 +1571,270 @@ pub async fn written_values_never_in_clear(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// The pre-effect writes ([`secureclaw_core::store::EffectStore::record_and_reserve`]): the
+/// action, its audit records and the reservation are stored together or not at all; an id
+/// already reserved stores nothing and reports `false`; a stored action id is a `Conflict`;
+/// concurrent calls on several connections, mixed with single appends, keep one chain.
+///
+/// # Errors
+/// The broken contract.
+pub async fn pre_effect_writes_in_one_transaction(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let id = act(2_000);
+    let mut record = action(&id);
+    record.needs_confirmation = false;
+    ensure!(
+        store
+            .record_and_reserve(&record, &[event(1), event(2)], &binding(), UnixMillis(5))
+            .await
+            .map_err(fail("record_and_reserve"))?,
+        "the first pre-effect write must reserve"
+    );
+    ensure!(
+        store.action(&id).await.map_err(fail("action"))? == Some(record.clone()),
+        "the action must be stored with the reservation"
+    );
+    let entry = store
+        .ledger_entry(&id)
+        .await
+        .map_err(fail("ledger_entry"))?
+        .ok_or("the reservation must be stored")?;
+    ensure!(
+        entry.state == LedgerState::Reserved && entry.reserved_at == UnixMillis(5),
+        "the entry must be reserved at 5, got {entry:?}"
+    );
+    let records = store
+        .audit_records(0, usize::MAX)
+        .await
+        .map_err(fail("audit_records"))?;
+    let events: Vec<AuditEvent> = records.into_iter().map(|r| r.event).collect();
+    ensure!(
+        events == vec![event(1), event(2)],
+        "the audit records must be stored in order with the reservation"
+    );
+    match store
+        .record_and_reserve(&record, &[event(3)], &binding(), UnixMillis(6))
+        .await
+    {
+        Err(StoreError::Conflict(_)) => {}
+        other => {
+            return Err(format!(
+                "a stored action id must be a conflict, got {other:?}"
+            ));
+        }
+    }
+    // Reserved by someone else first: nothing of this call may be stored.
+    let taken = act(2_001);
+    ensure!(
+        store
+            .reserve(&taken, &binding(), UnixMillis(7))
+            .await
+            .map_err(|e| e.to_string())?,
+        "positive control: a fresh id reserves"
+    );
+    let got = store
+        .record_and_reserve(&action(&taken), &[event(4)], &binding(), UnixMillis(8))
+        .await
+        .map_err(fail("record_and_reserve"))?;
+    ensure!(!got, "an id already reserved must not be reserved again");
+    ensure!(
+        store
+            .action(&taken)
+            .await
+            .map_err(fail("action"))?
+            .is_none(),
+        "a refused pre-effect write must store no action"
+    );
+    ensure!(
+        store.verify_audit().await.map_err(fail("verify_audit"))? == 2,
+        "a refused pre-effect write must append no audit record"
+    );
+    // Concurrency: 4 connections, each 10 pre-effect writes (2 records each) and 5 appends.
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (w, st) in stores.iter().enumerate() {
+        let st = Arc::clone(st);
+        let w = u32::try_from(w).unwrap_or(0);
+        tasks.spawn(async move {
+            for n in 0..10u32 {
+                let id = act(3_000 + w * 100 + n);
+                let won = st
+                    .record_and_reserve(
+                        &action(&id),
+                        &[event(u64::from(n)), event(u64::from(n) + 1)],
+                        &binding(),
+                        UnixMillis(9),
+                    )
+                    .await?;
+                if !won {
+                    return Err(StoreError::Invalid(format!("{id} was not reserved")));
+                }
+                if n % 2 == 0 {
+                    st.append_audit(event(u64::from(n))).await?;
+                }
+            }
+            Ok::<(), StoreError>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("concurrent pre-effect write"))?;
+    }
+    let n = store.verify_audit().await.map_err(fail("verify_audit"))?;
+    ensure!(
+        n == 2 + 4 * (20 + 5),
+        "concurrent pre-effect writes must make one chain of 102 records, got {n}"
+    );
+    Ok(())
+}
+
+/// Group commits ([`secureclaw_core::store::EffectStore::apply_group`]): audit records are
+/// appended in order and returned; ledger outcomes move `reserved` entries; an outcome for an
+/// entry that is not reserved (or unknown) changes nothing and is reported, the rest still
+/// commits; concurrent groups on several connections keep one chain.
+///
+/// # Errors
+/// The broken contract.
+pub async fn group_commit(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let (a, b, c, unknown) = (act(4_001), act(4_002), act(4_003), act(4_999));
+    for id in [&a, &b, &c] {
+        ensure!(
+            store
+                .reserve(id, &binding(), UnixMillis(1))
+                .await
+                .map_err(|e| e.to_string())?,
+            "the first reservation of {id} must win"
+        );
+    }
+    let writes = vec![
+        GroupWrite::Audit(event(1)),
+        GroupWrite::Executed {
+            id: a.clone(),
+            result_digest: "digest-a".into(),
+            at: UnixMillis(2),
+        },
+        GroupWrite::Audit(event(2)),
+        GroupWrite::Failed {
+            id: b.clone(),
+            reason: "upstream_error".into(),
+            at: UnixMillis(3),
+        },
+        GroupWrite::OutcomeUnknown {
+            id: c.clone(),
+            reason: "timeout".into(),
+            at: UnixMillis(4),
+        },
+        GroupWrite::Executed {
+            id: unknown.clone(),
+            result_digest: "digest-x".into(),
+            at: UnixMillis(5),
+        },
+    ];
+    let out = store
+        .apply_group(&writes)
+        .await
+        .map_err(fail("apply_group"))?;
+    let events: Vec<AuditEvent> = out.audit.iter().map(|r| r.event.clone()).collect();
+    ensure!(
+        events == vec![event(1), event(2)],
+        "the group's records must come back in order"
+    );
+    ensure!(
+        out.unchanged == vec![unknown.clone()],
+        "only the unknown entry is unchanged, got {:?}",
+        out.unchanged
+    );
+    for (id, state) in [
+        (&a, LedgerState::Executed),
+        (&b, LedgerState::Failed),
+        (&c, LedgerState::OutcomeUnknown),
+    ] {
+        let entry = store
+            .ledger_entry(id)
+            .await
+            .map_err(fail("ledger_entry"))?
+            .ok_or("entry missing")?;
+        ensure!(
+            entry.state == state,
+            "{id} must be {state:?}, got {entry:?}"
+        );
+    }
+    let a_entry = store
+        .ledger_entry(&a)
+        .await
+        .map_err(fail("ledger_entry"))?
+        .ok_or("entry missing")?;
+    ensure!(
+        a_entry.result_digest.as_deref() == Some("digest-a")
+            && a_entry.finished_at == Some(UnixMillis(2)),
+        "the executed entry keeps its digest and time, got {a_entry:?}"
+    );
+    // A second outcome changes nothing (forward only) and is reported; its record commits.
+    let out = store
+        .apply_group(&[
+            GroupWrite::Failed {
+                id: a.clone(),
+                reason: "late".into(),
+                at: UnixMillis(9),
+            },
+            GroupWrite::Audit(event(3)),
+        ])
+        .await
+        .map_err(fail("apply_group"))?;
+    ensure!(
+        out.unchanged == vec![a.clone()] && out.audit.len() == 1,
+        "a second outcome must be reported unchanged, got {out:?}"
+    );
+    ensure!(
+        store
+            .ledger_entry(&a)
+            .await
+            .map_err(fail("ledger_entry"))?
+            .map(|e| e.state)
+            == Some(LedgerState::Executed),
+        "a spent entry must keep its first outcome"
+    );
+    // Concurrency: 4 connections, 10 groups of 3 records each, plus single appends.
+    let mut stores = vec![s.store()];
+    for _ in 0..3 {
+        stores.push(s.reopen().await?);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for st in &stores {
+        let st = Arc::clone(st);
+        tasks.spawn(async move {
+            for n in 0..10u64 {
+                let group: Vec<GroupWrite> = (0..3)
+                    .map(|k| GroupWrite::Audit(event(n * 10 + k)))
+                    .collect();
+                let out = st.apply_group(&group).await?;
+                if out.audit.len() != 3 {
+                    return Err(StoreError::Invalid("a group lost a record".into()));
+                }
+                st.append_audit(event(n)).await?;
+            }
+            Ok::<(), StoreError>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("concurrent group commit"))?;
+    }
+    let n = store.verify_audit().await.map_err(fail("verify_audit"))?;
+    ensure!(
+        n == 3 + 4 * 40,
+        "concurrent groups must make one chain of 163 records, got {n}"
+    );
+    Ok(())
+}
+
+
 const HELD_ROOMY: HeldBounds = HeldBounds {
     max_calls: 1000,
     max_bytes: 1 << 20,
@@ -1998,7 +2266,8 @@ macro_rules! conformance_tests {
             written_set_bounds, written_set_appends_under_concurrency,
             written_values_never_in_clear, held_calls, held_call_bounds,
             held_calls_released_once_under_concurrency, held_caps_under_concurrency,
-            held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency);
+            held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency,
+            pre_effect_writes_in_one_transaction, group_commit);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

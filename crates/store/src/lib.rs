@@ -64,6 +64,7 @@ mod actions;
 mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod effects;
 mod handles;
 mod held;
 mod ledger;

@@ -11,10 +11,10 @@ use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::contract::BranchState;
 use secureclaw_core::handle::{HandleId, HandleRecord};
 use secureclaw_core::store::{
-    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, HeldBounds, HeldCall,
-    HoldOutcome, LedgerEntry, LedgerStore, RateLimitStore, RateLimits, RateTake, SessionRecord,
-    SessionStore, SpeculationStore, StoreError, TaskStateStore, VaultStore, WrittenBounds,
-    WrittenRows, WrittenValue,
+    ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, EffectStore, GroupOutcome,
+    GroupWrite, HeldBounds, HeldCall, HoldOutcome, LedgerEntry, LedgerStore, RateLimitStore,
+    RateLimits, RateTake, SessionRecord, SessionStore, SpeculationStore, StoreError,
+    TaskStateStore, VaultStore, WrittenBounds, WrittenRows, WrittenValue,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;
@@ -301,5 +301,22 @@ impl TaskStateStore for SqliteStore {
         after_seq: u64,
     ) -> Result<WrittenRows, StoreError> {
         SqliteStore::written_since(self, session, after_seq)
+    }
+}
+
+#[async_trait]
+impl EffectStore for SqliteStore {
+    async fn record_and_reserve(
+        &self,
+        action: &ActionRecord,
+        events: &[AuditEvent],
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::record_and_reserve(self, action, events, binding, at)
+    }
+
+    async fn apply_group(&self, writes: &[GroupWrite]) -> Result<GroupOutcome, StoreError> {
+        SqliteStore::apply_group(self, writes)
     }
 }

@@ -50,6 +50,7 @@
 //! Integers: times, versions and sequence numbers are `u64`, stored bit-for-bit as `BIGINT`
 //! (as in the SQLite store).
 
+mod effects;
 mod schema;
 
 use crate::{corrupt, int, uint};

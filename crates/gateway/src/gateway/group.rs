@@ -1,0 +1,425 @@
+//! The group-commit writer (issue 14 item 3): one writer at a time applies the audit appends
+//! and ledger outcomes of many callers in one store transaction, so concurrent callers share
+//! one fsync.
+//!
+//! Callers queue their writes ([`GroupWriter::write`] waits until they are durable,
+//! [`GroupWriter::submit`] does not). When the queue has no writer, the caller that queued
+//! starts one: a task that takes everything queued (up to [`MAX_GROUP`] writes), commits it
+//! with [`EffectStore::apply_group`](secureclaw_core::store::EffectStore::apply_group), answers
+//! each caller, and repeats until the queue is empty. Callers that arrive while a group
+//! commits wait for the next group: the batch grows with the load, and one caller alone pays
+//! one transaction, as before.
+//!
+//! - **Order.** Groups are committed in queue order, and a group's writes in queue order, so
+//!   a caller's own writes land in the order it queued them.
+//! - **Failure isolation.** If a group of several callers fails, each caller's writes are
+//!   retried alone, so one caller's bad write (a refused insert) fails only that caller.
+//! - **Fail closed.** Every caller gets the store's answer for its own writes; a writer task
+//!   that dies (its runtime shut down) drops its callers' answers, which they see as
+//!   [`StoreError::Unavailable`]; the queue keeps the rest for the next writer.
+//! - **Audit chain.** The store reads the chain head inside each group's transaction (under
+//!   its audit lock), so the chain stays one gap-free chain with every other appender (the
+//!   CLI, other processes, other replicas).
+
+use secureclaw_core::store::{GroupOutcome, GroupWrite, Store, StoreError};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::oneshot;
+
+/// Most writes one group commit takes (a single caller's writes are never split).
+pub(crate) const MAX_GROUP: usize = 512;
+
+type Reply = oneshot::Sender<Result<GroupOutcome, StoreError>>;
+
+/// One caller's writes and where its answer goes (`None`: nobody waits).
+struct Job {
+    writes: Vec<GroupWrite>,
+    reply: Option<Reply>,
+}
+
+impl Job {
+    fn answer(self, result: Result<GroupOutcome, StoreError>) {
+        if let Some(reply) = self.reply {
+            // A caller that stopped waiting does not need its answer.
+            let _ = reply.send(result);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// A writer task is running (and will look at the queue again before it stops).
+    writing: bool,
+}
+
+/// Lock the queue. Nothing panics while holding it; should it ever be poisoned, the queue is
+/// still consistent (every change is one push or pop), so it is used as is.
+fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The group-commit writer of one gateway.
+pub(crate) struct GroupWriter {
+    store: Arc<dyn Store>,
+    queue: Arc<Mutex<Queue>>,
+}
+
+impl GroupWriter {
+    /// A writer for `store`; no task runs until something is queued.
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            queue: Arc::default(),
+        }
+    }
+
+    /// Queue `writes` and wait until the group holding them is committed: `Ok` means durable.
+    ///
+    /// # Errors
+    /// The store's error for these writes (nothing of them is stored), or
+    /// [`StoreError::Unavailable`] if no writer can run or it stopped before answering.
+    pub(crate) async fn write(&self, writes: Vec<GroupWrite>) -> Result<GroupOutcome, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.enqueue(Job {
+            writes,
+            reply: Some(reply),
+        })?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("group writer stopped before answering".into()))?
+    }
+
+    /// Queue `writes` without waiting for them: they are committed with the next group. For
+    /// records whose loss in a crash is acceptable (the caller's answer does not depend on
+    /// them).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] if no writer can run (no async runtime).
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "fire-and-forget API, used by tests")
+    )]
+    pub(crate) fn submit(&self, writes: Vec<GroupWrite>) -> Result<(), StoreError> {
+        self.enqueue(Job {
+            writes,
+            reply: None,
+        })
+    }
+
+    fn enqueue(&self, job: Job) -> Result<(), StoreError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::Unavailable("no async runtime for the group writer".into()))?;
+        let start = {
+            let mut q = lock(&self.queue);
+            q.jobs.push_back(job);
+            !std::mem::replace(&mut q.writing, true)
+        };
+        if start {
+            runtime.spawn(drain(Arc::clone(&self.store), Arc::clone(&self.queue)));
+        }
+        Ok(())
+    }
+}
+
+/// Clears `writing` if the writer task is dropped before it finished (its runtime shut down),
+/// so that the next caller starts a new one for what is still queued.
+struct Writing {
+    queue: Arc<Mutex<Queue>>,
+    finished: bool,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if !self.finished {
+            lock(&self.queue).writing = false;
+        }
+    }
+}
+
+/// The writer task: commit groups until the queue is empty.
+async fn drain(store: Arc<dyn Store>, queue: Arc<Mutex<Queue>>) {
+    let mut guard = Writing {
+        queue: Arc::clone(&queue),
+        finished: false,
+    };
+    let mut jobs = take(&mut lock(&queue));
+    loop {
+        let answers = commit(store.as_ref(), jobs).await;
+        // Decide what comes next before answering: once a caller has its answer this task
+        // has either stopped or holds the next group, so nothing ever waits on a writer that
+        // is parked between groups (which matters when its runtime is no longer driven).
+        let next = {
+            let mut q = lock(&queue);
+            let next = take(&mut q);
+            if next.is_empty() {
+                // Decided under the lock: a caller queueing after this starts a new writer.
+                q.writing = false;
+                guard.finished = true;
+            }
+            next
+        };
+        for (job, result) in answers {
+            job.answer(result);
+        }
+        if next.is_empty() {
+            return;
+        }
+        jobs = next;
+    }
+}
+
+/// The next group: queued jobs in order, up to [`MAX_GROUP`] writes (at least one job).
+fn take(q: &mut Queue) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    let mut writes = 0usize;
+    while let Some(next) = q.jobs.front() {
+        if !jobs.is_empty() && writes.saturating_add(next.writes.len()) > MAX_GROUP {
+            break;
+        }
+        writes = writes.saturating_add(next.writes.len());
+        if let Some(job) = q.jobs.pop_front() {
+            jobs.push(job);
+        }
+    }
+    jobs
+}
+
+type Answer = (Job, Result<GroupOutcome, StoreError>);
+
+/// Commit `jobs` as one group; if that fails, each job alone. Returns each job's answer.
+async fn commit(store: &dyn Store, jobs: Vec<Job>) -> Vec<Answer> {
+    let mut answers = Vec::with_capacity(jobs.len());
+    if jobs.len() > 1 {
+        let all: Vec<GroupWrite> = jobs.iter().flat_map(|j| j.writes.iter().cloned()).collect();
+        if let Ok(outcome) = store.apply_group(&all).await {
+            let mut records = outcome.audit.into_iter();
+            for job in jobs {
+                let audits = job
+                    .writes
+                    .iter()
+                    .filter(|w| matches!(w, GroupWrite::Audit(_)))
+                    .count();
+                let unchanged = outcome
+                    .unchanged
+                    .iter()
+                    .filter(|id| job.writes.iter().any(|w| ledger_id(w) == Some(*id)))
+                    .cloned()
+                    .collect();
+                let own = GroupOutcome {
+                    audit: records.by_ref().take(audits).collect(),
+                    unchanged,
+                };
+                answers.push((job, Ok(own)));
+            }
+            return answers;
+        }
+    }
+    for job in jobs {
+        let result = store.apply_group(&job.writes).await;
+        answers.push((job, result));
+    }
+    answers
+}
+
+/// The ledger entry a write changes, if it is a ledger outcome.
+fn ledger_id(write: &GroupWrite) -> Option<&secureclaw_core::ActionId> {
+    match write {
+        GroupWrite::Action(_) | GroupWrite::Audit(_) | GroupWrite::Reserve { .. } => None,
+        GroupWrite::Executed { id, .. }
+        | GroupWrite::Failed { id, .. }
+        | GroupWrite::OutcomeUnknown { id, .. } => Some(id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secureclaw_core::KeyRing;
+    use secureclaw_core::audit::{AuditEvent, AuditKind};
+    use secureclaw_core::binding::BindingDigest;
+    use secureclaw_core::store::{ActionRecord, LedgerState};
+    use secureclaw_core::{ActionId, KeyId, UnixMillis};
+    use secureclaw_store::SqliteStore;
+
+    fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = Arc::new(KeyRing::generate(&mut |b: &mut [u8]| b.fill(7)));
+        let store = SqliteStore::open(&dir.path().join("db.sqlite"), keys).unwrap();
+        (dir, Arc::new(store))
+    }
+
+    fn event(n: u64) -> AuditEvent {
+        let mut ev = AuditEvent::new(AuditKind::Read, UnixMillis(n));
+        ev.action_id = Some(format!("act_{n}"));
+        ev
+    }
+
+    fn binding() -> BindingDigest {
+        BindingDigest {
+            kid: KeyId("bind-1".into()),
+            digest: "ab".repeat(32),
+        }
+    }
+
+    fn action(id: &ActionId) -> ActionRecord {
+        ActionRecord {
+            action_id: id.clone(),
+            session: "s1".into(),
+            caller: "alice".into(),
+            tool: "mail__send".into(),
+            binding: binding(),
+            needs_confirmation: false,
+            created_at: UnixMillis(1),
+            request_json: "{}".into(),
+            display: "mail__send".into(),
+        }
+    }
+
+    /// Many concurrent callers: every write lands, the chain is one gap-free chain that
+    /// verifies, and each caller gets back exactly its own records.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_callers_share_groups_and_keep_one_chain() {
+        let (_dir, store) = store();
+        let writer = Arc::new(GroupWriter::new(store.clone()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..16u64 {
+            let writer = Arc::clone(&writer);
+            tasks.spawn(async move {
+                for n in 0..10u64 {
+                    let ev = event(t * 100 + n);
+                    let out = writer
+                        .write(vec![GroupWrite::Audit(ev.clone())])
+                        .await
+                        .unwrap();
+                    assert_eq!(out.audit.len(), 1);
+                    assert_eq!(out.audit[0].event, ev, "a caller got another's record");
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        assert_eq!(store.verify_audit().unwrap(), 160);
+    }
+
+    /// A refused write fails only its own caller; the other callers of the same group commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn one_bad_write_fails_only_its_caller() {
+        let (dir, store) = store();
+        let conn = rusqlite::Connection::open(dir.path().join("db.sqlite")).unwrap();
+        conn.execute_batch(
+            "CREATE TRIGGER refuse_commit BEFORE INSERT ON audit WHEN NEW.kind = 'commit'
+             BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .unwrap();
+        let writer = Arc::new(GroupWriter::new(store.clone()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..8u64 {
+            let writer = Arc::clone(&writer);
+            tasks.spawn(async move {
+                let kind = if t == 3 {
+                    AuditKind::Commit
+                } else {
+                    AuditKind::Read
+                };
+                let ev = AuditEvent::new(kind, UnixMillis(t));
+                (t, writer.write(vec![GroupWrite::Audit(ev)]).await)
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            let (t, result) = done.unwrap();
+            if t == 3 {
+                assert!(
+                    matches!(result, Err(StoreError::Unavailable(_))),
+                    "{result:?}"
+                );
+            } else {
+                assert_eq!(result.unwrap().audit.len(), 1, "positive control");
+            }
+        }
+        assert_eq!(store.verify_audit().unwrap(), 7);
+    }
+
+    /// The commit record and the executed mark are one write: all or nothing. A ledger
+    /// outcome for an entry that is not reserved changes nothing and is reported.
+    #[tokio::test]
+    async fn outcome_and_record_commit_together() {
+        let (_dir, store) = store();
+        let writer = GroupWriter::new(store.clone());
+        let id = ActionId("act_group_1".into());
+        assert!(
+            store
+                .record_and_reserve(
+                    &action(&id),
+                    &[event(1), event(2)],
+                    &binding(),
+                    UnixMillis(1)
+                )
+                .unwrap()
+        );
+        let executed = GroupWrite::Executed {
+            id: id.clone(),
+            result_digest: "d".into(),
+            at: UnixMillis(2),
+        };
+        let out = writer
+            .write(vec![GroupWrite::Audit(event(3)), executed.clone()])
+            .await
+            .unwrap();
+        assert!(out.unchanged.is_empty());
+        assert_eq!(
+            store.ledger_entry(&id).unwrap().unwrap().state,
+            LedgerState::Executed
+        );
+        // A second outcome changes nothing: reported, and its record still lands.
+        let out = writer
+            .write(vec![GroupWrite::Audit(event(4)), executed])
+            .await
+            .unwrap();
+        assert_eq!(out.unchanged, vec![id.clone()]);
+        assert_eq!(store.verify_audit().unwrap(), 4);
+    }
+
+    /// A write nobody waits for is still committed (by the running writer).
+    #[tokio::test]
+    async fn submitted_writes_are_committed() {
+        let (_dir, store) = store();
+        let writer = GroupWriter::new(store.clone());
+        writer.submit(vec![GroupWrite::Audit(event(1))]).unwrap();
+        // A durable write queued after it is committed after it (queue order).
+        writer
+            .write(vec![GroupWrite::Audit(event(2))])
+            .await
+            .unwrap();
+        let records = store.audit_records(0, 10).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].event, event(1));
+    }
+
+    /// `record_and_reserve` is all or nothing: an id already reserved stores nothing.
+    #[tokio::test]
+    async fn record_and_reserve_is_all_or_nothing() {
+        let (_dir, store) = store();
+        let id = ActionId("act_group_2".into());
+        assert!(store.reserve(&id, &binding(), UnixMillis(1)).unwrap());
+        let got = store.record_and_reserve(&action(&id), &[event(1)], &binding(), UnixMillis(2));
+        assert_eq!(got, Ok(false), "a second reservation must not be made");
+        assert!(
+            store.action(&id).unwrap().is_none(),
+            "nothing may be stored"
+        );
+        assert_eq!(store.verify_audit().unwrap(), 0);
+        let fresh = ActionId("act_group_3".into());
+        assert_eq!(
+            store.record_and_reserve(&action(&fresh), &[event(1)], &binding(), UnixMillis(2)),
+            Ok(true),
+            "positive control"
+        );
+        assert_eq!(
+            store.ledger_entry(&fresh).unwrap().unwrap().state,
+            LedgerState::Reserved
+        );
+        assert_eq!(store.verify_audit().unwrap(), 1);
+    }
+}
