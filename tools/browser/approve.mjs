@@ -46,7 +46,10 @@ try {
   check((await page.locator(`section[data-action-id="${actionId}"]`).count()) === 0, "no approvals before login");
 
   await page.fill("#token", token);
-  await Promise.all([page.waitForURL(`${base}/approvals`), page.click("#login")]);
+  // The form posts to /approvals/login, which answers 303 back to /approvals.
+  await Promise.all([page.waitForNavigation(), page.click("#login")]);
+  check(page.url() === `${base}/approvals`, `back on the list after login (${page.url()})`);
+  check((await page.locator("#logout").count()) === 1, "logged in");
   const section = page.locator(`section[data-action-id="${actionId}"]`);
   check((await section.count()) === 1, `the pending action ${actionId} is listed`);
   const display = await section.locator("pre").innerText();
@@ -61,7 +64,8 @@ try {
   check(!session.value.includes(token), "the cookie does not hold the token");
   check((await page.evaluate(() => document.cookie)) === "", "scripts cannot read the cookie");
 
-  await Promise.all([page.waitForURL(`${base}/approvals`), section.locator("button.approve").click()]);
+  await Promise.all([page.waitForNavigation(), section.locator("button.approve").click()]);
+  check(page.url() === `${base}/approvals`, `back on the list after approving (${page.url()})`);
   const flash = await page.locator("#flash").innerText();
   check(flash.includes(`Approved ${actionId}`), `the page says it approved: ${flash}`);
   check((await page.locator(`section[data-action-id="${actionId}"]`).count()) === 0, "the action left the list");

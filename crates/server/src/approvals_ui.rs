@@ -191,16 +191,23 @@ fn live_session(state: &UiState, headers: &HeaderMap) -> Option<[u8; 32]> {
 /// Refuse a form post whose `Origin` is not this server (as the request's `Host` names it)
 /// or whose `Sec-Fetch-Site` says it came from another site. Requests without either header
 /// (curl, old browsers) pass on to the CSRF token check.
+///
+/// Browsers send `Origin: null` for a form post from a page with `Referrer-Policy:
+/// no-referrer` (this page's own), so `null` passes only when `Sec-Fetch-Site` (which a page
+/// cannot set) says `same-origin`; a sandboxed cross-site frame's `null` comes with
+/// `cross-site` and is refused.
 fn same_origin(headers: &HeaderMap) -> bool {
-    let other_site = headers
-        .get("sec-fetch-site")
-        .is_some_and(|site| !matches!(site.to_str(), Ok("same-origin" | "none")));
-    if other_site {
-        return false;
+    let site = headers.get("sec-fetch-site").map(HeaderValue::to_str);
+    match site {
+        None | Some(Ok("same-origin" | "none")) => {}
+        Some(_) => return false,
     }
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };
+    if origin.as_bytes() == b"null" {
+        return matches!(site, Some(Ok("same-origin")));
+    }
     let (Ok(origin), Some(Ok(host))) = (
         origin.to_str(),
         headers.get(header::HOST).map(HeaderValue::to_str),
@@ -624,12 +631,28 @@ mod tests {
             ("origin", "http://127.0.0.1:8080"),
             ("sec-fetch-site", "same-origin"),
         ])));
+        // What chromium sends for a form post from a `no-referrer` page.
+        assert!(same_origin(&headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin"),
+        ])));
         for bad in [
             &[
                 ("host", "127.0.0.1:8080"),
                 ("origin", "http://evil.example"),
             ][..],
             &[("host", "127.0.0.1:8080"), ("origin", "null")],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "null"),
+                ("sec-fetch-site", "none"),
+            ],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "null"),
+                ("sec-fetch-site", "cross-site"),
+            ],
             &[
                 ("host", "127.0.0.1:8080"),
                 ("origin", "http://127.0.0.1:8081"),
