@@ -346,7 +346,7 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
     crate::say(&format!(
-        "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics); state directory {}; operator token in {}; approvals: {} list",
+        "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics, approvals page at /approvals); state directory {}; operator token in {}; approvals: {} list",
         dir.display(),
         dir.join("operator.token").display(),
         approvals_command(&dir, store_used)

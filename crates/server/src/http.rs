@@ -7,6 +7,7 @@
 //!
 //! | method | path | who | body → answer |
 //! |---|---|---|---|
+//! | GET | `/approvals` | operator (browser login) | the approvals page, see [`crate::approvals_ui`] |
 //! | GET | `/health` | anyone | `{"status":"ok","policy_digest"}` |
 //! | GET | `/metrics` | operator | Prometheus metrics, OpenMetrics text (tool names, decisions and reason codes as labels, never argument values) |
 //! | POST | `/v1/sessions` | operator | `{"caller","task":{"request","trusted_targets"}}` → `{"session_id","audit_session","caller","expires_at"}` (`audit_session`: the `ses#…` digest the audit log and approvals show) |
@@ -171,8 +172,10 @@ pub fn nodelay_listener(
     listener.tap_io(set as fn(&mut tokio::net::TcpStream))
 }
 
-/// The API router (without `/mcp`, which the binary nests beside it).
+/// The API router (without `/mcp`, which the binary nests beside it), with the approvals page
+/// ([`crate::approvals_ui`]) at `/approvals`.
 pub fn router(state: ApiState, body_limit: usize) -> Router {
+    let page = crate::approvals_ui::router(state.clone());
     Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -199,6 +202,7 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
         }))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
+        .merge(page)
 }
 
 /// Refuse a request body with a duplicate object key or nesting past the gateway's limit

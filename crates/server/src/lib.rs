@@ -1,9 +1,10 @@
 //! # SecureClaw front ends
 //!
 //! The MCP server ([`mcp`]; stdio and Streamable HTTP, via rmcp) and the HTTP API ([`http`];
-//! axum). Both are thin: they authenticate, parse, call the [`secureclaw_gateway::Gateway`]
-//! and render its outcomes.
+//! axum) with its approvals page ([`approvals_ui`]). Both are thin: they authenticate, parse,
+//! call the [`secureclaw_gateway::Gateway`] and render its outcomes.
 
+pub mod approvals_ui;
 pub mod conn;
 pub mod http;
 pub mod mcp;
