@@ -244,7 +244,7 @@ mod tests {
             assert_eq!(canonical_decimal(bad), None, "{bad}");
         }
         assert_eq!(
-            number_amount(&json!(129.0).as_number().unwrap().clone()),
+            number_amount(&serde_json::Number::from_f64(129.0).unwrap()),
             Amount::Plain("129".into())
         );
     }
