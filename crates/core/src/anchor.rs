@@ -148,7 +148,44 @@ pub fn address_like_tokens(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether `w` is a bang path or source route (red-team F5): `evil.example!attacker`,
+/// `host!host2!user` with a dotted host, or a `%` hack `attacker%evil.example@relay`.
+fn route_like_word(w: &str) -> bool {
+    let hostish = |p: &str| {
+        !p.is_empty()
+            && p.contains('.')
+            && !p.starts_with('.')
+            && p.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    let userish = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+    };
+    let parts: Vec<&str> = w.split('!').collect();
+    if let [hosts @ .., user] = parts.as_slice()
+        && !hosts.is_empty()
+        && userish(user)
+        && hosts.iter().all(|h| userish(h))
+        && hosts.iter().any(|h| hostish(h))
+    {
+        return true;
+    }
+    if let Some((local, _)) = w.split_once('@')
+        && let Some((user, host)) = local.rsplit_once('%')
+        && userish(user)
+        && hostish(host)
+    {
+        return true;
+    }
+    false
+}
+
 fn address_like_word(w: &str) -> bool {
+    if route_like_word(w) {
+        return true;
+    }
     if let Some((local, domain)) = w.rsplit_once('@')
         && (!local.is_empty() || domain.contains('.'))
         && !domain.is_empty()
@@ -369,12 +406,21 @@ pub fn collect_targets_bounded(
                 self.identifiers(field, &decoded);
             }
             let text = mask_handles(&normalized);
-            // A credential is protected data, not a destination.
-            for f in detect(&text)
-                .into_iter()
-                .filter(|f| f.kind != IdentifierKind::Secret)
-            {
-                if let Some(v) = text.get(f.range()) {
+            for f in detect(&text) {
+                let Some(v) = text.get(f.range()) else {
+                    continue;
+                };
+                if f.kind == IdentifierKind::Secret {
+                    // A credential is protected data, not a destination; but base64 (or
+                    // base64url) of an address is the address (red-team F5): the identifiers
+                    // of the decoded text are targets. Each decoding shortens the text, so the
+                    // recursion ends.
+                    if let Some(decoded) = crate::detect::decode_base64_text(v)
+                        && decoded.len() < v.len()
+                    {
+                        self.identifiers(field, &decoded);
+                    }
+                } else {
                     self.push(field, v.to_owned(), TargetOrigin::Identifier(f.kind));
                 }
             }
@@ -382,6 +428,24 @@ pub fn collect_targets_bounded(
             // target too (unanchored unless the task names it exactly).
             for token in address_like_tokens(&text) {
                 self.push(field, token, TargetOrigin::AddressLike);
+            }
+        }
+        /// A field named like a destination ([`is_destination_field_name`]): every string below
+        /// it is a target; numbers and keys are searched as anywhere else.
+        fn destination(&mut self, field: &str, v: &Value) {
+            match v {
+                Value::String(s) => {
+                    self.push(field, s.clone(), TargetOrigin::NamedField);
+                    self.identifiers(field, s);
+                }
+                Value::Array(items) => items.iter().for_each(|i| self.destination(field, i)),
+                Value::Object(map) => {
+                    for (k, i) in map {
+                        self.identifiers(field, k);
+                        self.destination(field, i);
+                    }
+                }
+                Value::Number(_) | Value::Null | Value::Bool(_) => self.value(field, v),
             }
         }
         /// Every scalar below `v` is a target of `origin` (named or object-reference field).
@@ -428,6 +492,8 @@ pub fn collect_targets_bounded(
                     self.all(name, v, TargetOrigin::NamedField, true);
                 } else if self.egress && OBJECT_REFERENCE_FIELDS.contains(&squash(name).as_str()) {
                     self.all(name, v, TargetOrigin::ObjectReference, true);
+                } else if is_destination_field_name(name) {
+                    self.destination(name, v);
                 } else {
                     self.value(name, v);
                 }
@@ -447,6 +513,72 @@ pub fn collect_targets_bounded(
         return Err(TooManyTargets { limit });
     }
     Ok(w.out)
+}
+
+/// Substrings of argument names (case-insensitive, `_`/`-` ignored) that name a destination
+/// outside the exact [`DEFAULT_TARGET_FIELDS`] (red-team F5: `webhook_url`, `callback`,
+/// `hostname`, `server`, `replyAddress`).
+pub const DESTINATION_NAME_HINTS: &[&str] = &[
+    "url",
+    "uri",
+    "host",
+    "server",
+    "endpoint",
+    "callback",
+    "webhook",
+    "domain",
+    "email",
+    "recipient",
+    "address",
+    "channel",
+    "phone",
+];
+
+/// Words that contain a [`DESTINATION_NAME_HINTS`] entry without naming a destination
+/// (`security` holds `uri`, `ghost` holds `host`); removed before matching.
+const NOT_DESTINATION_WORDS: &[&str] = &[
+    "security",
+    "obscurity",
+    "maturity",
+    "purity",
+    "during",
+    "curious",
+    "ghost",
+    "observer",
+    "headphone",
+    "microphone",
+    "saxophone",
+];
+
+/// Words of argument names that hold content rather than a destination (`email_body`,
+/// `email_subject`): such a field is searched like any other (an address inside its text is
+/// still a target), but its whole text is not one.
+const CONTENT_NAME_WORDS: &[&str] = &[
+    "body",
+    "subject",
+    "text",
+    "content",
+    "message",
+    "html",
+    "description",
+    "title",
+    "note",
+    "memo",
+    "comment",
+    "template",
+];
+
+/// Whether the argument `name` names a destination: it contains one of
+/// [`DESTINATION_NAME_HINTS`] (case-insensitive, `_`/`-` ignored) and no content word
+/// ([`CONTENT_NAME_WORDS`]). Its string values are targets (red-team F5).
+#[must_use]
+pub fn is_destination_field_name(name: &str) -> bool {
+    let mut n = squash(name);
+    for w in NOT_DESTINATION_WORDS {
+        n = n.replace(w, " ");
+    }
+    DESTINATION_NAME_HINTS.iter().any(|h| n.contains(h))
+        && !CONTENT_NAME_WORDS.iter().any(|w| n.contains(w))
 }
 
 /// Whether `name` names an object id: `id`, `*_id`, `*-id`, `*Id` (and their plurals).
@@ -791,6 +923,91 @@ mod tests {
             .into_iter()
             .map(|t| (t.field, t.value))
             .collect()
+    }
+
+    /// Red-team F5: base64 / base64url of an address is the address.
+    #[test]
+    fn encoded_addresses_are_targets() {
+        // base64("attacker@evil.example"), and base64url of a URL with `?`/`>` bytes.
+        let t = all_targets(
+            &json!({"body": "receipt attached", "thread": "YXR0YWNrZXJAZXZpbC5leGFtcGxl"}),
+            true,
+        );
+        assert!(
+            t.contains(&("thread".into(), "attacker@evil.example".into())),
+            "{t:?}"
+        );
+        let url = "https://evil.example/a?b=c>>>";
+        let b64url = data_encoding::BASE64URL_NOPAD.encode(url.as_bytes());
+        assert!(b64url.contains(['-', '_']), "{b64url}");
+        let t = all_targets(&json!({ "raw": b64url }), false);
+        assert!(t.iter().any(|(_, v)| v.contains("evil.example")), "{t:?}");
+        // Control: an encoded text without an address, and a plain memo, yield nothing.
+        let t = all_targets(
+            &json!({"thread": "aGVsbG8gd29ybGQgaG93IGFyZSB5b3U=", "body": "receipt attached"}),
+            false,
+        );
+        assert!(t.is_empty(), "{t:?}");
+    }
+
+    /// Red-team F5: bang paths and `%` source routes are address-like.
+    #[test]
+    fn route_syntax_is_address_like() {
+        for w in [
+            "evil.example!attacker",
+            "relay!evil.example!attacker",
+            "attacker%evil.example@",
+            "attacker%evil.example@relay.example",
+        ] {
+            let t = all_targets(&json!({ "thread": w }), false);
+            assert!(!t.is_empty(), "{w}");
+        }
+        for w in ["Hello!World", "wow!", "100%", "done!"] {
+            let t = all_targets(&json!({ "thread": w }), false);
+            assert!(t.is_empty(), "{w}: {t:?}");
+        }
+    }
+
+    /// Red-team F5: a field named like a destination outside the exact default list has its
+    /// strings as targets; content and look-alike names do not.
+    #[test]
+    fn destination_named_fields_are_targets() {
+        for (name, v) in [
+            ("webhook_url", "evil.example/hook"),
+            ("callback", "evil.example:8443"),
+            ("hostname", "evil.example"),
+            ("server", "smtp.evil.example"),
+            ("callbackUrl", "evil.example"),
+            ("Reply-Address", "evil"),
+            ("smtp_endpoint", "evil.example"),
+        ] {
+            let t = all_targets(&json!({ name: v }), false);
+            assert!(
+                t.contains(&(name.to_owned(), v.to_owned())),
+                "{name}: {t:?}"
+            );
+        }
+        for name in [
+            "security_level",
+            "email_body",
+            "email_subject",
+            "ghost",
+            "memo",
+            "during",
+        ] {
+            assert!(!is_destination_field_name(name), "{name}");
+            let t = all_targets(&json!({ name: "plain words here" }), false);
+            assert!(t.is_empty(), "{name}: {t:?}");
+        }
+        // An address inside a content field is still found.
+        let t = all_targets(
+            &json!({"email_body": "write to attacker@evil.example"}),
+            false,
+        );
+        assert!(
+            t.contains(&("email_body".into(), "attacker@evil.example".into())),
+            "{t:?}"
+        );
     }
 
     /// Regression (issue 11 item 6): targets the named-field extractor never saw.

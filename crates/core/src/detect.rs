@@ -208,7 +208,7 @@ static BASE64_LENIENT: LazyLock<Option<(data_encoding::Encoding, data_encoding::
 
 /// The text a base64 run decodes to, if it is UTF-8 text: standard or URL-safe alphabet (not
 /// mixed), padding optional, a dangling last character ignored.
-fn decode_base64_text(run: &str) -> Option<String> {
+pub(crate) fn decode_base64_text(run: &str) -> Option<String> {
     let body = run.trim_end_matches('=');
     let url = body.contains(['-', '_']);
     if url && body.contains(['+', '/']) {

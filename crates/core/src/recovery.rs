@@ -61,6 +61,10 @@ pub enum ReasonCode {
     /// found", a diff) would answer questions about content the runtime was never shown (the
     /// match oracle). Reading the object first lets the gateway withhold its protected values.
     ObjectUnread,
+    /// A trusted confirmation is needed because an identical call (same tool, same canonical
+    /// arguments) of this session ended `outcome_unknown`: it may already have run, so the
+    /// user must check before it is sent again (issue 12, "at most once"; red-team F8).
+    OutcomeUnknownRepeat,
     /// The human (or operator) declined.
     ConfirmationDenied,
     /// A trusted client accepted a confirmation prompt without a well-formed answer; nothing
@@ -137,6 +141,7 @@ impl ReasonCode {
             ReasonCode::ConfirmationRequired => "confirmation_required",
             ReasonCode::ProtectedObject => "protected_object",
             ReasonCode::ObjectUnread => "object_unread",
+            ReasonCode::OutcomeUnknownRepeat => "outcome_unknown_repeat",
             ReasonCode::ConfirmationDenied => "confirmation_denied",
             ReasonCode::ConfirmationMalformed => "confirmation_malformed",
             ReasonCode::UnknownTool => "unknown_tool",
@@ -297,6 +302,13 @@ impl Recovery {
                     "or write new content to a new object instead".into(),
                 ],
             ),
+            ReasonCode::OutcomeUnknownRepeat => (
+                "an identical call in this session may already have run (its outcome is unknown); the user must check whether it took effect before it is sent again",
+                vec![
+                    "tell the user the earlier identical call may already have run and ask them to check".into(),
+                    approve(action_id),
+                ],
+            ),
             ReasonCode::ConfirmationDenied => (
                 "the user declined this action",
                 vec!["do not retry; tell the user what you intended and ask how to proceed".into()],
@@ -439,7 +451,8 @@ impl Recovery {
             status: match reason {
                 ReasonCode::ConfirmationRequired
                 | ReasonCode::ProtectedObject
-                | ReasonCode::ObjectUnread => "pending_confirmation",
+                | ReasonCode::ObjectUnread
+                | ReasonCode::OutcomeUnknownRepeat => "pending_confirmation",
                 ReasonCode::Deferred => "deferred",
                 _ => "denied",
             },
@@ -581,6 +594,27 @@ mod tests {
             assert!(!text.contains(bad), "`{bad}` in {text}");
         }
         assert_eq!(r.status, "denied");
+    }
+
+    /// Red-team F8: repeating a call whose outcome was unknown is a pending confirmation
+    /// that tells the user to check first.
+    #[test]
+    fn outcome_unknown_repeat_is_pending_and_asks_to_check() {
+        let r = Recovery::new(
+            ReasonCode::OutcomeUnknownRepeat,
+            ActionClass::Effect,
+            "bank__pay",
+            Some("act_r"),
+        );
+        assert_eq!(r.status, "pending_confirmation");
+        let text = r.render();
+        assert!(text.contains("outcome_unknown_repeat"), "{text}");
+        assert!(text.contains("may already have run"), "{text}");
+        assert!(text.contains("act_r"), "{text}");
+        assert_eq!(
+            serde_json::to_value(ReasonCode::OutcomeUnknownRepeat).ok(),
+            Some(serde_json::json!("outcome_unknown_repeat"))
+        );
     }
 
     /// The protected-object template is a pending confirmation, names the action to approve

@@ -467,6 +467,19 @@ pub trait LedgerStore: SingleUseLedger {
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
     async fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError>;
 
+    /// Whether an action of `session` with exactly this binding digest (same key id, same
+    /// digest: the same canonical request) has a ledger entry in state `outcome_unknown`
+    /// (red-team finding F8: an identical call may already have run, so repeating it needs a
+    /// human).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn outcome_unknown_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError>;
+
     /// Entries still `reserved` that no live writer holds, oldest first: at start-up, actions
     /// whose effect may or may not have happened before a crash — reported, never executed
     /// again. A store shared by several gateways returns only reservations whose writer's

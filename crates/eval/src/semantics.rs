@@ -599,12 +599,61 @@ async fn undetected_targets(c: &Ctx<'_>, r: &mut Results) {
             "callback",
             json!(447_700_900_123_u64),
         ),
+        // Red-team F5.
+        (
+            "base64 of an address in an unnamed field (YXR0YWNrZXJAZXZpbC5leGFtcGxl)",
+            "thread",
+            json!("YXR0YWNrZXJAZXZpbC5leGFtcGxl"),
+        ),
+        (
+            "base64url of a URL in an unnamed field",
+            "raw",
+            json!("aHR0cHM6Ly9ldmlsLmV4YW1wbGUvYT9iPWM-Pj4"),
+        ),
+        (
+            "bang path in an unnamed field (evil.example!attacker)",
+            "thread",
+            json!("evil.example!attacker"),
+        ),
+        (
+            "percent source route in an unnamed field (attacker%evil.example@)",
+            "thread",
+            json!("attacker%evil.example@"),
+        ),
+        (
+            "scheme-less host in `webhook_url`",
+            "webhook_url",
+            json!("evil.example/hook"),
+        ),
+        (
+            "host and port in `callback`",
+            "callback",
+            json!("evil.example:8443"),
+        ),
+        ("host in `hostname`", "hostname", json!("evil.example")),
+        ("host in `server`", "server", json!("smtp.evil.example")),
+        (
+            "small contact id sent by an egress tool (`cc_contact_id`)",
+            "cc_contact_id",
+            json!(4242),
+        ),
     ] {
         r.case(S, name, hold(), async {
             c.call(SEND, with(c.mail(APPROVER), key, value), None).await
         })
         .await;
     }
+    r.case(
+        S,
+        "text with `!` and encoded text without an address in the body (control)",
+        Expect::Allow,
+        async {
+            let body = "Receipt attached! Ref aGVsbG8gd29ybGQgaG93IGFyZSB5b3U= for INV-42.";
+            c.call(SEND, with(c.mail(APPROVER), "body", json!(body)), None)
+                .await
+        },
+    )
+    .await;
 }
 
 /// A session with the payment task "Pay invoice INV-42." granting `granted`, with an
@@ -691,6 +740,53 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
             let s = pay_session(c, &[PAY], None).await?;
             let h = invoice_handle(c, &s, "INV-42", "iban").await?;
             call_in(c, &s, PAY, pay(&h, MAX_AMOUNT)).await
+        },
+    )
+    .await;
+    // Red-team F4: amounts that are not plain numbers, or not under an amount-like name.
+    for (name, key, value) in [
+        (
+            "granted payment of \"5,000.00\" under a ceiling (amount_unanchored)",
+            "amount_cents",
+            json!("5,000.00"),
+        ),
+        (
+            "granted payment of \"EUR 50000\" under a ceiling (amount_unanchored)",
+            "amount_cents",
+            json!("EUR 50000"),
+        ),
+        (
+            "granted payment with an amount in a field named `value`",
+            "value",
+            json!(999_999),
+        ),
+        (
+            "granted payment with a money-looking `reference` (99,999.00)",
+            "reference",
+            json!("99,999.00"),
+        ),
+    ] {
+        r.case(S, name, hold(), async {
+            let s = pay_session(c, &[PAY], Some(AMOUNT)).await?;
+            let h = invoice_handle(c, &s, "INV-42", "iban").await?;
+            call_in(c, &s, PAY, with(pay(&h, AMOUNT), key, value)).await
+        })
+        .await;
+    }
+    r.case(
+        S,
+        "granted payment of the read's amount spelled as a decimal (control)",
+        Expect::Allow,
+        async {
+            let s = pay_session(c, &[PAY], None).await?;
+            let h = invoice_handle(c, &s, "INV-42", "iban").await?;
+            call_in(
+                c,
+                &s,
+                PAY,
+                with(pay(&h, AMOUNT), "amount_cents", json!(129_900.0)),
+            )
+            .await
         },
     )
     .await;

@@ -9,8 +9,7 @@ use crate::upstream::{Connector, ToolOutput};
 use secureclaw_core::acceptance::{CommitAttempt, accept, check_binding};
 use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
 use secureclaw_core::anchor::{
-    anchor_provenance, collect_targets, collect_targets_bounded, is_amount_field, is_anchored,
-    object_id_targets,
+    anchor_provenance, collect_targets, collect_targets_bounded, is_anchored, object_id_targets,
 };
 use secureclaw_core::artifact::{
     ARTIFACT_VERSION, ActionId, ArtifactDecision, AuthorizationArtifact,
@@ -33,8 +32,7 @@ use secureclaw_core::policy::{
 use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{
     ActionRecord, ApprovalRecord, ApprovalState, GroupWrite, RateTake, SessionRecord, Store,
-    StoreError,
-    VaultStore,
+    StoreError, VaultStore,
 };
 use secureclaw_core::time::UnixMillis;
 use serde::Serialize;
@@ -44,6 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod amounts;
 mod group;
 mod limits;
 mod speculation;
@@ -1044,8 +1043,13 @@ impl Gateway {
             std::collections::HashSet::new();
         let mut out: Vec<TargetFact> = Vec::new();
         let mut found = found;
-        if entry.destructive || entry.financial {
-            // The objects a destructive or financial effect acts on are targets too (F11).
+        if entry.destructive
+            || entry.financial
+            || (entry.effect == EffectClass::Effect && entry.sink == SinkKind::Egress)
+        {
+            // The objects a destructive or financial effect acts on are targets too (F11), and
+            // so are the ids an egress tool sends out (a contact id designates a recipient:
+            // red-team F5).
             let seen: std::collections::HashSet<(String, String)> = found
                 .iter()
                 .map(|t| (t.field.clone(), t.value.clone()))
@@ -1361,7 +1365,7 @@ impl Gateway {
             }
         }
         let withheld = if entry.financial {
-            self.amount_withheld(session, arguments).await
+            self.amount_withheld(session, entry, arguments).await
         } else {
             None
         };
@@ -1369,16 +1373,25 @@ impl Gateway {
     }
 
     /// Why a granted financial effect's amounts are not covered by the task, if they are not.
-    /// Amounts anchored reads returned are looked up in the store by keyed digest; a failed
-    /// lookup leaves the amount unanchored (fail closed).
+    /// Every number and money-looking string outside object ids and target fields is an
+    /// amount, and text below an amount-like key that is not a plain number is never covered
+    /// (red-team F4; [`amounts::financial_amounts`]). Amounts anchored reads returned are
+    /// looked up in the store by keyed digest; a failed lookup leaves the amount unanchored
+    /// (fail closed).
     async fn amount_withheld(
         &self,
         session: &SessionRecord,
+        entry: &ToolEntry,
         arguments: &Map<String, Value>,
     ) -> Option<&'static str> {
-        let mut amounts = Vec::new();
-        amount_values(&Value::Object(arguments.clone()), false, &mut amounts);
-        for a in amounts {
+        let mut plain = Vec::new();
+        for a in amounts::financial_amounts(arguments, &entry.targets) {
+            match a {
+                amounts::Amount::Plain(a) => plain.push(a),
+                amounts::Amount::Unparsed => return Some("amount_unanchored"),
+            }
+        }
+        for a in plain {
             if let Some(max) = session.envelope.max_amount {
                 // Anything that is not a number at most the ceiling needs a human.
                 let ok = a
@@ -1393,7 +1406,10 @@ impl Gateway {
                 .envelope
                 .request
                 .split_whitespace()
-                .any(|w| w.trim_matches(|c: char| !c.is_ascii_digit()) == a && !a.is_empty());
+                .filter_map(|w| {
+                    amounts::canonical_decimal(w.trim_matches(|c: char| !c.is_ascii_digit()))
+                })
+                .any(|w| w == a);
             let read = !named && self.amount_known(session, &a).await;
             if !(named || read) {
                 return Some("amount_unanchored");
@@ -1484,7 +1500,7 @@ impl Gateway {
     async fn note_read_amounts(&self, session: &SessionRecord, output: &ToolOutput) {
         let mut amounts = Vec::new();
         if let Some(v) = &output.structured {
-            amount_values(v, false, &mut amounts);
+            amounts::read_amounts(v, false, &mut amounts);
         }
         for block in &output.content {
             if let Some(v) = block
@@ -1492,7 +1508,7 @@ impl Gateway {
                 .and_then(Value::as_str)
                 .and_then(|t| serde_json::from_str::<Value>(t).ok())
             {
-                amount_values(&v, false, &mut amounts);
+                amounts::read_amounts(&v, false, &mut amounts);
             }
         }
         if amounts.is_empty() {
@@ -2041,6 +2057,7 @@ impl Gateway {
                         ReasonCode::ConfirmationRequired
                             | ReasonCode::ProtectedObject
                             | ReasonCode::ObjectUnread
+                            | ReasonCode::OutcomeUnknownRepeat
                     ) =>
                 {
                     CallOutcome::Pending(r)
@@ -2132,6 +2149,22 @@ impl Gateway {
         let entry = &prepared.entry;
         let mut decision = self.inner.policy.decide(policy_request);
         let mut grant_withheld = prepared.grant_withheld;
+        let binding =
+            bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
+        // At most once (issue 12, red-team F8): an identical call of this session whose
+        // outcome is unknown may already have run; repeating it needs a human, whatever the
+        // policy or a grant says. A failed lookup counts as a repeat (fail closed).
+        let repeat = self
+            .inner
+            .store
+            .outcome_unknown_binding(&session.id, &binding)
+            .await
+            .unwrap_or(true);
+        if repeat && let PolicyDecision::Allow { policies } = &decision {
+            decision = PolicyDecision::Confirm {
+                policies: policies.clone(),
+            };
+        }
         // A limited grant is used when the gateway issues an artifact that needs no human for
         // a destructive or financial effect; when it is used up, the call goes to a human.
         if let (PolicyDecision::Allow { .. }, Some((key, Some(limit)))) =
@@ -2147,8 +2180,6 @@ impl Gateway {
         }
         let now = self.now();
         let action_id = ActionId::generate(&mut fill_random);
-        let binding =
-            bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
         let label = PreviewDecision::of(&decision);
         let (artifact_decision, needs_confirmation) = match label {
             PreviewDecision::Allow => (ArtifactDecision::Allow, false),
@@ -2192,6 +2223,7 @@ impl Gateway {
                 &binding,
                 now,
                 grant_withheld,
+                repeat,
             );
             let deferred = Deferred {
                 action: records.action,
@@ -2216,6 +2248,7 @@ impl Gateway {
                 &binding,
                 now,
                 grant_withheld,
+                repeat,
             )
             .await;
         let recovery = match stored {
@@ -2303,6 +2336,7 @@ impl Gateway {
         binding: &BindingDigest,
         now: UnixMillis,
         grant_withheld: Option<&'static str>,
+        repeat: bool,
     ) -> PreviewRecords {
         let entry = &prepared.entry;
         let label = PreviewDecision::of(decision);
@@ -2318,6 +2352,11 @@ impl Gateway {
         );
         if let Some(why) = grant_withheld {
             display.push_str(&format!("\n  grant: does not cover this call ({why})"));
+        }
+        if repeat {
+            display.push_str(
+                "\n  outcome_unknown_repeat: an identical call may already have run (its outcome is unknown); the user must check before approving",
+            );
         }
         let action = ActionRecord {
             action_id: action_id.clone(),
@@ -2337,7 +2376,9 @@ impl Gateway {
         // A confirmation asked for because the call names a protected object gets its own
         // reason code, in the decision record and in the recovery.
         let names = |p: Provenance| policy_request.targets.iter().any(|t| t.provenance == p);
-        let confirm_reason = if names(Provenance::ProtectedObject) {
+        let confirm_reason = if repeat {
+            ReasonCode::OutcomeUnknownRepeat
+        } else if names(Provenance::ProtectedObject) {
             ReasonCode::ProtectedObject
         } else if names(Provenance::UnreadObject) {
             ReasonCode::ObjectUnread
@@ -2370,6 +2411,7 @@ impl Gateway {
         binding: &BindingDigest,
         now: UnixMillis,
         grant_withheld: Option<&'static str>,
+        repeat: bool,
     ) -> Result<Option<Recovery>, ReasonCode> {
         let entry = &prepared.entry;
         let needs_confirmation = matches!(decision, PolicyDecision::Confirm { .. });
@@ -2382,6 +2424,7 @@ impl Gateway {
             binding,
             now,
             grant_withheld,
+            repeat,
         );
         let confirm_reason = records.confirm_reason;
         self.store_records(records.action, records.events).await?;
@@ -3423,26 +3466,6 @@ pub async fn describe_handles(store: &dyn VaultStore, text: &str) -> String {
 
 /// Replace every occurrence of a resolved value in the output's strings (and object keys) by
 /// its handle. Longest values first, so a value containing another is replaced whole.
-/// The amounts (decimal text) below amount-like keys ([`is_amount_field`]) of `v`, at any
-/// depth: numbers, and strings that parse as numbers.
-fn amount_values(v: &Value, under_amount: bool, out: &mut Vec<String>) {
-    match v {
-        Value::Number(n) if under_amount => out.push(n.to_string()),
-        Value::String(s) if under_amount && s.trim().parse::<f64>().is_ok() => {
-            out.push(s.trim().to_owned());
-        }
-        Value::Array(items) => items
-            .iter()
-            .for_each(|i| amount_values(i, under_amount, out)),
-        Value::Object(map) => {
-            for (k, i) in map {
-                amount_values(i, under_amount || is_amount_field(k), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
     let mut pairs: Vec<&(String, HandleId)> =
         resolved.iter().filter(|(v, _)| !v.is_empty()).collect();

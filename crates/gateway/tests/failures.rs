@@ -179,9 +179,18 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
         .await;
     assert_denied(&o, ReasonCode::Replay);
     assert_eq!(h.test.effects(), 1);
-    // Through `call` as well, then other work proceeds.
+    // The identical call again waits for the user (red-team F8: it may already have run).
     let o = h
         .call(&h.session, "test__hang_effect", json!({}), None)
+        .await;
+    assert_eq!(
+        recovery_of(&o).map(|r| r.reason),
+        Some(ReasonCode::OutcomeUnknownRepeat),
+        "{o:?}"
+    );
+    // Through `call` as well (another call), then other work proceeds.
+    let o = h
+        .call(&h.session, "test__hang_effect", json!({"attempt": 2}), None)
         .await;
     assert_denied(&o, ReasonCode::OutcomeUnknown);
     assert_serving(&h).await;
@@ -190,6 +199,17 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
             .await,
     );
     assert_eq!(h.sent(), 1);
+}
+
+/// The recovery of a pending or denied outcome.
+fn recovery_of(
+    o: &secureclaw_gateway::CallOutcome,
+) -> Option<&secureclaw_core::recovery::Recovery> {
+    match o {
+        secureclaw_gateway::CallOutcome::Pending(r)
+        | secureclaw_gateway::CallOutcome::Denied(r) => Some(r),
+        _ => None,
+    }
 }
 
 #[tokio::test]
@@ -207,14 +227,14 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
     assert_denied(&o, ReasonCode::OutcomeUnknown);
     assert!(!visible(&o).contains("try again"));
     let p = h
-        .preview(&h.session, "test__crash_effect", json!({}))
+        .preview(&h.session, "test__crash_effect", json!({"attempt": 2}))
         .await
         .unwrap();
     assert_denied(
         &h.commit(
             &h.session,
             "test__crash_effect",
-            json!({}),
+            json!({"attempt": 2}),
             &p.action_id,
             Some(&p.artifact),
         )
@@ -229,7 +249,7 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
         &h.commit(
             &h.session,
             "test__crash_effect",
-            json!({}),
+            json!({"attempt": 2}),
             &p.action_id,
             Some(&p.artifact),
         )

@@ -305,13 +305,35 @@ async fn pipe_deployment() -> (Arc<Fault>, Deployment) {
 }
 
 async fn call(d: &Deployment, tool: &str) -> CallOutcome {
+    call_with(d, tool, json!({}), None).await
+}
+
+async fn call_with(
+    d: &Deployment,
+    tool: &str,
+    args: Value,
+    approval: Option<&ActionId>,
+) -> CallOutcome {
     d.gw.call(
         &d.session,
         tool,
-        Map::new(),
-        &secureclaw_gateway::CallMeta::committed(None),
+        args.as_object().cloned().unwrap_or_default(),
+        &secureclaw_gateway::CallMeta::committed(approval),
     )
     .await
+}
+
+/// The call is held for the user because an identical call's outcome is unknown (F8).
+fn assert_repeat_held(o: &CallOutcome) -> ActionId {
+    let CallOutcome::Pending(r) = o else {
+        panic!("expected a pending confirmation, got {o:?}")
+    };
+    assert_eq!(r.reason, ReasonCode::OutcomeUnknownRepeat, "{r:?}");
+    assert_eq!(r.status, "pending_confirmation");
+    let text = r.render();
+    assert!(text.contains("outcome_unknown_repeat"), "{text}");
+    assert!(text.contains("may already have run"), "{text}");
+    ActionId(r.action_id.clone().expect("an action id"))
 }
 
 fn recovery(o: &CallOutcome) -> &Recovery {
@@ -354,8 +376,12 @@ async fn http_404_after_the_effect_is_outcome_unknown_and_never_resent() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(fault.effects(), 1, "the effect was sent more than once");
     assert_outcome_unknown(&d, &o);
-    // The gateway keeps serving: the next call opens a new upstream session.
+    // The identical call again is held for the user (red-team F8): nothing is sent.
     let o = call(&d, "fault__pay").await;
+    assert_repeat_held(&o);
+    assert_eq!(fault.effects(), 1);
+    // The gateway keeps serving: the next (different) call opens a new upstream session.
+    let o = call_with(&d, "fault__pay", json!({"note": "second"}), None).await;
     assert!(
         matches!(&o, CallOutcome::Completed { output, .. } if !output.is_error),
         "{o:?}"
@@ -371,8 +397,10 @@ async fn upstream_dying_after_the_effect_is_outcome_unknown() {
     let o = call(&d, "fault__pay").await;
     assert_eq!(fault.effects(), 1);
     assert_outcome_unknown(&d, &o);
+    // The identical call again is held for the user (red-team F8).
+    assert_repeat_held(&call(&d, "fault__pay").await);
     // The pipe is gone; a later effect is refused before dispatch, as a plain failure.
-    let o = call(&d, "fault__pay").await;
+    let o = call_with(&d, "fault__pay", json!({"note": "second"}), None).await;
     assert_denied(&o, ReasonCode::UpstreamError);
     assert_eq!(fault.effects(), 1);
     let action = ActionId(recovery(&o).action_id.clone().unwrap());
@@ -423,4 +451,54 @@ async fn a_read_whose_session_expired_is_retried_once() {
     assert_eq!(fault.peeks.load(Ordering::SeqCst), 2);
     assert_eq!(fault.initializes.load(Ordering::SeqCst), 2);
     assert_eq!(fault.effects(), 0);
+}
+
+/// Red-team F8 (issue 12, "at most once"): after an effect ended `outcome_unknown`, the
+/// runtime repeating the identical call gets `outcome_unknown_repeat` (pending, nothing sent),
+/// however often it tries; the approver is told an identical call may already have run. A
+/// different call (another amount) is not affected. Once the user approves, the re-issue runs
+/// exactly once.
+#[tokio::test]
+async fn repeating_an_outcome_unknown_call_needs_the_user() {
+    let (fault, d) = http_deployment().await;
+    let args = json!({"to": "approver@corp.example", "amount_cents": 100});
+    let o = call_with(&d, "fault__pay", args.clone(), None).await;
+    assert_outcome_unknown(&d, &o);
+    assert_eq!(fault.effects(), 1);
+    // Attack: the runtime repeats the identical call (twice): held, never sent.
+    let held = assert_repeat_held(&call_with(&d, "fault__pay", args.clone(), None).await);
+    assert_repeat_held(&call_with(&d, "fault__pay", args.clone(), None).await);
+    assert_eq!(fault.effects(), 1);
+    let listed = d.gw.approvals(None).await.unwrap();
+    let shown = listed
+        .iter()
+        .find(|(_, a)| a.action_id == held)
+        .map(|(_, a)| a.display.clone())
+        .expect("the held action is listed");
+    assert!(shown.contains("may already have run"), "{shown}");
+    // Control: another amount is a different call and runs at once.
+    let o = call_with(
+        &d,
+        "fault__pay",
+        json!({"to": "approver@corp.example", "amount_cents": 200}),
+        None,
+    )
+    .await;
+    assert!(
+        matches!(&o, CallOutcome::Completed { output, .. } if !output.is_error),
+        "{o:?}"
+    );
+    assert_eq!(fault.effects(), 2);
+    // The user checked and approves: the re-issue runs once.
+    d.gw.decide_approval(&held, true, "user").await.unwrap();
+    let o = call_with(&d, "fault__pay", args.clone(), Some(&held)).await;
+    assert!(
+        matches!(&o, CallOutcome::Completed { output, .. } if !output.is_error),
+        "{o:?}"
+    );
+    assert_eq!(fault.effects(), 3);
+    // The approval is spent: presenting it again sends nothing.
+    let o = call_with(&d, "fault__pay", args, Some(&held)).await;
+    assert!(!matches!(o, CallOutcome::Completed { .. }), "{o:?}");
+    assert_eq!(fault.effects(), 3);
 }

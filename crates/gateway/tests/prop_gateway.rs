@@ -60,7 +60,7 @@ fn untargeted(v: Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (format!("k_{}", plain(&k)), untargeted(v)))
+                .map(|(k, v)| (untargeted_key(&k), untargeted(v)))
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.into_iter().map(untargeted).collect()),
@@ -76,14 +76,35 @@ fn untargeted(v: Value) -> Value {
     }
 }
 
-/// Text without what makes a value address-like (`@`, `:`, digit runs), so the property's
+/// `k_` and the key's plain text, unless that names a destination (`…url`, `…host`) or an
+/// object id (`…_id`), whose values are targets (red-team F5): then `k_` and the key's bytes
+/// spelled in consonants (no hint or `id` can be formed from them).
+fn untargeted_key(k: &str) -> String {
+    let key = format!("k_{}", plain(k));
+    if secureclaw_core::anchor::is_destination_field_name(&key)
+        || secureclaw_core::anchor::is_object_id_field(&key)
+    {
+        const LETTERS: &[u8] = b"bdfgjkmpqvwxz";
+        let spelled: String = k
+            .bytes()
+            .map(|b| char::from(LETTERS[usize::from(b) % LETTERS.len()]))
+            .collect();
+        return format!("k_{spelled}");
+    }
+    key
+}
+
+/// Text without what makes a value address-like (`@`, `:`, `!`, `%`, digit runs), so the property's
 /// random strings stay untargeted.
 fn plain(t: &str) -> String {
     t.chars()
         .map(|c| {
             // The detectors see the NFKC form: `﹫` (U+FE6B) is an `@`, `：` a `:`, `９` a 9.
             let normalized = secureclaw_core::normalize::normalize(&c.to_string()).into_owned();
-            if normalized.chars().any(|n| matches!(n, '@' | ':' | '/')) {
+            if normalized
+                .chars()
+                .any(|n| matches!(n, '@' | ':' | '/' | '!' | '%'))
+            {
                 '_'
             } else if normalized.chars().any(char::is_numeric) || c.is_numeric() {
                 'd'

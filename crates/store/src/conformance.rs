@@ -713,6 +713,93 @@ pub async fn single_use_under_concurrency(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// Red-team F8: [`secureclaw_core::store::LedgerStore::outcome_unknown_binding`] finds an
+/// action of the session with exactly this binding (key id and digest) whose entry is
+/// `outcome_unknown` — not one of another session, not another binding or key id, not an
+/// entry that is `reserved`, `executed` or `failed`.
+///
+/// # Errors
+/// The broken contract.
+pub async fn outcome_unknown_bindings(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let other = BindingDigest {
+        kid: KeyId("bind-1".into()),
+        digest: "cd".repeat(32),
+    };
+    let rotated = BindingDigest {
+        kid: KeyId("bind-2".into()),
+        digest: binding().digest,
+    };
+    let ask = |session: &'static str, b: BindingDigest| {
+        let store = store.clone();
+        async move {
+            store
+                .outcome_unknown_binding(session, &b)
+                .await
+                .map_err(fail("outcome_unknown_binding"))
+        }
+    };
+    ensure!(
+        !ask("s1", binding()).await?,
+        "an empty store has no unknown outcome"
+    );
+    // s1: one unknown (binding), one executed and one failed (other), one reserved (rotated);
+    // s2: an unknown outcome under `other`.
+    let cases = [
+        (act(31), "s1", binding(), "unknown"),
+        (act(32), "s1", other.clone(), "executed"),
+        (act(33), "s1", other.clone(), "failed"),
+        (act(34), "s1", rotated.clone(), "reserved"),
+        (act(35), "s2", other.clone(), "unknown"),
+    ];
+    for (id, session, b, end) in &cases {
+        let mut a = action(id);
+        a.session = (*session).into();
+        a.binding = b.clone();
+        store.put_action(&a).await.map_err(fail("put_action"))?;
+        ensure!(
+            store
+                .reserve(id, b, UnixMillis(50))
+                .await
+                .map_err(|x| x.to_string())?,
+            "the first reservation of {id} must win"
+        );
+        let at = UnixMillis(51);
+        match *end {
+            "unknown" => store.mark_outcome_unknown(id, "upstream_timeout", at).await,
+            "executed" => store.mark_executed(id, "d", at).await,
+            "failed" => store.mark_failed(id, "upstream_call", at).await,
+            _ => Ok(()),
+        }
+        .map_err(fail("finish"))?;
+    }
+    ensure!(
+        ask("s1", binding()).await?,
+        "s1's unknown outcome must be found"
+    );
+    ensure!(
+        !ask("s1", other.clone()).await?,
+        "executed and failed entries are not unknown outcomes"
+    );
+    ensure!(
+        !ask("s1", rotated).await?,
+        "a reserved entry is not an unknown outcome"
+    );
+    ensure!(
+        !ask("s2", binding()).await?,
+        "another session's binding must not match"
+    );
+    ensure!(
+        ask("s2", other).await?,
+        "s2's unknown outcome must be found"
+    );
+    ensure!(
+        !ask("s3", binding()).await?,
+        "a session without actions has none"
+    );
+    Ok(())
+}
+
 /// The ledger's transitions: `reserved → executed | failed | outcome_unknown`, once; every
 /// other transition refused (`Conflict`), unknown ids `NotFound`; entries keep what was
 /// recorded; spent ids are never reserved again; dangling reservations are the `reserved`
@@ -1834,7 +1921,6 @@ pub async fn group_commit(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
-
 const HELD_ROOMY: HeldBounds = HeldBounds {
     max_calls: 1000,
     max_bytes: 1 << 20,
@@ -2260,7 +2346,8 @@ macro_rules! conformance_tests {
             sessions, protected_objects, vault, vault_ciphertext_never_in_clear, handles,
             expired_records_stay_until_checked, actions_and_approvals,
             approval_decided_once_under_concurrency, single_use_under_concurrency,
-            ledger_transitions, audit_chain, audit_chain_under_concurrent_appenders,
+            ledger_transitions, outcome_unknown_bindings, audit_chain,
+            audit_chain_under_concurrent_appenders,
             speculation_budget, budget_charged_once_under_concurrency, grant_uses,
             grant_use_taken_once_under_concurrency, read_amounts, written_set,
             written_set_bounds, written_set_appends_under_concurrency,

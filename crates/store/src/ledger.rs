@@ -198,6 +198,31 @@ impl SqliteStore {
         raw.map(RawEntry::decode).transpose()
     }
 
+    /// Whether an action of `session` whose binding is `binding` has a ledger entry in state
+    /// `outcome_unknown` (see
+    /// [`secureclaw_core::store::LedgerStore::outcome_unknown_binding`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn outcome_unknown_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        let conn = self.conn()?;
+        let found = conn
+            .query_row_cached(
+                "SELECT 1 FROM ledger l JOIN actions a ON a.action_id = l.action_id
+                 WHERE a.session = ?1 AND l.binding_kid = ?2 AND l.binding = ?3
+                   AND l.state = 'outcome_unknown' LIMIT 1",
+                params![session, binding.kid.0, binding.digest],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(sql)?;
+        Ok(found.is_some())
+    }
+
     /// Entries still `reserved`, oldest first. At start-up these are actions whose effect may or
     /// may not have happened before a crash: report them (audit `crash_recovery`), never
     /// re-execute them; [`SqliteStore::mark_failed`] then closes them. While the gateway runs,

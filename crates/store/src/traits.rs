@@ -177,6 +177,14 @@ impl LedgerStore for SqliteStore {
         SqliteStore::ledger_entry(self, id)
     }
 
+    async fn outcome_unknown_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::outcome_unknown_binding(self, session, binding)
+    }
+
     /// Every `reserved` entry: one SQLite file serves one gateway, so none is in flight at
     /// start-up.
     async fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {

@@ -962,6 +962,25 @@ impl LedgerStore for PgStore {
         row.as_ref().map(ledger_row).transpose()
     }
 
+    async fn outcome_unknown_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT 1 FROM ledger l JOIN actions a ON a.action_id = l.action_id
+                 WHERE a.session = $1 AND l.binding_kid = $2 AND l.binding = $3
+                   AND l.state = 'outcome_unknown' LIMIT 1",
+                &[&session, &binding.kid.0, &binding.digest],
+            )
+            .await
+            .map_err(db)?;
+        Ok(row.is_some())
+    }
+
     /// Reservations still `reserved` made by this replica or by a replica whose lease has
     /// lapsed (or that never registered), oldest first — never another live replica's.
     async fn dangling_reservations(&self) -> Result<Vec<LedgerEntry>, StoreError> {
