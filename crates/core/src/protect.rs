@@ -76,6 +76,7 @@ pub struct ObjectIdentifier {
 pub fn object_identifiers(
     arguments: &Map<String, Value>,
     fields: &[String],
+    with_ids: bool,
 ) -> Vec<ObjectIdentifier> {
     let mut out: Vec<ObjectIdentifier> = Vec::new();
     let found = collect_targets(arguments, fields, true)
@@ -86,9 +87,16 @@ pub fn object_identifiers(
                 TargetOrigin::NamedField | TargetOrigin::ObjectReference | TargetOrigin::Number
             )
         })
-        // Every id-named argument (`id`, `page_id`, `noteId`, …) names an object too (red-team
-        // F10: a wiki page edited by `page_id` with find/replace).
-        .chain(object_id_targets(arguments, &[]));
+        // With `with_ids`, every id-named argument (`id`, `page_id`, `noteId`, …) names an
+        // object too (red-team F10: a wiki page edited by `page_id` with find/replace). Reads
+        // and content-matching effects pass it; other effects name objects by their target
+        // and object-reference fields only, so a record read by its id and then updated
+        // through an ordinary write (a customer's address) is not a protected object.
+        .chain(if with_ids {
+            object_id_targets(arguments, &[])
+        } else {
+            Vec::new()
+        });
     for t in found {
         if !out.iter().any(|o| o.value == t.value) {
             out.push(ObjectIdentifier {
@@ -107,7 +115,7 @@ pub fn object_identifiers(
 /// F1: `head: -1` returned nothing and made the whole file "seen").
 #[must_use]
 pub fn whole_object_read(arguments: &Map<String, Value>, fields: &[String]) -> bool {
-    let named = object_identifiers(arguments, fields);
+    let named = object_identifiers(arguments, fields, true);
     !named.is_empty()
         && arguments
             .keys()
@@ -418,7 +426,7 @@ mod tests {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        let ids: Vec<String> = object_identifiers(args.as_object().unwrap(), &fields)
+        let ids: Vec<String> = object_identifiers(args.as_object().unwrap(), &fields, false)
             .into_iter()
             .map(|o| o.value)
             .collect();

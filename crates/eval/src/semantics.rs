@@ -1432,17 +1432,12 @@ async fn protected_objects(c: &Ctx<'_>, r: &mut Results) {
             }
             let v = json!({"path": "/shared/m.txt", "oldText": "@", "newText": " / "});
             let edit = call_in(c, &s, "files__edit_file", v).await;
-            // Put the file back for the cases after this one (the stack is shared).
-            let v = json!({"source": "/shared/m.txt", "destination": FILES_NOTES});
-            let back = call_in(c, &s, "files__move_file", v).await?;
-            if !matches!(
-                back,
-                Observed::Single {
-                    verdict: Verdict::Allow { .. },
-                    ..
-                }
-            ) {
-                return Err(setup(format!("the file was not moved back: {back:?}")));
+            // Put the file back for the cases after this one (the stack is shared): as the
+            // operator would, outside the gateway (the move protected both names, so a move
+            // back through the gateway waits for a human too).
+            let files = stack(c.t, FILES)?.files();
+            if !files.rename("/shared/m.txt", FILES_NOTES) {
+                return Err(setup("the file could not be put back".to_owned()));
             }
             edit
         },

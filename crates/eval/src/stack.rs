@@ -210,6 +210,21 @@ impl Files {
         self.effects.load(Ordering::SeqCst)
     }
 
+    /// Rename `from` to `to` directly (test set-up, outside the gateway); whether `from`
+    /// existed.
+    pub fn rename(&self, from: &str, to: &str) -> bool {
+        let Ok(mut files) = self.files.lock() else {
+            return false;
+        };
+        match files.remove(from) {
+            Some(text) => {
+                files.insert(to.to_owned(), text);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The text of `path`, if it exists.
     #[must_use]
     pub fn text(&self, path: &str) -> Option<String> {

@@ -1227,7 +1227,9 @@ impl Gateway {
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Vec<(String, Vec<String>)> {
         let mut out = Vec::new();
-        for o in secureclaw_core::protect::object_identifiers(arguments, &entry.targets) {
+        // Reads and content-matching effects name objects by their id fields too (F10).
+        let with_ids = entry.effect == EffectClass::Read || entry.matches_content;
+        for o in secureclaw_core::protect::object_identifiers(arguments, &entry.targets, with_ids) {
             let mut values = vec![o.value.clone()];
             let trimmed = o.value.trim();
             if let [(_, id)] = find_handles(&Value::String(o.value.clone())).as_slice()

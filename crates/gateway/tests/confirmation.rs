@@ -181,13 +181,14 @@ async fn approval_of_one_action_does_not_cover_another() {
         )
         .await;
     assert_denied(&o, ReasonCode::BindingMismatch);
-    // The identical call from another session of the same caller, and from another caller.
+    // The identical call from another session of the same caller, and from another caller:
+    // the approval belongs to the session that asked for it.
     for s in [
         h.open_session("alice").await,
         h.open_session("mallory").await,
     ] {
         let o = h.call(&s, SEND, copy_to_finance(), Some(&a)).await;
-        assert_denied(&o, ReasonCode::BindingMismatch);
+        assert_denied(&o, ReasonCode::ApprovalSessionMismatch);
     }
     assert_eq!(h.sent(), 0);
     assert!(h.state().drafts.is_empty());

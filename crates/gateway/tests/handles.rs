@@ -318,14 +318,17 @@ async fn a_resolved_value_echoed_in_a_tool_error_is_declassified_again() {
     let iban = handle_at(&inv, "iban");
     // pay_invoice is an allowed sink for the IBAN; the strict demo server rejects the
     // resolved IBAN as an amount and quotes it in its error message.
-    let o = h
-        .call(
-            &session,
-            PAY,
-            json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": iban}),
-            None,
-        )
-        .await;
+    let args = json!({"invoice_id": "INV-42", "iban": iban, "amount_cents": iban});
+    // An amount that is not a plain number needs the user (red-team F4); approved, it runs.
+    let o = h.call(&session, PAY, args.clone(), None).await;
+    let CallOutcome::Pending(r) = &o else {
+        panic!("expected pending, got {o:?}");
+    };
+    let action = secureclaw_core::artifact::ActionId(r.action_id.clone().unwrap_or_default());
+    h.gw.decide_approval(&action, true, "operator")
+        .await
+        .unwrap();
+    let o = h.call(&session, PAY, args, Some(&action)).await;
     match &o {
         CallOutcome::Completed { output, .. } => assert!(output.is_error, "{output:?}"),
         other => panic!("expected a tool error, got {other:?}"),

@@ -29,7 +29,7 @@ use secureclaw_gateway::{
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{LedgerState, SessionRecord, SqliteStore};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

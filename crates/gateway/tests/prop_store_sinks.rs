@@ -73,12 +73,14 @@ const NOTES: &str = "/work/docs/notes.txt";
 const PLAIN: &str = "/work/docs/plain.txt";
 /// Files an operation may name: the two seeded ones, two new ones in the task's directory,
 /// one outside it (writes there wait for a confirmation).
-const PATHS: [&str; 5] = [
+const PATHS: [&str; 6] = [
     CONTACTS,
     NOTES,
     "/work/docs/a.txt",
     "/work/docs/b.txt",
     "/elsewhere/c.txt",
+    // The seeded plain file: reading it whole lets its edits run (the property is not vacuous).
+    PLAIN,
 ];
 const TASK: &str = "Tidy up the files in /work/docs/ please";
 
@@ -872,7 +874,8 @@ fn reading_first_lets_edits_of_plain_files_run() {
                 )
                 .await
             ),
-            Some(ReasonCode::ObjectUnread)
+            // A move protects every name it touches (red-team F2).
+            Some(ReasonCode::ProtectedObject)
         );
         // The operator can declare a tool not content matching (both ways).
         let mut config = GatewayConfig::default();
@@ -1051,13 +1054,25 @@ fn files_without_protected_values_are_edited_without_a_prompt() {
         )
         .await;
         common::completed(&write);
-        let edit = call(
-            &fs,
-            &s,
-            "fs__edit_file",
-            json!({"path": "/work/docs/b.txt", "old": "draft", "new": "todo"}),
-        )
-        .await;
+        // A write marks nothing seen (it may not be the whole content); a whole read does.
+        let edit_b = json!({"path": "/work/docs/b.txt", "old": "draft", "new": "todo"});
+        let held = call(&fs, &s, "fs__edit_file", edit_b.clone()).await;
+        assert_eq!(
+            reason(&held),
+            Some(ReasonCode::ObjectUnread),
+            "{}",
+            visible(&held)
+        );
+        common::completed(
+            &call(
+                &fs,
+                &s,
+                "fs__read_file",
+                json!({"path": "/work/docs/b.txt"}),
+            )
+            .await,
+        );
+        let edit = call(&fs, &s, "fs__edit_file", edit_b).await;
         common::completed(&edit);
         // A plain re-read of the protected file: handles again, the same ones.
         let again = call(&fs, &s, "fs__read_file", json!({"path": NOTES})).await;
@@ -1334,7 +1349,13 @@ fn searches_by_text_the_task_does_not_name_are_bounded() {
             }
         }
         assert_eq!(fs.fs.searches.load(Ordering::SeqCst), 3);
-        assert!(decision_reasons(&fs).contains(&"match_budget".to_owned()));
+        let audited = fs
+            .store
+            .audit_records(0, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .any(|r| r.event.reason.map(|c| c.as_str()) == Some("match_budget"));
+        assert!(audited, "the refusal is audited with its reason");
         // Positive control: a search by words the task names is never counted.
         for _ in 0..5 {
             let out = call(&fs, &s, "fs__search_files", probe("*files*")).await;

@@ -58,6 +58,7 @@ impl Subject for Pg {
             "read_amounts",
             "written_sets",
             "written_values",
+            "held_calls",
         ] {
             for row in raw
                 .query(&format!("SELECT t::text FROM {table} t"), &[])
@@ -70,6 +71,16 @@ impl Subject for Pg {
         }
         for row in raw
             .query("SELECT nonce, ciphertext FROM vault_objects", &[])
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let nonce: Vec<u8> = row.get(0);
+            let ciphertext: Vec<u8> = row.get(1);
+            bytes.extend(nonce);
+            bytes.extend(ciphertext);
+        }
+        for row in raw
+            .query("SELECT nonce, ciphertext FROM held_calls", &[])
             .await
             .map_err(|e| e.to_string())?
         {

@@ -950,7 +950,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 6
+            supported: 7
         }
     );
     let journal: String = raw(&path)
