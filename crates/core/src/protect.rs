@@ -343,6 +343,7 @@ mod tests {
         let ids = object_identifiers(
             &args(serde_json::json!({"page_id": "PG-7", "find": "@"})),
             &fields,
+            true,
         );
         assert_eq!(ids.len(), 1);
         assert_eq!(ids.first().map(|o| o.value.as_str()), Some("PG-7"));
