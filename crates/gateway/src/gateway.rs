@@ -2574,7 +2574,11 @@ impl Gateway {
                 || self
                     .object_identifiers(&entry, &prepared.request.inputs.arguments, &records)
                     .await
-                    .len()
+                    .iter()
+                    // Objects a move or copy carries content between are named by paths or
+                    // URIs; the parts of a postal address in a record update are not.
+                    .filter(|(_, values)| values.iter().any(|v| v.contains('/')))
+                    .count()
                     > 1);
         if protects
             && self
