@@ -903,7 +903,10 @@ impl Gateway {
         let mut names_protected = false;
         let mut protection_unknown = false;
         if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
-            let named = self.object_identifiers(&entry, arguments, &records).await;
+            // A content-matching effect names its object by its id fields too (F10).
+            let named = self
+                .object_identifiers(&entry, entry.matches_content, arguments, &records)
+                .await;
             // A content-matching effect whose object the gateway cannot identify can be
             // neither seen nor protected: it waits (fail closed; red-team F10).
             if named.is_empty() && entry.matches_content {
@@ -1223,12 +1226,11 @@ impl Gateway {
     async fn object_identifiers(
         &self,
         entry: &ToolEntry,
+        with_ids: bool,
         arguments: &Map<String, Value>,
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Vec<(String, Vec<String>)> {
         let mut out = Vec::new();
-        // Reads and content-matching effects name objects by their id fields too (F10).
-        let with_ids = entry.effect == EffectClass::Read || entry.matches_content;
         for o in secureclaw_core::protect::object_identifiers(arguments, &entry.targets, with_ids) {
             let mut values = vec![o.value.clone()];
             let trimmed = o.value.trim();
@@ -1290,7 +1292,13 @@ impl Gateway {
         arguments: &Map<String, Value>,
         records: &BTreeMap<HandleId, HandleRecord>,
     ) -> Result<(), ()> {
-        let named = self.object_identifiers(entry, arguments, records).await;
+        // A read marks seen by id fields too (the content-matching check looks there, F10);
+        // protection stays on target and reference fields, so a record read by its id and
+        // updated by an ordinary write (the retail chain) is not a protected object — a
+        // content-matching effect on it still waits, as unread.
+        let named = self
+            .object_identifiers(entry, mark == ObjectMark::Seen, arguments, records)
+            .await;
         // Only a read of whole objects marks them seen (see `secureclaw_core::protect`).
         if mark == ObjectMark::Seen
             && (entry.effect == EffectClass::Effect
@@ -2572,7 +2580,12 @@ impl Gateway {
             && (prepared.names_protected
                 || content_handles(&prepared.request.inputs.arguments, &entry.targets)
                 || self
-                    .object_identifiers(&entry, &prepared.request.inputs.arguments, &records)
+                    .object_identifiers(
+                        &entry,
+                        entry.matches_content,
+                        &prepared.request.inputs.arguments,
+                        &records,
+                    )
                     .await
                     .iter()
                     // Objects a move or copy carries content between are named by paths or
