@@ -271,9 +271,14 @@ class SimulatedUser:
 
     @staticmethod
     def parse(call: str) -> tuple[str, dict]:
-        # The first line is the call; the lines below it (tool flags, each target's anchoring
-        # and provenance, look-alike warnings) are for the human's eyes.
-        call = call.split("\n", 1)[0]
+        # The display opens with a summary line and warnings, then each target's anchoring and
+        # provenance and the tool's flags; the call itself is the line `  call: tool(k=v, …)`
+        # (last, so no argument can push the warnings off the first screen).
+        lines = call.split("\n")
+        call = next(
+            (l.strip()[len("call: "):] for l in lines if l.strip().startswith("call: ")),
+            lines[0],
+        )
         name, _, rest = call.partition("(")
         rest = rest[:-1] if rest.endswith(")") else rest
         dec = json.JSONDecoder()

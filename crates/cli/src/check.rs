@@ -41,7 +41,7 @@ pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCod
     let config = Config::load(&file)?;
     let policy = crate::stack::load_policy(&config.server.policy_files)?;
     println!(
-        "config `{}` is valid; policy set OK ({} policies)",
+        "config `{}` parses; policy set OK ({} policies)",
         file.display(),
         policy.policy_ids().count()
     );
@@ -86,7 +86,7 @@ pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCod
         Ok(ExitCode::SUCCESS)
     } else {
         println!(
-            "{} rule(s) apply to no tool: fix the names, or remove the rules",
+            "config check failed: {} rule(s) apply to no tool: fix the names, or remove the rules",
             unmatched.len()
         );
         Ok(ExitCode::FAILURE)

@@ -9,6 +9,7 @@ use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::{KeyId, KeyPurpose};
 use secureclaw_core::store::ApprovalState;
 use secureclaw_gateway::{GatewayConfig, UpstreamSpec, UpstreamTransport, decide_approval};
+use secureclaw_server::approvals_ui::iso8601;
 use secureclaw_server::{ApiState, McpFrontEnd, SessionSource};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,21 +70,56 @@ pub struct WrapArgs {
     command: Vec<String>,
 }
 
-fn derive_id(command: &str) -> String {
-    let base = Path::new(command)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("upstream");
+/// Programs that run another program named by their arguments: the upstream's id comes from
+/// that program (`npx -y @modelcontextprotocol/server-filesystem` → `server-filesystem`,
+/// `python -m mcp_server_git` → `mcp-server-git`), not from the launcher (`npx`, `python`).
+const LAUNCHERS: &[&str] = &[
+    "node", "nodejs", "npx", "pnpx", "bunx", "bun", "deno", "python", "python3", "uv", "uvx",
+    "pipx", "sh", "bash", "env", "docker", "podman", "java", "ruby", "php",
+];
+
+/// The default upstream id of `wrap`: the name of the program that serves the tools, lowercase,
+/// with anything but letters and digits turned into `-` (see [`LAUNCHERS`]).
+fn derive_id(command: &str, args: &[String]) -> String {
+    // The last path component that is not a build-layout name, without extension or npm
+    // version: `@scope/pkg@1.2.3` → `pkg`, `…/server-filesystem/dist/index.js` →
+    // `server-filesystem`, `server.py` → `server`.
+    const GENERIC: &[&str] = &["index", "main", "dist", "build", "src", "lib", "bin", "out"];
+    let stem = |s: &str| -> String {
+        let name = |part: &str| -> String {
+            let part = part.split('@').find(|p| !p.is_empty()).unwrap_or(part);
+            Path::new(part)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or(part)
+                .to_owned()
+        };
+        let parts: Vec<String> = s.split('/').filter(|p| !p.is_empty()).map(name).collect();
+        parts
+            .iter()
+            .rev()
+            .find(|p| !GENERIC.contains(&p.to_ascii_lowercase().as_str()))
+            .or(parts.last())
+            .cloned()
+            .unwrap_or_else(|| s.to_owned())
+    };
+    let mut base = stem(command);
+    if LAUNCHERS.contains(&base.to_ascii_lowercase().as_str()) {
+        // The first word that is not a flag or a launcher's sub-command (`-m`, `run`).
+        if let Some(w) = args
+            .iter()
+            .find(|w| !(w.starts_with('-') || w.contains('=') || *w == "run" || *w == "exec"))
+        {
+            base = stem(w);
+        }
+    }
     let id: String = base
         .to_ascii_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    if id.is_empty() {
-        "upstream".into()
-    } else {
-        id.replace("__", "-")
-    }
+    let id = id.trim_matches('-').replace("__", "-");
+    if id.is_empty() { "upstream".into() } else { id }
 }
 
 /// Run one stdio upstream behind the gateway, served on stdio.
@@ -96,7 +132,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let id = args.id.unwrap_or_else(|| derive_id(program));
+    let id = args.id.unwrap_or_else(|| derive_id(program, rest));
     secureclaw_gateway::catalog::check_upstream_id(&id)
         .map_err(|e| anyhow::anyhow!("--id: {e}"))?;
     let spec = UpstreamSpec {
@@ -262,6 +298,10 @@ pub async fn serve(
         &config.upstream,
         args.allow_upstream_state_access || config.server.allow_upstream_state_access,
     )?;
+    // Listen first: a busy port fails before any state, key or upstream is touched.
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("cannot listen on {bind} (is another gateway running?)"))?;
     let gw = stack::start(
         &dir,
         store_url.or(config.store.url.as_deref()),
@@ -342,9 +382,6 @@ pub async fn serve(
         body_limit,
     )
     .nest_service("/mcp", mcp);
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .with_context(|| format!("cannot listen on {bind}"))?;
     crate::say(&format!(
         "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics, approvals page at /approvals); state directory {}; operator token in {}; approvals: {} list",
         dir.display(),
@@ -394,32 +431,31 @@ pub async fn approvals(
     store_url: Option<&str>,
     cmd: ApprovalsCommand,
 ) -> Result<ExitCode> {
-    let (keys, store) = stack::open_state(state_dir, store_url).await?;
+    let (keys, store) = stack::open_existing_state(state_dir, store_url).await?;
     let place = state_place(state_dir, store_url);
     match cmd {
         ApprovalsCommand::List { all } => {
-            let list = store
-                .list_approvals(if all {
-                    None
-                } else {
-                    Some(ApprovalState::Pending)
-                })
-                .await?;
+            let state = if all {
+                None
+            } else {
+                Some(ApprovalState::Pending)
+            };
+            let list = secureclaw_gateway::list_for_approver(store.as_ref(), state).await?;
             if list.is_empty() {
                 println!(
                     "no {}approvals in {place}",
                     if all { "" } else { "pending " }
                 );
             }
-            for (a, act) in list {
+            for v in list {
                 println!(
                     "{}  {:<8}  {}  (session {}, caller {})",
-                    a.action_id,
-                    a.state.as_str(),
-                    secureclaw_gateway::reveal_for_approver(store.as_ref(), &act.display).await,
+                    v.approval.action_id,
+                    v.approval.state.as_str(),
+                    v.call,
                     // Never the raw session id: it is the runtime's bearer credential.
-                    secureclaw_gateway::audit_session_id(&act.session),
-                    act.caller
+                    v.session,
+                    v.caller
                 );
             }
         }
@@ -486,7 +522,7 @@ pub async fn audit(
     store_url: Option<&str>,
     cmd: AuditCommand,
 ) -> Result<ExitCode> {
-    let (_, store) = stack::open_state(state_dir, store_url).await?;
+    let (_, store) = stack::open_existing_state(state_dir, store_url).await?;
     match cmd {
         AuditCommand::Verify => match store.verify_audit().await {
             Ok(n) => println!(
@@ -532,30 +568,6 @@ pub async fn audit(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `ms` milliseconds after the Unix epoch as an ISO 8601 / RFC 3339 UTC timestamp with
-/// milliseconds (days to civil date: H. Hinnant's `civil_from_days`, proleptic Gregorian).
-fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
 }
 
 /// `secureclaw policy …`.
@@ -647,6 +659,36 @@ mod tests {
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso8601(1_796_156_393_123), "2026-12-01T20:19:53.123Z");
         assert_eq!(iso8601(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    }
+
+    /// New-user trial: `wrap -- npx -y @modelcontextprotocol/server-filesystem …` was called
+    /// `npx` (and `node …` was `node`); the id names the program that serves the tools.
+    #[test]
+    fn wrap_ids_name_the_server_not_the_launcher() {
+        let id = |cmd: &str| {
+            let words: Vec<String> = cmd.split(' ').map(str::to_owned).collect();
+            derive_id(&words[0], &words[1..])
+        };
+        assert_eq!(
+            id("npx -y @modelcontextprotocol/server-filesystem /data"),
+            "server-filesystem"
+        );
+        assert_eq!(id("npx @scope/pkg@1.2.3"), "pkg");
+        assert_eq!(id("python3 -m mcp_server_git --repo ."), "mcp-server-git");
+        assert_eq!(id("uvx mcp-server-fetch"), "mcp-server-fetch");
+        assert_eq!(id("node tools/office/server.js"), "server");
+        assert_eq!(
+            id(
+                "node tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js /home/me/notes"
+            ),
+            "server-filesystem"
+        );
+        assert_eq!(
+            id("/usr/local/bin/secureclaw-office demo"),
+            "secureclaw-office"
+        );
+        assert_eq!(id("node"), "node");
+        assert_eq!(id("npx -y"), "npx");
     }
 
     #[test]

@@ -172,8 +172,10 @@ enum Command {
 
 /// Targets capped at `error` whatever `RUST_LOG` says: rmcp logs whole protocol messages
 /// (upstream results, resolved arguments) at `debug` and `trace`, and some at `warn`; a
-/// protected value must not reach the log at any level (issue 12 item 7).
-const CAPPED_TARGETS: &[&str] = &["rmcp=error"];
+/// protected value must not reach the log at any level (issue 12 item 7). `tokio_postgres`
+/// logs statement parameters at `debug` and the server's NOTICEs (`relation … already
+/// exists, skipping` on every start) at `info`: capped at `warn`.
+const CAPPED_TARGETS: &[&str] = &["rmcp=error", "tokio_postgres=warn"];
 
 /// Build the log filter: `--log-level`, else `RUST_LOG`, else `info`; then the caps.
 fn log_filter(level: Option<&str>) -> Result<tracing_subscriber::EnvFilter, String> {

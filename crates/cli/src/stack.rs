@@ -29,6 +29,7 @@ pub async fn open_state(
 ) -> Result<(Arc<secureclaw_core::keys::KeyRing>, Arc<dyn Store>)> {
     state::ensure_dir(dir)?;
     let keys = Arc::new(state::load_keys(dir, None)?);
+    state::register_own_secrets(dir, &keys, store_url);
     if let Some(url) = store_url {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             bail!("store url must start with `postgres://` or `postgresql://`");
@@ -46,12 +47,73 @@ pub async fn open_state(
                 };
                 anyhow::anyhow!("cannot open the PostgreSQL store: {e}{hint}")
             })?;
-        return Ok((keys, Arc::new(store)));
+        let store: Arc<dyn Store> = Arc::new(store);
+        check_key_ring(dir, &keys, store.as_ref()).await?;
+        return Ok((keys, store));
     }
     let db = state::db_path(dir);
-    let store = SqliteStore::open(&db, keys.clone())
-        .with_context(|| format!("cannot open database `{}`", db.display()))?;
-    Ok((keys, Arc::new(store)))
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&db, keys.clone())
+            .with_context(|| format!("cannot open database `{}`", db.display()))?,
+    );
+    check_key_ring(dir, &keys, store.as_ref()).await?;
+    Ok((keys, store))
+}
+
+/// Refuse a key ring that did not write this store: the first audit record must verify with
+/// it. A replica started without the shared `keys.json` would otherwise generate its own ring,
+/// serve, and break the shared audit chain for good (new-user trial), and an operator command
+/// run with another ring would report tampering that never happened.
+async fn check_key_ring(
+    dir: &Path,
+    keys: &secureclaw_core::keys::KeyRing,
+    store: &dyn Store,
+) -> Result<()> {
+    let first = store
+        .audit_records(1, 1)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot read the audit log: {e}"))?;
+    if let Err(e) = secureclaw_core::audit::verify_chain(keys, first.iter().take(1)) {
+        let why = match e {
+            secureclaw_core::audit::AuditError::Key { err, .. } => err.to_string(),
+            _ => "its first record does not verify with this key ring".to_owned(),
+        };
+        bail!(
+            "the key ring in use cannot verify this store's audit log ({why}): every gateway and \
+             operator command on one store must use the same keys — copy keys.json from the \
+             gateway that created the store over `{}` (or point $SECURECLAW_KEYS_FILE at it); \
+             nothing was written to the store",
+            dir.join("keys.json").display()
+        );
+    }
+    Ok(())
+}
+
+/// [`open_state`] for operator commands (`approvals`, `audit`, `trace`): the state must exist.
+/// Without `store_url`, a missing SQLite database or key ring is an error naming the state
+/// directory and how to point at the right one, instead of a new empty store (whose empty
+/// approvals list would look like "nothing pending").
+pub async fn open_existing_state(
+    dir: &Path,
+    store_url: Option<&str>,
+) -> Result<(Arc<secureclaw_core::keys::KeyRing>, Arc<dyn Store>)> {
+    let external_keys = std::env::var_os("SECURECLAW_KEYS").is_some()
+        || std::env::var_os("SECURECLAW_KEYS_FILE").is_some();
+    if !external_keys && !dir.join("keys.json").is_file() {
+        bail!(
+            "no SecureClaw state in `{}` (no keys.json, and none in $SECURECLAW_KEYS[_FILE]): \
+             pass the state directory the gateway uses (--state-dir DIR or $SECURECLAW_STATE_DIR)",
+            dir.display()
+        );
+    }
+    if store_url.is_none() && !state::db_path(dir).is_file() {
+        bail!(
+            "no SecureClaw database at `{}`: pass the state directory the gateway uses \
+             (--state-dir DIR), or --store postgres://… if it keeps its state in PostgreSQL",
+            state::db_path(dir).display()
+        );
+    }
+    open_state(dir, store_url).await
 }
 
 /// Start the gateway over the store of [`open_state`]; it connects every upstream of `specs`

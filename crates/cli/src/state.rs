@@ -122,24 +122,69 @@ fn check_private(path: &Path) -> Result<()> {
 }
 
 /// The operator token: `$SECURECLAW_OPERATOR_TOKEN`, else `dir/operator.token` (generated).
+/// The process that holds it registers it with the detectors (never shown to the runtime).
 pub fn operator_token(dir: &Path) -> Result<String> {
     if let Ok(t) = std::env::var("SECURECLAW_OPERATOR_TOKEN") {
         if t.len() < 16 {
             bail!("$SECURECLAW_OPERATOR_TOKEN must be at least 16 characters");
         }
+        mask_operator_token(&t);
         return Ok(t);
     }
     let path = dir.join("operator.token");
     if path.exists() {
         check_private(&path)?;
-        return Ok(std::fs::read_to_string(&path)?.trim().to_owned());
+        let token = std::fs::read_to_string(&path)?.trim().to_owned();
+        mask_operator_token(&token);
+        return Ok(token);
     }
     ensure_dir(dir)?;
     let mut bytes = [0u8; 24];
     random_fill(&mut bytes);
     let token = format!("sco_{}", secureclaw_core::encoding::base32(&bytes));
     write_private(&path, token.as_bytes())?;
+    mask_operator_token(&token);
     Ok(token)
+}
+
+/// Register the operator token (and its body without `sco_`) with the detectors.
+fn mask_operator_token(token: &str) {
+    secureclaw_core::detect::add_exact_secret(token);
+    if let Some(body) = token.strip_prefix("sco_") {
+        secureclaw_core::detect::add_exact_secret(body);
+    }
+}
+
+/// Register the secrets this process holds with the detectors
+/// ([`secureclaw_core::detect::add_exact_secret`]), so that no tool result, tool listing or
+/// upstream log line shows them to the runtime in any format the detectors cannot otherwise
+/// know: the operator token (and its body without `sco_`; `$SECURECLAW_OPERATOR_TOKEN` is
+/// free-form), every key of the key ring (its 64 hex characters), and the password of a
+/// PostgreSQL store URL. Reads the token file only if it exists (never creates it).
+pub fn register_own_secrets(
+    dir: &Path,
+    keys: &secureclaw_core::keys::KeyRing,
+    store_url: Option<&str>,
+) {
+    use secureclaw_core::detect::add_exact_secret;
+    let token = std::env::var("SECURECLAW_OPERATOR_TOKEN").ok().or_else(|| {
+        std::fs::read_to_string(dir.join("operator.token"))
+            .ok()
+            .map(|t| t.trim().to_owned())
+    });
+    if let Some(token) = token {
+        mask_operator_token(&token);
+    }
+    for key in keys.to_file().keys {
+        add_exact_secret(&key.secret_hex);
+    }
+    if let Some(password) = store_url
+        .and_then(|u| u.parse::<tokio_postgres::Config>().ok())
+        .and_then(|c| c.get_password().map(<[u8]>::to_vec))
+        .and_then(|p| String::from_utf8(p).ok())
+    {
+        add_exact_secret(&password);
+    }
 }
 
 /// Path of the database in `dir`.

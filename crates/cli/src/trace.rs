@@ -37,24 +37,7 @@ pub async fn trace(
     store_url: Option<&str>,
     cmd: TraceCommand,
 ) -> Result<ExitCode> {
-    let db = crate::state::db_path(state_dir);
-    if store_url.is_none() && !db.is_file() {
-        bail!(
-            "no SecureClaw state in `{}` (no {}); pass the gateway's --state-dir",
-            state_dir.display(),
-            db.display()
-        );
-    }
-    let external_keys = std::env::var_os("SECURECLAW_KEYS").is_some()
-        || std::env::var_os("SECURECLAW_KEYS_FILE").is_some();
-    if !external_keys && !state_dir.join("keys.json").is_file() {
-        // Opening the state would generate a new key ring that cannot read this database.
-        bail!(
-            "no key ring in `{}` (keys.json) and none in $SECURECLAW_KEYS[_FILE]",
-            state_dir.display()
-        );
-    }
-    let (_, store) = stack::open_state(state_dir, store_url).await?;
+    let (_, store) = stack::open_existing_state(state_dir, store_url).await?;
     match cmd {
         TraceCommand::Exposure { session, json, all } => {
             if store.session(&session).await?.is_none() {

@@ -11,33 +11,15 @@
     missing_docs
 )]
 
+mod common;
 mod common_pg;
 
+use common::{EXE, free_port};
 use serde_json::Value;
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
 const OPERATOR: &str = "bypass-operator-token-0123456789";
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The demo office behind `secureclaw serve`, classified as `GatewayConfig::demo_office()`
 /// classifies it (the README's example configuration for `bypass --url`).
@@ -123,21 +105,13 @@ fn bypass_suite(store: Option<&str>) {
     if let Some(url) = store {
         cmd.args(["--store", url]);
     }
-    let child = cmd
-        .args(["serve", "--config"])
+    cmd.args(["serve", "--config"])
         .arg(&config)
         .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        .stderr(Stdio::null());
+    let _server = common::serve_on(&mut cmd, port);
     let json = dir.path().join("bypass.json");
     let out = Command::new(EXE)
         .args(["bypass", "--url", &format!("http://127.0.0.1:{port}")])

@@ -30,77 +30,42 @@
     missing_docs
 )]
 
+mod common;
 mod common_pg;
+
+use common::{EXE, Rng, Server, free_port};
 
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::keys::{KeyRing, KeyRingFile};
 use secureclaw_store::SqliteStore;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
 const OPERATOR: &str = "crash-operator-token-0123456789";
 const APPROVER: &str = "approver@corp.example";
 const BODY: &str = "Invoice INV-42 for sign-off.";
 const SEND: &str = "office__send_email";
 
-/// xorshift64*: reproducible kill times from a printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One HTTP/1.1 request; `Err` when the server is gone (expected around a kill).
 fn http(port: u16, method: &str, path: &str, token: &str, body: &Value) -> Result<Value, String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))
-        .map_err(|e| e.to_string())?;
-    let body = body.to_string();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
+    let resp = common::exchange(
+        port,
+        method,
+        path,
+        Some(token),
+        &body.to_string(),
+        Duration::from_secs(20),
+    )?;
     let (head, payload) = resp.split_once("\r\n\r\n").ok_or("truncated response")?;
     if !head.starts_with("HTTP/1.1 200") {
         return Err(format!("{head}: {payload}"));
     }
     serde_json::from_str(payload).map_err(|e| e.to_string())
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The upstream behind the gateway under test.
@@ -178,9 +143,14 @@ impl Deployment {
                 )
             }
         };
+        // The session drives thousands of calls across restarts, and the rate buckets live in
+        // the store (they survive a restart): limits this harness does not test are raised
+        // out of its way (they have their own tests).
+        let limits = "[gateway.limits]\nsession_rate_per_s = 1000000\nsession_burst = 1000000\n\
+                      tool_rate_per_s = 1000000\ntool_burst = 1000000\n\n";
         std::fs::write(
             &config,
-            format!("[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n{table}"),
+            format!("[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n{limits}{table}"),
         )
         .unwrap();
         Self {
@@ -365,7 +335,10 @@ fn drive(
             );
             let Ok(p) = preview else { return };
             let a = Attempt {
-                action_id: p["action_id"].as_str().unwrap().to_owned(),
+                action_id: p["action_id"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("preview without an action id: {p}"))
+                    .to_owned(),
                 artifact: p["artifact"].as_str().unwrap().to_owned(),
                 subject,
             };

@@ -43,7 +43,7 @@ fn speculative_demo_keeps_ghost_intent_from_providers() {
         "== run A: naive speculation",
         "== run B: issue-time privacy contracts",
         "provider search received: web_search {\"q\":\"tenant rights lease termination penalty\"}",
-        "provider search received: web_search {\"q\":\"[topic] rights [topic] termination penalty\"}",
+        "provider search received: web_search {\"q\":\"[topic] penalty\"}",
         "-> shadowed   monitor: shadow",
         "local substitute (local) received: rates_lookup {\"product\":\"current personal loan rates\"}",
         "-> deferred   monitor: defer:low_confidence",

@@ -17,6 +17,9 @@
     missing_docs
 )]
 
+mod common;
+
+use common::{EXE, Server as Proc, free_port};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::keys::{KeyRing, KeyRingFile};
 use secureclaw_store::{LedgerState, SqliteStore};
@@ -24,33 +27,18 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
 const OPERATOR: &str = "fault-operator-token-0123456789";
 /// The gateway's per-call and start-up timeouts in these tests (ms).
 const TIMEOUT_MS: u64 = 2000;
+/// The start-up and call timeouts where the test is not about a timeout: generous, so that a
+/// loaded CI machine (and `RUST_LOG=trace`) cannot turn a healthy upstream into a failure.
+const PATIENT_MS: u64 = 60_000;
 const PAY: &str = "fault__pay";
 const PEEK: &str = "fault__peek";
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The fault upstream as an `[[upstream]]` table: over stdio (`http = None`) or at a URL.
 fn upstream_toml(mode: &str, effects: &Path, http: Option<&str>) -> String {
@@ -65,15 +53,15 @@ fn upstream_toml(mode: &str, effects: &Path, http: Option<&str>) -> String {
     }
 }
 
-/// A configuration: short timeouts, `pay` a target-less, non-destructive effect (it runs
-/// without a confirmation) and `peek` a read, by the operator's word.
-fn write_config(dir: &Path, port: u16, upstream: &str) -> PathBuf {
+/// A configuration: the given timeouts (ms), `pay` a target-less, non-destructive effect (it
+/// runs without a confirmation) and `peek` a read, by the operator's word.
+fn write_config(dir: &Path, port: u16, upstream: &str, call_ms: u64, startup_ms: u64) -> PathBuf {
     let path = dir.join("secureclaw.toml");
     std::fs::write(
         &path,
         format!(
             "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n\
-             [gateway.limits]\nupstream_timeout_ms = {TIMEOUT_MS}\nupstream_startup_timeout_ms = {TIMEOUT_MS}\n\n\
+             [gateway.limits]\nupstream_timeout_ms = {call_ms}\nupstream_startup_timeout_ms = {startup_ms}\n\n\
              [[gateway.tools]]\ntool = \"fault__pay\"\neffect = \"effect\"\ndestructive = false\ntargets = []\n\n\
              [[gateway.tools]]\ntool = \"fault__peek\"\neffect = \"read\"\n\n{upstream}"
         ),
@@ -168,7 +156,7 @@ impl Wrapped {
     fn start(mode: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let effects = dir.path().join("effects.jsonl");
-        let config = write_config(dir.path(), free_port(), "");
+        let config = write_config(dir.path(), free_port(), "", TIMEOUT_MS, PATIENT_MS);
         let state = dir.path().join("state");
         let mut child = Command::new(EXE)
             .arg("--state-dir")
@@ -393,6 +381,8 @@ fn start_up_fails_naming_the_upstream() {
             dir.path(),
             free_port(),
             &upstream_toml(mode, &effects, None),
+            TIMEOUT_MS,
+            TIMEOUT_MS,
         );
         for front in ["serve", "wrap"] {
             let mut cmd = Command::new(EXE);
@@ -444,19 +434,8 @@ fn http(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
+    let resp = common::exchange(port, method, path, token, &body, Duration::from_secs(60)).unwrap();
     let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
     let status = head
         .split_whitespace()
@@ -492,10 +471,14 @@ impl Served {
             (None, None)
         };
         let port = free_port();
+        // Only a test about a hanging call needs the short call timeout.
+        let call_ms = if mode == "ok" { PATIENT_MS } else { TIMEOUT_MS };
         let config = write_config(
             dir.path(),
             port,
             &upstream_toml(mode, &effects, url.as_deref()),
+            call_ms,
+            PATIENT_MS,
         );
         let state = dir.path().join("state");
         let child = Command::new(EXE)
@@ -510,13 +493,19 @@ impl Served {
             .stderr(stderr)
             .spawn()
             .unwrap();
-        let server = Proc(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut server = Proc(child);
+        let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok()
-                && http(port, "GET", "/health", None, None).0 == 200
-            {
+            // The port is bound before the state and the upstreams: a connection can be
+            // accepted by the kernel and then reset if start-up fails, so a failed exchange
+            // only means "not yet"; an exited gateway is the failure.
+            let health =
+                common::exchange(port, "GET", "/health", None, "", Duration::from_secs(60));
+            if health.is_ok_and(|r| r.starts_with("HTTP/1.1 200")) {
                 break;
+            }
+            if let Some(status) = server.0.try_wait().unwrap() {
+                panic!("serve exited during start-up: {status}");
             }
             assert!(Instant::now() < deadline, "serve did not start");
             std::thread::sleep(Duration::from_millis(25));

@@ -9,24 +9,16 @@
     missing_docs
 )]
 
-use serde_json::{Value, json};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
+use common::{EXE, Server, free_port};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
 const OPERATOR: &str = "test-operator-token-0123456789";
 const IBAN: &str = "DE89370400440532013000";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, body text).
 fn http(
@@ -36,21 +28,9 @@ fn http(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status: u16 = resp.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let payload = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
+    let resp = common::exchange(port, method, path, token, &body, Duration::from_secs(30)).unwrap();
+    let (status, payload) = common::status_and_body(&resp);
     (status, payload.to_owned())
 }
 
@@ -58,37 +38,20 @@ fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `serve` with JSON logs to `log`.
 fn serve(config: &Path, state: &Path, port: u16, log: &Path) -> Server {
-    let child = Command::new(EXE)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["--log-format", "json", "serve", "--config"])
-        .arg(config)
-        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return server;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("server on port {port} did not start");
+    common::serve_on(
+        Command::new(EXE)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--log-format", "json", "serve", "--config"])
+            .arg(config)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap())),
+        port,
+    )
 }
 
 /// The demo office over stdio, its IBAN classified, payments financial, and `extra` rules.
@@ -359,4 +322,154 @@ fn an_unreachable_http_upstream_is_named_with_its_url() {
             && err.to_lowercase().contains("connection refused"),
         "{err}"
     );
+}
+
+/// New-user trial: `approvals list` pointed at the wrong state directory (or at the SQLite
+/// default while the gateway keeps its state in PostgreSQL) used to create an empty database
+/// and say "no pending approvals". Operator commands now refuse a state that does not exist,
+/// say how to point at the right one, and create nothing.
+#[test]
+fn operator_commands_refuse_a_state_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-the-state-dir");
+    for args in [
+        &["approvals", "list"][..],
+        &["approvals", "approve", "act_X"][..],
+        &["audit", "verify"][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+            .arg("--state-dir")
+            .arg(&missing)
+            .args(args)
+            .env_remove("SECURECLAW_KEYS")
+            .env_remove("SECURECLAW_KEYS_FILE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("no SecureClaw state") && err.contains("--state-dir"),
+            "{args:?}: {err}"
+        );
+        assert!(!missing.exists(), "{args:?} created the state directory");
+    }
+    // Positive control: a state directory a gateway created is accepted.
+    let state = dir.path().join("state");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .args(["demo", "--dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// New-user trial (replicas): a gateway or operator command whose key ring did not write the
+/// store is refused before it writes anything, with a message that says to share keys.json —
+/// instead of serving and breaking the audit chain, or reporting tampering that never happened.
+#[test]
+fn a_key_ring_that_did_not_write_the_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for d in [&a, &b] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+            .args(["demo", "--dir"])
+            .arg(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let verify = |state: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+            .arg("--state-dir")
+            .arg(state)
+            .args(["audit", "verify"])
+            .env_remove("SECURECLAW_KEYS")
+            .env_remove("SECURECLAW_KEYS_FILE")
+            .output()
+            .unwrap()
+    };
+    // Positive control: each store verifies with its own ring.
+    assert!(verify(&a).status.success());
+    // Another gateway's ring over store `a`.
+    std::fs::copy(a.join("keys.json"), dir.path().join("a-keys.json")).unwrap();
+    std::fs::copy(b.join("keys.json"), a.join("keys.json")).unwrap();
+    let out = verify(&a);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cannot verify this store's audit log") && err.contains("keys.json"),
+        "{err}"
+    );
+    assert!(!err.contains("altered"), "reported as tampering: {err}");
+    // Nothing was written: with its own ring back, store `a` verifies as before.
+    std::fs::copy(dir.path().join("a-keys.json"), a.join("keys.json")).unwrap();
+    let out = verify(&a);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The minimal configuration in `examples/secureclaw.toml` works as its comment says: with its
+/// data path pointed at a real directory, `config check` starts the filesystem server and
+/// lists its tools (new-user trial: there was no starter file for `serve`).
+#[test]
+fn the_example_configuration_checks_out() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let server = root.join(
+        "tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    assert!(
+        server.is_file(),
+        "run `npm ci --prefix tools/mcp-servers` (scripts/test does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/secureclaw.toml")).unwrap();
+    assert!(example.contains("\"/srv/notes\""), "{example}");
+    let config = dir.path().join("secureclaw.toml");
+    std::fs::write(
+        &config,
+        example.replace(
+            "\"/srv/notes\"",
+            &format!("{:?}", notes.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .current_dir(&root)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["config", "check", "-c"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("upstream `fs`:"), "{stdout}");
 }

@@ -36,20 +36,21 @@
     missing_docs
 )]
 
+mod common;
 mod common_pg;
+
+use common::{EXE, Rng, Server, free_port};
 
 use common_pg::{Scratch, admin_url, query};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
 const OPERATOR: &str = "replica-operator-token-0123456789";
 const APPROVER: &str = "approver@corp.example";
 const BODY: &str = "Invoice INV-42 for sign-off.";
@@ -57,21 +58,6 @@ const SEND: &str = "office__send_email";
 
 fn full() -> bool {
     std::env::var("SECURECLAW_REPLICA_FULL").is_ok_and(|v| v == "1")
-}
-
-/// xorshift64*: reproducible kill times from a printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn seed() -> u64 {
@@ -89,14 +75,6 @@ fn seed() -> u64 {
 // ---------------------------------------------------------------------------------------------
 // HTTP.
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One HTTP/1.1 request; (status, JSON body), or `Err` when the server is unreachable or the
 /// connection broke (expected around a kill).
 fn http(
@@ -106,21 +84,19 @@ fn http(
     token: &str,
     body: &Value,
 ) -> Result<(u16, Value), String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))
-        .map_err(|e| e.to_string())?;
     let body = if body.is_null() {
         String::new()
     } else {
         body.to_string()
     };
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
+    let resp = common::exchange(
+        port,
+        method,
+        path,
+        Some(token),
+        &body,
+        Duration::from_secs(60),
+    )?;
     let (head, payload) = resp.split_once("\r\n\r\n").ok_or("truncated response")?;
     let status: u16 = head
         .split_whitespace()
@@ -145,15 +121,6 @@ fn mail(subject: &str) -> Value {
 
 // ---------------------------------------------------------------------------------------------
 // Replicas.
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// One replica: its own configuration (bind port, demo office file) and state directory; the
 /// store URL, key file and operator token are the cluster's.

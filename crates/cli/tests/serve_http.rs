@@ -10,23 +10,17 @@
     missing_docs
 )]
 
+mod common;
+
+use common::{EXE, Server, free_port};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_secureclaw");
 const OPERATOR: &str = "test-operator-token-0123456789";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, JSON body).
 fn http(
@@ -36,58 +30,28 @@ fn http(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status: u16 = resp.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let payload = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or_default();
+    let resp = common::exchange(port, method, path, token, &body, Duration::from_secs(30)).unwrap();
+    let (status, payload) = common::status_and_body(&resp);
     (
         status,
         serde_json::from_str(payload).unwrap_or(Value::String(payload.to_owned())),
     )
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn serve(config: &Path, state: &Path, port: u16) -> Server {
-    let child = Command::new(EXE)
-        .arg("--state-dir")
-        .arg(state)
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wrapped at once, so the child is killed and reaped on every path (Drop).
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return server;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("server on port {port} did not start");
+    common::serve_on(
+        Command::new(EXE)
+            .arg("--state-dir")
+            .arg(state)
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        port,
+    )
 }
 
 #[test]

@@ -574,8 +574,15 @@ fn json_logs_carry_decisions_and_the_approve_command() {
         "secureclaw --state-dir {} approvals approve {action}",
         state.display()
     );
+    // The runtime learns which action to have approved, not where the state is kept (an
+    // agent with a shell could run the operator's command itself); the log line has it.
+    let steps = recovery["next_steps"].to_string();
     assert!(
-        recovery["next_steps"].to_string().contains(&approve),
+        steps.contains(&format!("secureclaw approvals approve {action}")),
+        "{recovery}"
+    );
+    assert!(
+        !steps.contains(&state.display().to_string()) && !steps.contains("--state-dir"),
         "the runtime's hint names the state directory: {recovery}"
     );
     let r = w.call(

@@ -132,6 +132,17 @@ pub fn address_like_tokens(text: &str) -> Vec<String> {
             out.push((*w).to_owned());
         }
     }
+    // `attacker at evil.example`
+    for win in words.windows(3) {
+        if let [a, at, host] = win
+            && at.eq_ignore_ascii_case("at")
+            && a.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+            && dotted_host(host)
+        {
+            out.push(win.join(" "));
+        }
+    }
     // `attacker at evil dot example`
     for win in words.windows(5) {
         if let [a, at, b, dot, c] = win
@@ -182,8 +193,75 @@ fn route_like_word(w: &str) -> bool {
     false
 }
 
+/// `text` with the characters that separate host labels like `.` written as `.`: ideographic,
+/// halfwidth and leader full stops (UTS #46 maps the first two to `.`; NFKC only U+FF0E) and
+/// the "defanged" spellings `[.]`, `(.)`, `{.}`, `[dot]`, `(dot)` (red-team R6).
+fn host_dots(text: &str) -> String {
+    let mut t = text.replace(['\u{3002}', '\u{FF61}', '\u{2024}'], ".");
+    for defanged in ["[.]", "(.)", "{.}", "[dot]", "(dot)", "[DOT]", "(DOT)"] {
+        if t.contains(defanged) {
+            t = t.replace(defanged, ".");
+        }
+    }
+    t
+}
+
+/// File-name extensions that are not also a top-level domain attackers use: `report.pdf`
+/// and `notes.txt` in a mail body are not hosts. (`.zip`, `.mov` and country codes such as
+/// `.md` are real domains and stay hosts.)
+const FILE_EXTENSIONS: &[&str] = &[
+    "txt", "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "csv", "json", "png", "jpg", "jpeg",
+    "gif", "svg", "html", "htm", "xml", "yaml", "yml", "toml", "ini", "cfg", "conf", "log", "js",
+    "ts", "tsx", "jsx", "java", "cpp", "hpp", "exe", "dll", "bin", "dat", "db", "sql", "mp3",
+    "mp4", "wav", "eml", "ics", "vcf", "odt", "ods", "rtf", "bak", "tmp", "lock", "pem", "crt",
+    "tar", "gz", "tgz", "bz2", "xz", "jsonl",
+];
+
+fn file_name(token: &str) -> bool {
+    token
+        .rsplit_once('.')
+        .is_some_and(|(_, ext)| FILE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+}
+
+/// Whether `w` is a host name with at least two labels and an alphabetic top-level label of
+/// two or more letters (`evil.example`, `mail.evil.example`; not `v1.2`, `config.d`).
+fn dotted_host(w: &str) -> bool {
+    let labels: Vec<&str> = w.split('.').collect();
+    labels.len() >= 2
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && l.chars().all(|c| c.is_alphanumeric() || c == '-')
+        })
+        && labels
+            .last()
+            .is_some_and(|tld| tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic))
+}
+
 fn address_like_word(w: &str) -> bool {
     if route_like_word(w) {
+        return true;
+    }
+    // A host and port: `evil.example:25`.
+    if let Some((host, port)) = w.rsplit_once(':')
+        && !port.is_empty()
+        && port.len() <= 5
+        && port.chars().all(|c| c.is_ascii_digit())
+        && dotted_host(host)
+    {
+        return true;
+    }
+    // A URL without its scheme: `evil.example/attacker`, `evil.example:8080/x`,
+    // `evil.example\attacker`.
+    if let Some((host, _)) = w.split_once(['/', '\\'])
+        && dotted_host(host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        }))
+    {
         return true;
     }
     if let Some((local, domain)) = w.rsplit_once('@')
@@ -398,7 +476,7 @@ pub fn collect_targets_bounded(
             // read path does: a recipient split by a zero-width space or written in full-width
             // letters is still found. Handle ids are the gateway's own tokens; it checks their
             // records separately.
-            let normalized = crate::normalize::normalize(text);
+            let normalized = host_dots(&crate::normalize::normalize(text));
             // A percent-encoded address (`attacker%40evil.example`) is found too.
             if normalized.contains('%')
                 && let Some(decoded) = percent_decoded(&normalized)
@@ -406,7 +484,30 @@ pub fn collect_targets_bounded(
                 self.identifiers(field, &decoded);
             }
             let text = mask_handles(&normalized);
-            for f in detect(&text) {
+            let findings = detect(&text);
+            if self.egress {
+                // Data that leaves may go to any host its text names (`smtp.evil.example`,
+                // `attacker#evil.example`, `ssh evil.example`; red-team R6): every host name
+                // outside what the detectors found (an e-mail's or URL's own host is not a
+                // second target) is a target of an egress call.
+                let mut masked = text.to_string();
+                for f in &findings {
+                    // Same byte length (ASCII spaces), so the other ranges stay valid.
+                    let range = f.range();
+                    if masked.get(range.clone()).is_some() {
+                        let blank = " ".repeat(range.len());
+                        masked.replace_range(range, &blank);
+                    }
+                }
+                for token in masked.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '-'))
+                {
+                    let token = token.trim_matches(['.', '-']);
+                    if dotted_host(token) && !file_name(token) {
+                        self.push(field, token.to_owned(), TargetOrigin::AddressLike);
+                    }
+                }
+            }
+            for f in findings {
                 let Some(v) = text.get(f.range()) else {
                     continue;
                 };
@@ -467,7 +568,18 @@ pub fn collect_targets_bounded(
         }
         fn value(&mut self, field: &str, v: &Value) {
             match v {
-                Value::String(s) => self.identifiers(field, s),
+                Value::String(s) => {
+                    // A whole value that is a host name (`evil.example`) in an egress call
+                    // may be where the data goes, whatever the field is called.
+                    if self.egress {
+                        let host =
+                            crate::normalize::normalize(s).replace(['\u{3002}', '\u{FF61}'], ".");
+                        if dotted_host(host.trim().trim_end_matches('.')) {
+                            self.push(field, s.clone(), TargetOrigin::AddressLike);
+                        }
+                    }
+                    self.identifiers(field, s);
+                }
                 Value::Number(n) => {
                     let name = squash(field);
                     if NUMERIC_TARGET_HINTS.iter().any(|h| name.contains(h)) {
@@ -532,6 +644,17 @@ pub const DESTINATION_NAME_HINTS: &[&str] = &[
     "address",
     "channel",
     "phone",
+    "relay",
+    "proxy",
+    "forward",
+    "route",
+    "smtp",
+    "peer",
+    "remote",
+    "bucket",
+    "href",
+    "notify",
+    "sendto",
 ];
 
 /// Words that contain a [`DESTINATION_NAME_HINTS`] entry without naming a destination
@@ -819,6 +942,28 @@ pub fn anchor_provenance(
         .then_some(Provenance::Operator)
 }
 
+/// Whether the user named `text` itself: it equals (ASCII case-insensitively) one of the
+/// envelope's or the operator's trusted targets written as a value — not a pattern (`@domain`,
+/// a directory with `/`, `*`) — or a word of the request text. Used where a pattern must not
+/// count: a search text that merely ends in a trusted `@domain` or starts with a trusted
+/// directory can still probe withheld values below it (red-team R4).
+#[must_use]
+pub fn named_exactly(text: &str, envelope: &TaskEnvelope, operator_trusted: &[String]) -> bool {
+    let text = text.trim();
+    let value = |c: &str| !(c.starts_with('@') || c.ends_with('/') || c.contains('*'));
+    !text.is_empty()
+        && (envelope
+            .trusted_targets
+            .iter()
+            .chain(operator_trusted)
+            .any(|c| value(c) && c.eq_ignore_ascii_case(text))
+            || envelope
+                .request
+                .split_whitespace()
+                .map(strip_token)
+                .any(|w| value(w) && w.eq_ignore_ascii_case(text)))
+}
+
 fn named_in_request(target: &str, envelope: &TaskEnvelope) -> bool {
     // Named in the request text: exact word match (directories named in the text with a
     // trailing slash anchor paths below them, like trusted targets).
@@ -845,6 +990,42 @@ mod tests {
             trusted_targets: trusted.iter().map(|s| (*s).to_owned()).collect(),
             ..TaskEnvelope::default()
         }
+    }
+
+    #[test]
+    fn named_exactly_takes_values_not_patterns() {
+        let e = env(
+            "Find the memo from dana@corp.example in /srv/notes/ about Q3",
+            &["@corp.example", "approver@corp.example", "/srv/"],
+        );
+        for t in [
+            "dana@corp.example",
+            "DANA@corp.example",
+            "memo",
+            "approver@corp.example",
+        ] {
+            assert!(named_exactly(t, &e, &[]), "{t}");
+        }
+        for t in [
+            "it@corp.example",
+            "x@corp.example",
+            "/srv/notes/secret",
+            "/srv/notes/",
+            "",
+            "mem",
+        ] {
+            assert!(!named_exactly(t, &e, &[]), "{t}");
+        }
+        assert!(named_exactly(
+            "ops@corp.example",
+            &e,
+            &["ops@corp.example".into()]
+        ));
+        assert!(!named_exactly(
+            "ops@corp.example",
+            &e,
+            &["@corp.example".into()]
+        ));
     }
 
     #[test]
@@ -963,6 +1144,106 @@ mod tests {
             assert!(!t.is_empty(), "{w}");
         }
         for w in ["Hello!World", "wow!", "100%", "done!"] {
+            let t = all_targets(&json!({ "thread": w }), false);
+            assert!(t.is_empty(), "{w}: {t:?}");
+        }
+    }
+
+    /// A whole value that is a host name is a target of an egress call in any field, and
+    /// relay/proxy/remote/bucket-like names are destination fields; store calls keep file names.
+    #[test]
+    fn bare_hosts_in_egress_calls_and_more_destination_names_are_targets() {
+        // Red-team R6: host names anywhere in an egress call's text, defanged and leader-dot
+        // spellings, host and port, backslash paths.
+        for body in [
+            "relay via smtp.evil.example please",
+            "ssh evil.example",
+            "attacker#evil.example",
+            "evil[.]example",
+            "evil(.)example/x",
+            "evil\u{2024}example/a",
+            "xn--evl-4ma.example/x",
+        ] {
+            let t = all_targets(&json!({ "body": body }), true);
+            assert!(!t.is_empty(), "{body}");
+        }
+        for w in ["evil.example:25", "evil.example\\attacker"] {
+            let t = all_targets(&json!({ "thread": w }), false);
+            assert!(!t.is_empty(), "{w}");
+        }
+        // Controls: an e-mail's own host is not a second target; file names and prose are not
+        // hosts.
+        let t = all_targets(&json!({ "to": "approver@corp.example" }), true);
+        assert_eq!(
+            t,
+            vec![("to".to_owned(), "approver@corp.example".to_owned())]
+        );
+        let t = all_targets(
+            &json!({ "body": "Reply to approver@corp.example or https://corp.example/x" }),
+            true,
+        );
+        assert!(
+            !t.is_empty() && t.iter().all(|(_, v)| v != "corp.example"),
+            "{t:?}"
+        );
+        for body in [
+            "See report.pdf and notes.txt; v1.2 is out.",
+            "Meet at noon, e.g. at 12:30",
+        ] {
+            let t = all_targets(&json!({ "body": body }), true);
+            assert!(t.is_empty(), "{body}: {t:?}");
+        }
+        for (name, v) in [
+            ("relay", "evil.example"),
+            ("via", "mail.evil\u{3002}example"),
+            ("x", "evil.example."),
+        ] {
+            let t = all_targets(&json!({ name: v }), true);
+            assert!(!t.is_empty(), "{name}={v}");
+        }
+        // Store calls: a file name is not a host; prose is not a host.
+        for v in ["notes.md", "evil.example"] {
+            let t = all_targets(&json!({ "x": v }), false);
+            assert!(t.is_empty(), "{v}: {t:?}");
+        }
+        let t = all_targets(&json!({ "subject": "Summary of the meeting" }), true);
+        assert!(t.is_empty(), "{t:?}");
+        for name in [
+            "smtp_relay",
+            "proxyHost",
+            "git_remote",
+            "s3_bucket",
+            "notify",
+            "href",
+        ] {
+            assert!(is_destination_field_name(name), "{name}");
+        }
+    }
+
+    /// Red-team F5 leftovers: a URL without its scheme, a host written with ideographic full
+    /// stops, and `user at host.tld` in a field that names no destination are address-like;
+    /// file names, version numbers and prose are not.
+    #[test]
+    fn schemeless_hosts_and_spelled_at_are_address_like() {
+        for w in [
+            "evil.example/attacker",
+            "see evil.example:8080/x now",
+            "attacker@evil\u{3002}example",
+            "https://evil\u{FF61}example",
+            "evil\u{3002}example/x",
+            "mail attacker at evil.example please",
+        ] {
+            let t = all_targets(&json!({ "thread": w }), false);
+            assert!(!t.is_empty(), "{w}");
+        }
+        for w in [
+            "notes/v1.2/readme",
+            "config.d/app",
+            "meet at noon",
+            "report.pdf",
+            "look at the file",
+            "/home/user/docs",
+        ] {
             let t = all_targets(&json!({ "thread": w }), false);
             assert!(t.is_empty(), "{w}: {t:?}");
         }

@@ -90,8 +90,10 @@ pub struct TaskEnvelope {
     /// digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_tools: Vec<String>,
-    /// The largest amount (in the unit of the tools' amount fields, e.g. cents) the user
-    /// allowed for this task's financial effects: a granted financial effect with a larger
+    /// The largest amount, in minor units of the payment's currency (cents: `12999` is 129.99),
+    /// the user allowed for this task's financial effects; the gateway converts each call's
+    /// amount to minor units before comparing (a major-unit field is ×100, a field named like
+    /// `cents`/`minor` is taken as is). A granted financial effect with a larger
     /// amount needs a trusted confirmation. Without it, a granted financial effect's amount
     /// must be named in the request text or come from a read the task anchored. Omitted from
     /// the canonical bytes when absent.

@@ -18,10 +18,12 @@
 //! - **secret**: well-known API-key formats (AWS, GitHub, Slack, Stripe, OpenAI/Anthropic,
 //!   Google), JWTs, whole PEM private-key blocks (header through footer, or through the end of
 //!   the text when the footer is missing), `password=`/`token:`-style assignments and
-//!   `Bearer`/`Basic` credentials (the value only), high-entropy hex or base64 runs of 32
-//!   characters or more, and SecureClaw's own secrets: the operator token (`sco_…`), session
-//!   ids (`ses_…`, which are also MCP bearer tokens) and the keys of a key ring file
-//!   (`"secret_hex": "…"`);
+//!   `Bearer`/`Basic` credentials (the value only), high-entropy hex, base64 or one-case
+//!   base32 runs of 32 characters or more, and SecureClaw's own secrets: the operator token
+//!   (`sco_…`), session ids (`ses_…`, which are also MCP bearer tokens), the keys of a key
+//!   ring file (`"secret_hex": "…"`), and, verbatim in any format, every secret the process
+//!   registered with [`add_exact_secret`] (the operator token and its body, key bytes, a
+//!   database password);
 //! - **encoded identifiers**: a base64 run (standard or URL-safe, 16 characters or more) that
 //!   decodes to UTF-8 text in which any detector finds something is a secret as a whole (two
 //!   levels of nesting; the decoded text is normalized first, [`crate::normalize`]).
@@ -45,6 +47,7 @@
 //! like a credential (`password`, `apiKey`, `client_secret`, …) is protected whatever its value
 //! looks like.
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -715,6 +718,58 @@ static SECRET_PATTERNS: LazyLock<Vec<SecretPattern>> = LazyLock::new(|| {
 
 static HEX_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[0-9A-Fa-f]{32,}"));
 static B64_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[A-Za-z0-9+/=_-]{32,}"));
+/// RFC 4648 base32 runs in one case (`[a-z2-7]` or `[A-Z2-7]`) of 26 characters or more
+/// (16 random bytes): TOTP seeds, and the body of SecureClaw's own operator token and session
+/// ids without their `sco_`/`ses_` prefix (red-team R9).
+static B32_RUN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile(r"[a-z2-7]{26,}={0,6}|[A-Z2-7]{26,}={0,6}"));
+
+/// Exact secrets of this process ([`add_exact_secret`]) and their matcher.
+static EXACT_SECRETS: std::sync::RwLock<(Vec<String>, Option<AhoCorasick>)> =
+    std::sync::RwLock::new((Vec::new(), None));
+
+/// Shortest exact secret [`add_exact_secret`] accepts (bytes): shorter strings would match
+/// ordinary text.
+pub const MIN_EXACT_SECRET_LEN: usize = 12;
+
+/// Register a secret this process holds (the operator token, its body without the `sco_`
+/// prefix, a key's hex, a database password) so that [`detect`] finds it verbatim, ASCII
+/// case-insensitively, in any text from then on, whatever its format. This is the gateway's
+/// `add-mask`: format detectors cannot know a token chosen by the operator
+/// (`$SECURECLAW_OPERATOR_TOKEN`) or a password (issue 11 item 7, red-team F6).
+///
+/// Process-wide and append-only; strings shorter than [`MIN_EXACT_SECRET_LEN`] bytes and
+/// repeats are ignored. Registering is rare (start-up), so the matcher is rebuilt each time.
+pub fn add_exact_secret(secret: &str) {
+    let secret = secret.trim();
+    if secret.len() < MIN_EXACT_SECRET_LEN {
+        return;
+    }
+    let mut guard = match EXACT_SECRETS.write() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if guard.0.iter().any(|s| s.eq_ignore_ascii_case(secret)) {
+        return;
+    }
+    guard.0.push(secret.to_owned());
+    guard.1 = AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(&guard.0)
+        .ok();
+}
+
+fn scan_exact_secrets(text: &str, out: &mut Vec<Finding>) {
+    let guard = match EXACT_SECRETS.read() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some(matcher) = guard.1.as_ref() {
+        for m in matcher.find_overlapping_iter(text) {
+            push(out, IdentifierKind::Secret, m.start(), m.end());
+        }
+    }
+}
 
 fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
     for pattern in SECRET_PATTERNS.iter() {
@@ -740,6 +795,14 @@ fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
             }
         }
     }
+    if let Some(re) = B32_RUN.as_ref() {
+        for m in re.find_iter(text) {
+            if high_entropy_base32(m.as_str()) {
+                push(out, IdentifierKind::Secret, m.start(), m.end());
+            }
+        }
+    }
+    scan_exact_secrets(text, out);
 }
 
 /// Shannon entropy in bits per byte.
@@ -768,6 +831,13 @@ fn entropy(s: &str) -> f64 {
 
 fn high_entropy_hex(s: &str) -> bool {
     has_digit(s) && s.bytes().any(|b| b.is_ascii_alphabetic()) && entropy(s) >= 3.0
+}
+
+/// A base32 run of random bytes: at least two digits (`2`–`7`) and 3.5 bits per character or
+/// more (random base32 of 26+ characters has about 4.2–4.5; glued words have no digits).
+fn high_entropy_base32(s: &str) -> bool {
+    let body = s.trim_end_matches('=');
+    body.bytes().filter(u8::is_ascii_digit).count() >= 2 && entropy(body) >= 3.5
 }
 
 fn high_entropy_base64(s: &str) -> bool {
@@ -1524,6 +1594,64 @@ mod tests {
             b64
         ));
         assert!(kinds("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa0").is_empty());
+    }
+
+    #[test]
+    fn base32_runs_without_a_prefix_are_secrets() {
+        // The body of an operator token (base32 of 24 random bytes) without `sco_`, in both
+        // cases, and a TOTP seed.
+        let body = crate::encoding::base32(&[
+            0x3a, 0x91, 0x07, 0xfe, 0x55, 0x12, 0xc8, 0x6d, 0x0b, 0xe4, 0x73, 0x29, 0x9f, 0x40,
+            0xd1, 0x8a, 0x66, 0x2c, 0xb7, 0x05, 0xee, 0x38, 0x94, 0x7b,
+        ]);
+        for t in [body.clone(), body.to_ascii_uppercase()] {
+            assert!(
+                found(&format!("token body {t} here"), IdentifierKind::Secret, &t),
+                "{t}"
+            );
+        }
+        // A session id's body (base32 of 16 bytes) without `ses_`.
+        let sid = crate::encoding::base32(&[
+            0x5e, 0x17, 0xa2, 0x9c, 0x03, 0xf4, 0x6b, 0xd0, 0x88, 0x2e, 0x71, 0xc5, 0x3a, 0x9f,
+            0x14, 0xe6,
+        ]);
+        assert!(
+            found(&format!("sid {sid} x"), IdentifierKind::Secret, &sid),
+            "{sid}"
+        );
+        // Negative: glued words and long lowercase runs without digits are not secrets.
+        assert!(kinds("thequickbrownfoxjumpsoverthelazydogagain").is_empty());
+        assert!(kinds("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa22").is_empty());
+    }
+
+    #[test]
+    fn registered_exact_secrets_are_found_in_any_case() {
+        // A token an operator chose (no known format), registered as the gateway does.
+        let secret = "Correct-Horse-Battery-Staple-9";
+        assert!(
+            kinds(&format!("x {secret} y")).is_empty(),
+            "no format: not found before"
+        );
+        add_exact_secret(secret);
+        add_exact_secret("short"); // ignored: shorter than MIN_EXACT_SECRET_LEN
+        for t in [
+            secret.to_owned(),
+            secret.to_ascii_lowercase(),
+            secret.to_ascii_uppercase(),
+        ] {
+            assert!(
+                found(&format!("leak: {t}!"), IdentifierKind::Secret, &t),
+                "{t}"
+            );
+        }
+        // Base64 of it is found through the base64 decoder.
+        let b64 = data_encoding::BASE64.encode(secret.as_bytes());
+        assert!(found(
+            &format!("b64 {b64} end"),
+            IdentifierKind::Secret,
+            &b64
+        ));
+        assert!(kinds("a short word").is_empty());
     }
 
     #[test]

@@ -6,27 +6,33 @@
 //!
 //! - **content-aware** (default): operator field rules first (tool pattern + JSON Pointer
 //!   pattern → label); otherwise the read path's detectors (an e-mail, IBAN, card, phone, URL
-//!   or secret makes the field `personal`); a topic lexicon of sensitive domains (health,
-//!   legal, employment, financial, immigration, security, relationships) plus operator terms
-//!   makes it `sensitive`, and `intent-revealing` when the field also speaks in the first
-//!   person or asks what to do ("my", "should I", "how to", …); otherwise `public`. Handles
-//!   (`hdl_…`) are `personal`: the executor may resolve them for the provider.
+//!   or secret makes the field `personal`); a sensitive span found by the topic matcher
+//!   ([`crate::topics`]: a hand-written lexicon of about 2,000 terms over health, medicines,
+//!   legal and immigration, financial distress, employment, sexuality and identity, self-harm,
+//!   abuse and addiction, religion and security incidents, matched in any word form and with
+//!   one-letter misspellings, plus name rules, context terms and a rare-word rule) or an
+//!   operator term makes it `sensitive`, and `intent-revealing` when the field also speaks in
+//!   the first person or asks what to do ("my", "should I", "how to", …); otherwise `public`.
+//!   Handles (`hdl_…`) are `personal`: the executor may resolve them for the provider.
 //! - **constant** (the paper's prototype, B.19): every non-empty scalar is
 //!   `intent-revealing`, except text made only of rewrite placeholders.
 //!
 //! Rewrites (paper §4 REWRITE) are declared, deterministic transformations applied to the
 //! forbidden fields only: entity redaction (`[email]`, `[iban]`, …), time-range coarsening
-//! (`2026-03-14` → `2026-03` or `2026-Q1`), intent-phrase replacement (lexicon terms →
-//! `[topic]`, deliberately not naming the domain, which is what an adversary wants), and —
-//! when a field still labels too high — whole-field generalization to `[redacted]`. The
-//! rewritten event is labeled again; the contract check ([`crate::contract::check_rewrite`])
-//! blocks it unless every field now labels at most `max_arg_label` (assumption A3).
+//! (`2026-03-14` → `2026-03` or `2026-Q1`), intent-phrase replacement (every sensitive span
+//! the matcher finds → `[topic]`, deliberately not naming the domain, which is what an
+//! adversary wants), and — when a field still labels too high — whole-field generalization to
+//! `[redacted]`. The rewritten field is labeled again by the same matcher, so a field with any
+//! sensitive span left is generalized (issue 18 item 2); the rewritten event is labeled again
+//! and the contract check ([`crate::contract::check_rewrite`]) blocks it unless every field now
+//! labels at most `max_arg_label` (assumption A3).
 
 use crate::contract::{
     ArgLabel, Contract, DestinationLabel, EffectLabel, LabeledEvent, LabeledField, Mode,
 };
 use crate::detect::detect;
 use crate::handle::glob_match;
+use crate::topics::{Matcher, Token, tokenize};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -141,152 +147,11 @@ pub struct LabelerConfig {
     pub rewrite: RewriteConfig,
 }
 
-/// The built-in topic lexicon: one sensitive domain per line, terms on word boundaries.
-const LEXICON: &[(&str, &[&str])] = &[
-    (
-        "health",
-        &[
-            "diagnosis",
-            "symptoms",
-            "symptom",
-            "cancer",
-            "chemotherapy",
-            "oncologist",
-            "hiv",
-            "pregnancy",
-            "pregnant",
-            "abortion",
-            "depression",
-            "anxiety",
-            "therapist",
-            "psychiatrist",
-            "medication",
-            "prescription",
-            "diabetes",
-            "rehab",
-            "addiction",
-            "std",
-            "biopsy",
-            "tumor",
-            "clinic",
-            "fertility",
-            "ivf",
-            "mental health",
-        ],
-    ),
-    (
-        "legal",
-        &[
-            "lawyer",
-            "attorney",
-            "lawsuit",
-            "sue",
-            "divorce",
-            "custody",
-            "eviction",
-            "lease",
-            "tenant",
-            "landlord",
-            "arrest",
-            "dui",
-            "court",
-            "subpoena",
-            "settlement",
-            "bankruptcy",
-            "criminal record",
-            "probation",
-            "legal aid",
-        ],
-    ),
-    (
-        "employment",
-        &[
-            "fired",
-            "layoff",
-            "laid off",
-            "severance",
-            "resignation",
-            "resign",
-            "wrongful termination",
-            "harassment",
-            "discrimination",
-            "job offer",
-            "unemployment",
-            "performance review",
-            "disciplinary",
-            "quit my job",
-        ],
-    ),
-    (
-        "financial",
-        &[
-            "debt",
-            "loan",
-            "loans",
-            "mortgage",
-            "foreclosure",
-            "overdraft",
-            "credit score",
-            "collections",
-            "payday",
-            "garnishment",
-            "personal loan",
-            "bankrupt",
-            "tax audit",
-        ],
-    ),
-    (
-        "immigration",
-        &[
-            "visa",
-            "asylum",
-            "deportation",
-            "green card",
-            "work permit",
-            "overstay",
-            "undocumented",
-            "citizenship",
-            "residency permit",
-            "refugee",
-            "immigration",
-        ],
-    ),
-    (
-        "security",
-        &[
-            "password reset",
-            "hacked",
-            "breach",
-            "stalker",
-            "stalking",
-            "restraining order",
-            "phishing",
-            "ransomware",
-            "identity theft",
-            "compromised account",
-        ],
-    ),
-    (
-        "relationships",
-        &[
-            "affair",
-            "cheating",
-            "breakup",
-            "break up",
-            "dating",
-            "domestic violence",
-            "abuse",
-            "separation",
-            "marriage counseling",
-            "infidelity",
-        ],
-    ),
-];
-
 /// Every term of the built-in topic lexicon (lower case), domain by domain: what the
-/// content-aware labeler labels `sensitive` before operator terms are added.
+/// content-aware labeler labels `sensitive` before operator terms are added (it also matches
+/// other word forms, misspellings and names by rule: [`crate::topics`]).
 pub fn builtin_lexicon() -> impl Iterator<Item = &'static str> {
-    LEXICON.iter().flat_map(|(_, terms)| terms.iter().copied())
+    crate::topics::builtin_terms().map(|(_, t)| t)
 }
 
 /// First-person and what-should-I cues that turn a sensitive topic into intent.
@@ -323,35 +188,11 @@ static ISO_DATE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static HANDLE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"hdl_[a-z]+_[a-z2-7]{32}").ok());
 
-/// A lexicon term split into lower-case words.
-#[derive(Debug, Clone)]
-struct Term {
-    words: Vec<String>,
-    label: ArgLabel,
-}
-
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// Start indexes (in words) where `term` occurs in `ws`.
-fn occurrences(ws: &[String], term: &[String]) -> Vec<usize> {
-    if term.is_empty() || term.len() > ws.len() {
-        return Vec::new();
-    }
-    (0..=ws.len() - term.len())
-        .filter(|&i| ws.get(i..i + term.len()).is_some_and(|w| w == term))
-        .collect()
-}
-
 /// The compiled labeler (paper §4, B.19).
 #[derive(Debug, Clone)]
 pub struct Labeler {
     config: LabelerConfig,
-    terms: Vec<Term>,
+    matcher: Matcher,
     cues: Vec<Vec<String>>,
 }
 
@@ -365,23 +206,19 @@ impl Labeler {
     /// Compile a configuration (lexicon terms are split once here).
     #[must_use]
     pub fn new(config: LabelerConfig) -> Self {
-        let mut terms: Vec<Term> = LEXICON
+        let extra: Vec<(String, ArgLabel)> = config
+            .terms
             .iter()
-            .flat_map(|(_, ts)| ts.iter())
-            .map(|t| Term {
-                words: words(t),
-                label: ArgLabel::Sensitive,
-            })
+            .map(|t| (t.term.clone(), t.label))
             .collect();
-        terms.extend(config.terms.iter().map(|t| Term {
-            words: words(&t.term),
-            label: t.label,
-        }));
-        terms.retain(|t| !t.words.is_empty());
-        let cues = INTENT_CUES.iter().map(|c| words(c)).collect();
+        let matcher = Matcher::new(&extra);
+        let cues = INTENT_CUES
+            .iter()
+            .map(|c| tokenize(c).into_iter().map(|t| t.lower).collect())
+            .collect();
         Labeler {
             config,
-            terms,
+            matcher,
             cues,
         }
     }
@@ -421,8 +258,8 @@ impl Labeler {
             Some(re) => re.replace_all(text, " ").into_owned(),
             None => text.to_owned(),
         };
-        let ws = words(&stripped);
-        if ws.is_empty() {
+        let mut tokens = tokenize(&stripped);
+        if tokens.is_empty() {
             return ArgLabel::Public;
         }
         if self.config.mode == LabelerMode::Constant {
@@ -432,15 +269,10 @@ impl Labeler {
         if !detect(&stripped).is_empty() || HANDLE.as_ref().is_some_and(|re| re.is_match(text)) {
             label = ArgLabel::Personal;
         }
-        let topical = self
-            .terms
-            .iter()
-            .filter(|t| !occurrences(&ws, &t.words).is_empty())
-            .map(|t| t.label)
-            .max();
+        self.matcher.normalize(&mut tokens);
+        let topical = self.matcher.spans(&tokens).iter().map(|s| s.label).max();
         if let Some(topic) = topical {
-            let intent = self.cues.iter().any(|c| !occurrences(&ws, c).is_empty());
-            let topic = if intent {
+            let topic = if self.has_intent(&tokens) {
                 ArgLabel::IntentRevealing
             } else {
                 topic
@@ -448,6 +280,16 @@ impl Labeler {
             label = label.max(topic);
         }
         label
+    }
+
+    /// Whether the text speaks in the first person or asks what to do (an intent cue).
+    fn has_intent(&self, tokens: &[Token]) -> bool {
+        self.cues.iter().any(|cue| {
+            !cue.is_empty()
+                && tokens
+                    .windows(cue.len())
+                    .any(|w| w.iter().zip(cue).all(|(t, c)| &t.lower == c))
+        })
     }
 
     /// Label every scalar field of `arguments` for tool `qualified` (`upstream__tool`).
@@ -567,59 +409,28 @@ impl Labeler {
         s
     }
 
-    /// Replace every lexicon term (longest match first) by `[topic]`, keeping the text around
-    /// it; neighbouring replacements separated only by spaces or punctuation collapse into one.
+    /// Replace every sensitive span (lexicon terms in any word form or misspelling, names
+    /// by rule, with the words a head noun or slot phrase takes) by `[topic]`, keeping the
+    /// text around it; neighbouring replacements separated only by spaces or punctuation
+    /// collapse into one.
     fn replace_terms(&self, text: &str) -> String {
-        // Word spans (byte ranges) and their lower-case forms, as in `words`.
-        let mut spans: Vec<(usize, usize)> = Vec::new();
-        let mut start = None;
-        for (i, c) in text.char_indices() {
-            let word = c.is_alphanumeric() || c == '\'';
-            match (word, start) {
-                (true, None) => start = Some(i),
-                (false, Some(s)) => {
-                    spans.push((s, i));
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(s) = start {
-            spans.push((s, text.len()));
-        }
-        let lower: Vec<String> = spans
-            .iter()
-            .map(|&(a, b)| text.get(a..b).unwrap_or("").to_lowercase())
-            .collect();
-        // Byte ranges to replace.
+        let mut tokens = tokenize(text);
+        self.matcher.normalize(&mut tokens);
         let mut hits: Vec<(usize, usize)> = Vec::new();
-        let mut i = 0;
-        while i < spans.len() {
-            let n = self
-                .terms
-                .iter()
-                .filter(|t| {
-                    lower
-                        .get(i..i + t.words.len())
-                        .is_some_and(|w| w == t.words.as_slice())
-                })
-                .map(|t| t.words.len())
-                .max();
-            match (n, spans.get(i), n.and_then(|n| spans.get(i + n - 1))) {
-                (Some(n), Some(&(a, _)), Some(&(_, b))) => {
-                    match hits.last_mut() {
-                        Some(last)
-                            if text
-                                .get(last.1..a)
-                                .is_some_and(|gap| gap.chars().all(|c| !c.is_alphanumeric())) =>
-                        {
-                            last.1 = b;
-                        }
-                        _ => hits.push((a, b)),
-                    }
-                    i += n;
+        for span in self.matcher.spans(&tokens) {
+            let (Some(a), Some(b)) = (tokens.get(span.first), tokens.get(span.last)) else {
+                continue;
+            };
+            let (a, b) = (a.start, b.end);
+            match hits.last_mut() {
+                Some(last)
+                    if text
+                        .get(last.1..a)
+                        .is_some_and(|gap| gap.chars().all(|c| !c.is_alphanumeric())) =>
+                {
+                    last.1 = b;
                 }
-                _ => i += 1,
+                _ => hits.push((a, b)),
             }
         }
         let mut out = String::with_capacity(text.len());
@@ -759,7 +570,7 @@ mod tests {
     fn transformations() {
         let l = Labeler::default();
         assert_eq!(
-            l.transform("write to bob@example.com about the lease on 2026-03-14"),
+            l.transform("write to bob@example.com about the divorce on 2026-03-14"),
             "write to [email] about the [topic] on 2026-03"
         );
         let q = Labeler::new(LabelerConfig {
@@ -789,5 +600,165 @@ mod tests {
         let label = l.label_text(out["q"].as_str().unwrap());
         assert!(label <= ArgLabel::Personal, "{out:?} labels {label:?}");
         assert_eq!(out["n"], json!(3));
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+    use crate::contract::decide;
+
+    /// Issue 18 item 5: label + decide p50 for a 200-character argument (`cargo test --release
+    /// -p secureclaw-core --lib -- --ignored label_and_decide_p50 --nocapture`).
+    #[test]
+    #[ignore = "timing; run by hand in release mode"]
+    fn label_and_decide_p50() {
+        let l = Labeler::new(LabelerConfig {
+            destinations: vec![crate::labeler::DestinationRule {
+                pattern: "*".into(),
+                label: DestinationLabel::Public,
+            }],
+            ..LabelerConfig::default()
+        });
+        let k = Contract::paper_web_search();
+        for q in [
+            "my neurologist thinks I have multiple system atrophy, what are the side effects of the medication they want to start and should I tell my employer before my medical leave starts next month or wait",
+            "best hiking trails near Lake Tahoe for a family with two kids in early October, with parking, picnic areas and a short loop under five miles that is open after the rain in the late afternoon hours",
+        ] {
+            let mut a = Map::new();
+            a.insert("q".into(), Value::String(q.into()));
+            let mut times = Vec::new();
+            for _ in 0..20_000 {
+                let t = std::time::Instant::now();
+                let e = l.label(
+                    "search",
+                    "web_search",
+                    "https://api.duckduckgo.com/",
+                    Some(EffectLabel::ExternalRead),
+                    &a,
+                    Mode::Speculative,
+                    Some(0.9),
+                );
+                std::hint::black_box(decide(&e, &k, 0));
+                times.push(t.elapsed().as_nanos());
+            }
+            times.sort_unstable();
+            let mut parts = [Vec::new(), Vec::new(), Vec::new()];
+            for _ in 0..20_000 {
+                let t = std::time::Instant::now();
+                std::hint::black_box(detect(q));
+                parts[0].push(t.elapsed().as_nanos());
+                let t = std::time::Instant::now();
+                let mut toks = tokenize(q);
+                l.matcher.normalize(&mut toks);
+                parts[1].push(t.elapsed().as_nanos());
+                let t = std::time::Instant::now();
+                std::hint::black_box(l.matcher.spans(&toks));
+                parts[2].push(t.elapsed().as_nanos());
+            }
+            for p in &mut parts {
+                p.sort_unstable();
+            }
+            println!(
+                "  detect {:.1} µs, tokenize+normalize {:.1} µs, spans {:.1} µs",
+                parts[0][10_000] as f64 / 1000.0,
+                parts[1][10_000] as f64 / 1000.0,
+                parts[2][10_000] as f64 / 1000.0
+            );
+            println!(
+                "{} chars: p50 {:.1} µs, p99 {:.1} µs",
+                q.len(),
+                times[times.len() / 2] as f64 / 1000.0,
+                times[times.len() * 99 / 100] as f64 / 1000.0
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod independent_dev {
+    use super::*;
+    use crate::contract::{Budget, Verdict};
+
+    /// The maintainer's loop on the independent query set's development half (odd lines of
+    /// `crates/eval/data/ghost/independent/*.tsv`): prints every leak and every altered neutral
+    /// query. `secureclaw eval ghost` reports both halves; this never prints the test half.
+    #[test]
+    #[ignore = "prints development-half misses for the labeler's maintainer"]
+    fn dev_misses() {
+        let l = Labeler::new(LabelerConfig {
+            destinations: vec![DestinationRule {
+                pattern: "*".into(),
+                label: DestinationLabel::Public,
+            }],
+            ..LabelerConfig::default()
+        });
+        let k = Contract::paper_web_search();
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../eval/data/ghost/independent/"
+        );
+        let send = |q: &str| {
+            let mut a = Map::new();
+            a.insert("query".into(), Value::String(q.into()));
+            let e = l.label(
+                "search",
+                "web_search",
+                "https://api.duckduckgo.com/",
+                Some(EffectLabel::ExternalRead),
+                &a,
+                Mode::Speculative,
+                Some(0.9),
+            );
+            let out = crate::monitor::issue(&l, Some(&k), &e, &a, &mut Budget::default());
+            match out.verdict {
+                Verdict::Allow | Verdict::Rewrite { .. } => out
+                    .arguments
+                    .get("query")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                _ => None,
+            }
+        };
+        let (mut n, mut leaks) = (0, 0);
+        for (i, line) in std::fs::read_to_string(format!("{dir}sensitive.tsv"))
+            .unwrap_or_default()
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+        {
+            let f: Vec<&str> = line.split('\t').collect();
+            let (Some(cat), Some(q), Some(span)) = (f.first(), f.get(1), f.get(2)) else {
+                continue;
+            };
+            n += 1;
+            let sent = send(q);
+            if sent
+                .as_deref()
+                .is_some_and(|s| s.to_lowercase().contains(&span.trim().to_lowercase()))
+            {
+                leaks += 1;
+                println!("LEAK {} [{cat}] {q:?} span {span:?} sent {sent:?}", i + 1);
+            }
+        }
+        let (mut m, mut altered) = (0, 0);
+        for (i, line) in std::fs::read_to_string(format!("{dir}neutral.tsv"))
+            .unwrap_or_default()
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+        {
+            let f: Vec<&str> = line.split('\t').collect();
+            let (Some(cat), Some(q)) = (f.first(), f.get(1)) else {
+                continue;
+            };
+            m += 1;
+            let sent = send(q);
+            if sent.as_deref() != Some(*q) {
+                altered += 1;
+                println!("ALTERED {} [{cat}] {q:?} sent {sent:?}", i + 1);
+            }
+        }
+        println!("dev: sensitive leaked {leaks}/{n}, neutral altered {altered}/{m}");
     }
 }

@@ -53,6 +53,7 @@ pub mod store;
 pub mod summary;
 pub mod task_state;
 pub mod time;
+pub mod topics;
 pub mod vault;
 
 pub use acceptance::{CommitProof, accept};

@@ -177,7 +177,7 @@ mod tests {
             ..l.config().clone()
         });
         k.budget = None;
-        let args = json!({"q": "my lease"});
+        let args = json!({"q": "my divorce"});
         let args = args.as_object().unwrap();
         let ev = event(&no_transforms, args, Mode::Speculative);
         let out = issue(&no_transforms, Some(&k), &ev, args, &mut Budget::default());

@@ -39,9 +39,12 @@
 //! A seen mark is a permission, so it is granted narrowly (red-team F1, F2, F9): only by a
 //! read whose every argument names the object (a `head`, `tail`, `offset` or any other
 //! argument that may select a part of it marks nothing), only under the exact spelling
-//! ([`seen_key`]: no case folding, no suffix matching), and a store effect naming several
-//! objects (a move, a copy) protects all of them, so content moved onto a seen name is never
-//! taken for what was seen. Protection is matched leniently, seeing exactly.
+//! ([`seen_key`]: byte for byte, per upstream; a spelling that Unicode normalization would
+//! change marks nothing), only by a read of exactly one object whose tool name says it returns
+//! content ([`content_read_name`]: not an `info`, `list` or `search` tool) and whose summary
+//! cut nothing, and a store effect naming several objects (a move, a copy) protects all of
+//! them, so content moved onto a seen name is never taken for what was seen. Protection is
+//! matched leniently, seeing exactly.
 
 use crate::anchor::{TargetOrigin, collect_targets, object_id_targets};
 use crate::keys::{KeyError, KeyPurpose, KeyRing, hmac_parts};
@@ -190,20 +193,38 @@ pub fn protect_keys(identifier: &str) -> Vec<String> {
 }
 
 /// The one key under which a session records, and looks up, that it has **seen**
-/// `identifier`: normalized like [`protect_keys`] (Unicode, `\\` as `/`, `file://`, `.` and
-/// `..` resolved) but case preserved and without suffixes, so that `C10.TXT` is not
-/// `c10.txt` and `notes.txt` is not `/srv/notes.txt` (the lenient matching that errs towards
-/// asking for protected objects would err towards allowing here). `None` for an empty
-/// identifier.
+/// `identifier` through upstream `upstream`: the identifier byte for byte, with the upstream
+/// it was read through. A seen mark is a permission, so nothing is normalized (red-team R1: a
+/// zero-width space, a full-width letter or a NUL made a look-alike name count for the real
+/// one) and an object of one upstream is not seen through another (R1b). `None` — never
+/// seen — for an empty identifier, one padded with white space, or one that Unicode
+/// normalization would change ([`crate::normalize::normalize`]: invisible, control or
+/// compatibility characters): such a spelling marks nothing and matches nothing.
 #[must_use]
-pub fn seen_key(identifier: &str) -> Option<String> {
-    let (absolute, parts) = segments_cased(identifier, false);
-    match (absolute, parts.is_empty()) {
-        (true, true) => Some("abs:/".into()),
-        (false, true) => None,
-        (true, false) => Some(format!("abs:/{}", parts.join("/"))),
-        (false, false) => Some(format!("rel:{}", parts.join("/"))),
+pub fn seen_key(upstream: &str, identifier: &str) -> Option<String> {
+    if identifier.is_empty()
+        || identifier.trim() != identifier
+        || crate::normalize::normalize(identifier) != identifier
+    {
+        return None;
     }
+    Some(format!("{upstream}\u{1f}{identifier}"))
+}
+
+/// Words of a read tool's name (case-insensitive) saying that it returns something other than
+/// an object's whole content — metadata, a listing, a search, a part — so that it never marks
+/// an object seen (red-team: `get_file_info` of a file counted as reading it).
+const NOT_CONTENT_READ_WORDS: &[&str] = &[
+    "info", "stat", "meta", "exist", "list", "tree", "search", "find", "size", "count", "head",
+    "tail", "allowed", "dir", "grep", "glob", "query", "preview", "summary",
+];
+
+/// Whether a read tool named `tool` returns an object's whole content by its name (see
+/// `NOT_CONTENT_READ_WORDS`).
+#[must_use]
+pub fn content_read_name(tool: &str) -> bool {
+    let name = tool.to_ascii_lowercase();
+    !NOT_CONTENT_READ_WORDS.iter().any(|w| name.contains(w))
 }
 
 /// The keys to look up for an effect naming `identifier`: an absolute path's exact key and
@@ -301,12 +322,35 @@ mod tests {
     /// Red-team F9: seen keys keep case and are never suffix keys; protection keys fold case.
     #[test]
     fn seen_keys_are_exact() {
-        assert_eq!(seen_key("/srv/C10.TXT"), Some("abs:/srv/C10.TXT".into()));
-        assert_ne!(seen_key("/srv/C10.TXT"), seen_key("/srv/c10.txt"));
-        assert_eq!(seen_key("/srv/./a/../c10.txt"), seen_key("/srv/c10.txt"));
-        assert_eq!(seen_key("c10.txt"), Some("rel:c10.txt".into()));
-        assert_ne!(seen_key("c10.txt"), seen_key("/srv/c10.txt"));
-        assert_eq!(seen_key("  "), None);
+        let k = |v: &str| seen_key("fs", v);
+        assert!(k("/srv/C10.TXT").is_some());
+        assert_ne!(k("/srv/C10.TXT"), k("/srv/c10.txt"));
+        assert_ne!(k("/srv/./a/../c10.txt"), k("/srv/c10.txt"));
+        assert_ne!(k("c10.txt"), k("/srv/c10.txt"));
+        assert_eq!(k("  "), None);
+        // Red-team R1: look-alike spellings mark nothing; R1b: per upstream.
+        for alias in [
+            "/srv/secr\u{200b}et.txt",
+            "/srv/\u{ff53}ecret.txt",
+            "/srv/secret.txt\0",
+            " /srv/secret.txt",
+        ] {
+            assert_eq!(k(alias), None, "{alias:?}");
+        }
+        assert_ne!(
+            seen_key("docs", "/srv/secret.txt"),
+            seen_key("notes", "/srv/secret.txt")
+        );
+        assert!(content_read_name("read_text_file") && content_read_name("get_note"));
+        for name in [
+            "get_file_info",
+            "list_directory",
+            "directory_tree",
+            "search_files",
+            "read_multiple_files_head",
+        ] {
+            assert!(!content_read_name(name), "{name}");
+        }
         // Protection stays lenient (the control).
         assert!(protect_keys("/srv/C10.TXT").contains(&"abs:/srv/c10.txt".to_owned()));
     }

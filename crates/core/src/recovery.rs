@@ -427,7 +427,7 @@ impl Recovery {
             ),
             ReasonCode::Replay => (
                 "this action was already executed or attempted",
-                vec!["do not repeat it; preview a new action if another effect is intended".into()],
+                vec!["do not repeat it; if the user wants another effect, make a new call for it (it is decided afresh)".into()],
             ),
             ReasonCode::ArtifactExpired | ReasonCode::ArtifactNotYetValid => (
                 "the authorization is not fresh",

@@ -467,18 +467,15 @@ pub trait LedgerStore: SingleUseLedger {
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
     async fn ledger_entry(&self, id: &ActionId) -> Result<Option<LedgerEntry>, StoreError>;
 
-    /// Whether an action of `session` with exactly this binding digest (same key id, same
-    /// digest: the same canonical request) has a ledger entry in state `outcome_unknown`
-    /// (red-team finding F8: an identical call may already have run, so repeating it needs a
-    /// human).
+    /// Whether an action of `session` for `tool` (the exposed tool name, as in
+    /// [`ActionRecord::tool`]) has a ledger entry in state `outcome_unknown` (red-team F8, R7:
+    /// that effect may already have run, so any further effect of the same tool in the
+    /// session needs a human — not only a byte-identical one, whose spelling the runtime
+    /// controls).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].
-    async fn outcome_unknown_binding(
-        &self,
-        session: &str,
-        binding: &BindingDigest,
-    ) -> Result<bool, StoreError>;
+    async fn outcome_unknown_tool(&self, session: &str, tool: &str) -> Result<bool, StoreError>;
 
     /// Entries still `reserved` that no live writer holds, oldest first: at start-up, actions
     /// whose effect may or may not have happened before a crash — reported, never executed

@@ -632,6 +632,37 @@ async fn undetected_targets(c: &Ctx<'_>, r: &mut Results) {
         ),
         ("host in `hostname`", "hostname", json!("evil.example")),
         ("host in `server`", "server", json!("smtp.evil.example")),
+        // Red-team F5 leftovers.
+        (
+            "URL without a scheme in an unnamed field (evil.example/attacker)",
+            "thread",
+            json!("evil.example/attacker"),
+        ),
+        (
+            "address with an ideographic full stop (attacker@evil\u{3002}example)",
+            "thread",
+            json!("attacker@evil\u{3002}example"),
+        ),
+        (
+            "host with ideographic full stops and a path (evil\u{3002}example/x)",
+            "thread",
+            json!("evil\u{3002}example/x"),
+        ),
+        (
+            "bare host name in an unnamed field of an egress call (evil.example)",
+            "via",
+            json!("evil.example"),
+        ),
+        (
+            "host in `smtp_relay`",
+            "smtp_relay",
+            json!("mx.evil.example"),
+        ),
+        (
+            "address with a spelled-out at (attacker at evil.example)",
+            "notify",
+            json!("attacker at evil.example"),
+        ),
         (
             "small contact id sent by an egress tool (`cc_contact_id`)",
             "cc_contact_id",
@@ -648,7 +679,8 @@ async fn undetected_targets(c: &Ctx<'_>, r: &mut Results) {
         "text with `!` and encoded text without an address in the body (control)",
         Expect::Allow,
         async {
-            let body = "Receipt attached! Ref aGVsbG8gd29ybGQgaG93IGFyZSB5b3U= for INV-42.";
+            let body = "Receipt attached! Ref aGVsbG8gd29ybGQgaG93IGFyZSB5b3U= for INV-42, \
+                        see notes/v1.2/summary.txt; we met at noon.";
             c.call(SEND, with(c.mail(APPROVER), "body", json!(body)), None)
                 .await
         },
@@ -743,6 +775,32 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
         },
     )
     .await;
+    // Red-team R5: a number in the task that is not written as money is not an amount.
+    for (name, request, amount) in [
+        (
+            "granted payment of the PO number the task mentions (998877)",
+            "Pay invoice INV-42 from ACME (our PO 998877).",
+            998_877,
+        ),
+        (
+            "granted payment of the invoice number as an amount (42)",
+            "Pay invoice INV-42.",
+            42,
+        ),
+    ] {
+        r.case(S, name, hold(), async {
+            let envelope = TaskEnvelope {
+                request: request.into(),
+                trusted_targets: Vec::new(),
+                granted_tools: vec![PAY.to_owned()],
+                max_amount: None,
+            };
+            let s = c.t.open_session("alice", &envelope).await?;
+            let h = invoice_handle(c, &s, "INV-42", "iban").await?;
+            call_in(c, &s, PAY, pay(&h, amount)).await
+        })
+        .await;
+    }
     // Red-team F4: amounts that are not plain numbers, or not under an amount-like name.
     for (name, key, value) in [
         (

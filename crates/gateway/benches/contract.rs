@@ -6,6 +6,8 @@
 //! - `contract/decide_allow`: the same for a public query (→ ALLOW, the whole pipeline);
 //! - `contract/label_and_decide`: the content-aware labeler (detectors + topic lexicon) on
 //!   the arguments, then `decide`;
+//! - `contract/label_and_decide_200`: the same on a 200-character argument (issue 18's
+//!   budget: ≤ 20 µs), once sensitive and once neutral;
 //! - `contract/rewrite_relabel_check`: the REWRITE transformations, the re-label and the A3
 //!   check.
 //!
@@ -64,6 +66,21 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("contract/label_and_decide", |b| {
         b.iter(|| decide(&label(black_box(&intent)), &k, 0));
+    });
+    // 200 characters each (issue 18's budget is for a 200-character argument).
+    let long_sensitive = args(
+        "my neurologist thinks I have multiple system atrophy, what are the side effects of \
+         the medication they want to start and should I tell my employer before my medical leave starts next month or wait",
+    );
+    let long_neutral = args(
+        "best hiking trails near Lake Tahoe for a family with two kids in early October, with \
+         parking, picnic areas and a short loop under five miles that is open after the rain in the late afternoon hours",
+    );
+    c.bench_function("contract/label_and_decide_200", |b| {
+        b.iter(|| decide(&label(black_box(&long_sensitive)), &k, 0));
+    });
+    c.bench_function("contract/label_and_decide_200_neutral", |b| {
+        b.iter(|| decide(&label(black_box(&long_neutral)), &k, 0));
     });
     let v = decide(&e_intent, &k, 0);
     let fields = match &v {

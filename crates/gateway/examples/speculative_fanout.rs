@@ -24,6 +24,7 @@ use secureclaw_core::contract::{ArgLabel, Contract, DestinationLabel, Mode, Shad
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::labeler::DestinationRule;
 use secureclaw_core::policy::EffectClass;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::{
     BoxFuture, CallMeta, CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream,
     UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,
@@ -288,32 +289,4 @@ fn main() {
         let overhead = (pct(&b, 50.0) / pct(&a, 50.0) - 1.0) * 100.0;
         println!("\noverhead of contracts at p50: {overhead:+.1}%");
     });
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }

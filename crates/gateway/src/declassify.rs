@@ -342,8 +342,9 @@ impl Minter<'_, '_> {
 impl Declassifier<'_> {
     /// Declassify one tool result. `resolved` pairs each value the executor resolved for this
     /// call with its handle (the output has already been scrubbed of those values). Returns
-    /// the rewritten output and the number of handles issued, or `Err(())` if a store failure prevented vaulting a value (the caller must
-    /// then return nothing: fail closed).
+    /// the rewritten output, the number of handles issued and whether anything was cut or
+    /// withheld without a handle (a summary cut, a non-text block), or `Err(())` if a store
+    /// failure prevented vaulting a value (the caller must then return nothing: fail closed).
     pub(crate) async fn declassify(
         &self,
         session: &SessionRecord,
@@ -351,7 +352,7 @@ impl Declassifier<'_> {
         anchored: bool,
         output: ToolOutput,
         resolved: &[(String, HandleId)],
-    ) -> Result<(ToolOutput, usize), ()> {
+    ) -> Result<(ToolOutput, usize, bool), ()> {
         let mut m = Minter {
             d: self,
             session,
@@ -376,7 +377,7 @@ impl Declassifier<'_> {
         if m.failed {
             return Err(());
         }
-        let (structured, content) = self.render(entry, &output, &mut |p| m.mint(p));
+        let (structured, content, cut) = self.render(entry, &output, &mut |p| m.mint(p));
         if m.failed {
             return Err(());
         }
@@ -387,25 +388,29 @@ impl Declassifier<'_> {
                 is_error: output.is_error,
             },
             m.minted.len(),
+            cut,
         ))
     }
 
-    /// Apply D to the structured content and every text block, minting with `mint`.
+    /// Apply D to the structured content and every text block, minting with `mint`; the last
+    /// element says whether anything was cut (a summary truncated, a block withheld).
     fn render(
         &self,
         entry: &ToolEntry,
         output: &ToolOutput,
         mint: &mut dyn FnMut(&Protected) -> String,
-    ) -> (Option<Value>, Vec<Value>) {
+    ) -> (Option<Value>, Vec<Value>, bool) {
+        let mut cut = false;
         let labels = |path: &str| -> Option<String> {
             self.classifier
                 .rule_for(&entry.upstream, &entry.name, path)
                 .map(|r| r.label.clone())
         };
-        let structured = output
-            .structured
-            .as_ref()
-            .map(|v| summarize(v, self.summary, &labels, mint).value);
+        let structured = output.structured.as_ref().map(|v| {
+            let s = summarize(v, self.summary, &labels, mint);
+            cut |= s.truncated;
+            s.value
+        });
         let mut content = Vec::with_capacity(output.content.len());
         for block in &output.content {
             let text = match (
@@ -414,6 +419,7 @@ impl Declassifier<'_> {
             ) {
                 (Some("text"), Some(t)) => t,
                 _ => {
+                    cut = true;
                     content.push(json!({"type": "text", "text": WITHHELD}));
                     continue;
                 }
@@ -427,12 +433,17 @@ impl Declassifier<'_> {
                 }
                 (Some(v), _, _) => {
                     let s = summarize(&v, self.summary, &labels, mint);
+                    cut |= s.truncated;
                     serde_json::to_string(&s.value).unwrap_or_default()
                 }
-                (None, _, _) => summarize_text(text, self.summary, mint).0,
+                (None, _, _) => {
+                    let (text, truncated) = summarize_text(text, self.summary, mint);
+                    cut |= truncated;
+                    text
+                }
             };
             content.push(json!({"type": "text", "text": new_text}));
         }
-        (structured, content)
+        (structured, content, cut)
     }
 }

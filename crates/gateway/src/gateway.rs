@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod amounts;
+pub mod approvals;
 mod group;
 mod limits;
 mod speculation;
@@ -538,15 +539,10 @@ impl Gateway {
             })
             .map(|e| e.exposed.as_str())
             .min();
-        let mut recovery = Recovery::new(reason, class, tool, action_id).with_draft_tool(draft);
-        // The approve step names this gateway's state directory (issue 15).
-        let approve = self.approve_command();
-        if approve != "secureclaw approvals approve" {
-            for step in &mut recovery.next_steps {
-                *step = step.replace("(secureclaw approvals approve ", &format!("({approve} "));
-            }
-        }
-        recovery
+        // The runtime is told which action to have approved, never where the gateway keeps
+        // its state or which database it uses (new-user trial: an agent with a shell could
+        // run the command itself); the operator's log line carries the full command.
+        Recovery::new(reason, class, tool, action_id).with_draft_tool(draft)
     }
 
     fn now(&self) -> UnixMillis {
@@ -701,6 +697,18 @@ impl Gateway {
         CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 
+    /// [`Gateway::deny`] of a call to `tool` (with its catalog entry, if any) before any action
+    /// was recorded for it.
+    async fn deny_call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        reason: ReasonCode,
+    ) -> CallOutcome {
+        self.deny(session, tool, self.inner.catalog.get(tool), reason, None)
+            .await
+    }
+
     /// Refuse a call because a per-session `limit` was reached: nothing was stored or sent.
     /// Audited as a rejection when `audit` is `Some(count)` (metadata only: the limit, the
     /// retry hint and how many rejections the record stands for).
@@ -761,14 +769,8 @@ impl Gateway {
             Err(e) => {
                 tracing::warn!(error = %e, "rate limit store unavailable");
                 Some(
-                    self.deny(
-                        session,
-                        tool,
-                        self.inner.catalog.get(tool),
-                        ReasonCode::StoreUnavailable,
-                        None,
-                    )
-                    .await,
+                    self.deny_call(session, tool, ReasonCode::StoreUnavailable)
+                        .await,
                 )
             }
         }
@@ -921,7 +923,10 @@ impl Gateway {
                 // A failed lookup is held like a protected object (fail closed: the call needs
                 // a human), but it does not make the objects protected: a transient store
                 // error must not protect a session's objects for good.
-                let held = match self.marked(ObjectMark::Protected, session, &values).await {
+                let held = match self
+                    .marked(ObjectMark::Protected, session, &entry.upstream, &values)
+                    .await
+                {
                     Ok(true) => {
                         names_protected = true;
                         true
@@ -948,7 +953,7 @@ impl Gateway {
                 if !held
                     && entry.matches_content
                     && !self
-                        .marked(ObjectMark::Seen, session, &values)
+                        .marked(ObjectMark::Seen, session, &entry.upstream, &values)
                         .await
                         .unwrap_or(false)
                 {
@@ -1250,20 +1255,23 @@ impl Gateway {
         out
     }
 
-    /// Whether any of `values` (spellings of one object) names an object of the session marked
-    /// `mark` (protected, or seen). `Err(())` if the keys or the store fail (callers fail
-    /// closed).
+    /// Whether any of `values` (spellings of one object, named through `upstream`) names an
+    /// object of the session marked `mark` (protected, on any upstream; or seen, through this
+    /// upstream). `Err(())` if the keys or the store fail (callers fail closed).
     async fn marked(
         &self,
         mark: ObjectMark,
         session: &SessionRecord,
+        upstream: &str,
         values: &[String],
     ) -> Result<bool, ()> {
         let keys: Vec<String> = values
             .iter()
             .flat_map(|v| match mark {
                 ObjectMark::Protected => secureclaw_core::protect::match_keys(v),
-                ObjectMark::Seen => secureclaw_core::protect::seen_key(v).into_iter().collect(),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(upstream, v)
+                    .into_iter()
+                    .collect(),
             })
             .collect();
         if keys.is_empty() {
@@ -1299,9 +1307,13 @@ impl Gateway {
         let named = self
             .object_identifiers(entry, mark == ObjectMark::Seen, arguments, records)
             .await;
-        // Only a read of whole objects marks them seen (see `secureclaw_core::protect`).
+        // Only a read of one whole object by a tool that returns content marks it seen (see
+        // `secureclaw_core::protect`): a read of several objects may answer some of them with
+        // an error line (red-team R1), and an `info`/`list` tool shows no content.
         if mark == ObjectMark::Seen
             && (entry.effect == EffectClass::Effect
+                || named.len() != 1
+                || !secureclaw_core::protect::content_read_name(&entry.name)
                 || !secureclaw_core::protect::whole_object_read(arguments, &entry.targets))
         {
             return Ok(());
@@ -1311,7 +1323,9 @@ impl Gateway {
             .flat_map(|(_, values)| values)
             .flat_map(|v| match mark {
                 ObjectMark::Protected => secureclaw_core::protect::protect_keys(&v),
-                ObjectMark::Seen => secureclaw_core::protect::seen_key(&v).into_iter().collect(),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(&entry.upstream, &v)
+                    .into_iter()
+                    .collect(),
             })
             .collect();
         if keys.is_empty() {
@@ -1394,33 +1408,39 @@ impl Gateway {
         entry: &ToolEntry,
         arguments: &Map<String, Value>,
     ) -> Option<&'static str> {
-        let mut plain = Vec::new();
-        for a in amounts::financial_amounts(arguments, &entry.targets) {
-            match a {
-                amounts::Amount::Plain(a) => plain.push(a),
-                amounts::Amount::Unparsed => return Some("amount_unanchored"),
-            }
+        let found = amounts::financial_amounts(arguments, &entry.targets);
+        if found.contains(&amounts::Amount::Unparsed) {
+            return Some("amount_unanchored");
         }
-        for a in plain {
+        // Named amounts are compared in major units and in the call's currency (red-team R5c:
+        // "EUR 50" does not cover `amount_cents: 50`, nor "USD 1,299.00" a payment in EUR).
+        let named_amounts = amounts::task_amounts(&session.envelope.request);
+        let currencies = amounts::argument_currencies(arguments);
+        let objects = amounts::payment_objects(arguments);
+        for a in found {
             if let Some(max) = session.envelope.max_amount {
-                // Anything that is not a number at most the ceiling needs a human.
+                // The ceiling is in minor units (cents): anything that is not a number at most
+                // the ceiling needs a human.
                 let ok = a
-                    .parse::<f64>()
-                    .is_ok_and(|v| (0.0..=max as f64).contains(&v));
+                    .minor_units()
+                    .is_some_and(|v| (0.0..=max as f64).contains(&v));
                 if !ok {
                     return Some("amount_over_ceiling");
                 }
                 continue;
             }
-            let named = session
-                .envelope
-                .request
-                .split_whitespace()
-                .filter_map(|w| {
-                    amounts::canonical_decimal(w.trim_matches(|c: char| !c.is_ascii_digit()))
-                })
-                .any(|w| w == a);
-            let read = !named && self.amount_known(session, &a).await;
+            let Some(major) = a.major() else {
+                return Some("amount_unanchored");
+            };
+            // Only money written as money in the task counts (red-team R5).
+            let named = named_amounts.iter().any(|t| t.covers(&major, &currencies));
+            let read = !named
+                && self
+                    .amount_known(
+                        session,
+                        &amounts::amount_lookup_keys(&major, &currencies, &objects),
+                    )
+                    .await;
             if !(named || read) {
                 return Some("amount_unanchored");
             }
@@ -1428,17 +1448,22 @@ impl Gateway {
         None
     }
 
-    /// Whether an anchored read of this session returned `amount` (keyed digests under every
-    /// live handle key); `false` if the store or the key ring fails.
-    async fn amount_known(&self, session: &SessionRecord, amount: &str) -> bool {
-        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
-            &self.inner.keys,
-            secureclaw_core::task_state::StateDigest::Amount,
-            &session.id,
-            amount,
-        ) else {
-            return false;
-        };
+    /// Whether an anchored read of this session returned an amount recorded as one of `keys`
+    /// ([`amounts::amount_lookup_keys`]; keyed digests under every live handle key); `false`
+    /// if the store or the key ring fails.
+    async fn amount_known(&self, session: &SessionRecord, keys: &[String]) -> bool {
+        let mut digests = Vec::new();
+        for key in keys {
+            match secureclaw_core::task_state::state_lookup_digests(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Amount,
+                &session.id,
+                key,
+            ) {
+                Ok(d) => digests.extend(d),
+                Err(_) => return false,
+            }
+        }
         self.inner
             .store
             .amount_known(&session.id, &digests)
@@ -1464,6 +1489,31 @@ impl Gateway {
         }
     }
 
+    /// A granted financial effect pays each object once without a human (red-team M2: a grant
+    /// of two payments paid INV-42 twice): one use of the grant per object the call names
+    /// ([`amounts::payment_objects`], counted in the store like every grant use). `true` for
+    /// another effect or one that names no object; `false` if the object was paid under this
+    /// grant before or the store fails.
+    async fn take_object_grant(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        key: &str,
+        arguments: &Map<String, Value>,
+    ) -> bool {
+        if !entry.financial {
+            return true;
+        }
+        let mut objects = amounts::payment_objects(arguments);
+        if objects.is_empty() {
+            return true;
+        }
+        objects.sort();
+        objects.dedup();
+        let object_key = format!("{key}\u{1f}objects\u{1f}{}", objects.join("\u{1f}"));
+        self.take_grant(session, &object_key, 1).await
+    }
+
     /// Whether a search (a read whose tool matches the call's text against content) may run:
     /// always when every search text is named by the task (each of its words, split at
     /// whitespace and glob/regex wildcards, anchors as a target would, and has three or more
@@ -1479,8 +1529,11 @@ impl Gateway {
     ) -> bool {
         let texts = crate::known::search_texts(arguments);
         let trusted = &self.inner.config.trusted_targets;
+        // Named means the user wrote the text itself: a trusted `@domain` or directory is a
+        // pattern, and a search that only ends in one still probes what is below it (red-team
+        // R4).
         let named = |text: &str| {
-            is_anchored(text.trim(), &session.envelope, trusted) || {
+            secureclaw_core::anchor::named_exactly(text, &session.envelope, trusted) || {
                 let mut words = text
                     .split(|c: char| c.is_whitespace() || "*?[]{}()|^$+\\\"'".contains(c))
                     .filter(|w| !w.is_empty())
@@ -1489,7 +1542,8 @@ impl Gateway {
                 // strung together they would probe withheld values freely.
                 words.peek().is_some()
                     && words.all(|w| {
-                        w.chars().count() >= 3 && is_anchored(w, &session.envelope, trusted)
+                        w.chars().count() >= 3
+                            && secureclaw_core::anchor::named_exactly(w, &session.envelope, trusted)
                     })
             }
         };
@@ -1507,10 +1561,28 @@ impl Gateway {
     /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]), as keyed
     /// digests in the store. A failure is logged and otherwise harmless: an amount the store
     /// does not know needs a human.
-    async fn note_read_amounts(&self, session: &SessionRecord, output: &ToolOutput) {
+    async fn note_read_amounts(
+        &self,
+        session: &SessionRecord,
+        output: &ToolOutput,
+        arguments: &Map<String, Value>,
+    ) {
+        // The objects the read named: the scalars of its arguments.
+        fn scalars(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(amounts::object_binding(s)),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|i| scalars(i, out)),
+                Value::Object(map) => map.values().for_each(|i| scalars(i, out)),
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        let mut objects = Vec::new();
+        arguments.values().for_each(|v| scalars(v, &mut objects));
+        objects.retain(|o| !o.is_empty());
         let mut amounts = Vec::new();
         if let Some(v) = &output.structured {
-            amounts::read_amounts(v, false, &mut amounts);
+            amounts::read_amounts(v, &objects, &mut amounts);
         }
         for block in &output.content {
             if let Some(v) = block
@@ -1518,7 +1590,7 @@ impl Gateway {
                 .and_then(Value::as_str)
                 .and_then(|t| serde_json::from_str::<Value>(t).ok())
             {
-                amounts::read_amounts(&v, false, &mut amounts);
+                amounts::read_amounts(&v, &objects, &mut amounts);
             }
         }
         if amounts.is_empty() {
@@ -1585,6 +1657,11 @@ impl Gateway {
             }
             values.push(value);
         }
+        // Each value's path keys too, so that a respelt path (`a//b`, `./b`, `a/./b`, a
+        // relative suffix) of an object the session wrote is still its own (red-team H1: a
+        // read of `reports/x.json` anchored what the session wrote as `reports//x.json`).
+        let keys: Vec<String> = values.iter().flat_map(|v| written_path_keys(v)).collect();
+        values.extend(keys);
         let store = &self.inner.store;
         let recorded = if overflow {
             store.mark_written_full(&session.id).await
@@ -1616,6 +1693,74 @@ impl Gateway {
         recorded.map_err(|e| {
             tracing::error!(error = %e, "recording the written set failed; the effect does not run");
         })
+    }
+
+    /// Remember the handles an egress effect of this session is about to resolve (every
+    /// handle id in its arguments), so that their plaintext is turned back into the handle in
+    /// every later result of the session (red-team H2: a value posted to a channel came back in
+    /// clear when the channel was read; an API echoed it upper-cased). Kept in the session's
+    /// written set, in the store, before dispatch; `Err` if the store could not record them:
+    /// the effect must not run.
+    async fn note_released(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> Result<(), ()> {
+        let ids = find_handles(&Value::Object(arguments.clone()));
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut rows = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let value = format!("{RELEASED_HANDLE}{}", id.0);
+            let digest = secureclaw_core::task_state::state_digest(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Written,
+                &session.id,
+                &value,
+            )
+            .map_err(|e| {
+                tracing::error!(error = %e, "no handle key for the released set");
+            })?;
+            rows.push(secureclaw_core::store::WrittenValue { digest, value });
+        }
+        let limits = &self.inner.config.limits;
+        let bounds = secureclaw_core::store::WrittenBounds {
+            max_values: u64::try_from(limits.max_written_values_per_session).unwrap_or(u64::MAX),
+            max_bytes: u64::try_from(limits.max_written_bytes_per_session).unwrap_or(u64::MAX),
+        };
+        self.inner
+            .store
+            .add_written(&session.id, &rows, bounds)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                tracing::error!(error = %e, "recording released handles failed; the effect does not run");
+            })
+    }
+
+    /// The plaintexts of the handles this session released into egress effects
+    /// ([`Self::note_released`]), each with its handle: (plaintext, handle). Handles whose
+    /// record or value is gone are skipped (their plaintext is no longer known here).
+    async fn released_values(&self, session: &SessionRecord) -> Vec<(String, HandleId)> {
+        let (written, _) = self.written_values(session).await;
+        let mut out = Vec::new();
+        for value in written {
+            let Some(id) = value.strip_prefix(RELEASED_HANDLE) else {
+                continue;
+            };
+            let id = HandleId(id.to_owned());
+            let Some(record) = self.inner.store.handle(&id).await.ok().flatten() else {
+                continue;
+            };
+            if record.session != session.id {
+                continue;
+            }
+            if let Some(plain) = self.handle_plaintext(&record).await {
+                out.push((plain, id));
+            }
+        }
+        out
     }
 
     /// This session's written set as the store holds it now (this process's copy, refreshed
@@ -1707,15 +1852,21 @@ impl Gateway {
 
     /// Whether this session wrote `value` (keyed digests under every live handle key, looked up
     /// in the store), or its written set is full; `true` if the store or key ring fails.
+    /// The value is looked up as written and by its path keys (`a//b.json` is `a/b.json`, and a
+    /// relative spelling matches an absolute path ending in it; [`written_lookup_keys`]).
     async fn wrote(&self, session: &SessionRecord, value: &str) -> bool {
-        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
-            &self.inner.keys,
-            secureclaw_core::task_state::StateDigest::Written,
-            &session.id,
-            value.trim(),
-        ) else {
-            return true;
-        };
+        let mut digests = Vec::new();
+        for key in std::iter::once(value.trim().to_owned()).chain(written_lookup_keys(value)) {
+            match secureclaw_core::task_state::state_lookup_digests(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Written,
+                &session.id,
+                &key,
+            ) {
+                Ok(d) => digests.extend(d),
+                Err(_) => return true,
+            }
+        }
         self.inner
             .store
             .wrote_any(&session.id, &digests)
@@ -1810,6 +1961,10 @@ impl Gateway {
         // else looks at the result: an upstream that echoes its arguments must not turn a
         // handle into plaintext for the runtime.
         scrub_resolved(&mut output, resolved);
+        // So does a value the session released into an earlier egress effect, whatever its
+        // letter case, wherever it comes back (a channel read, a sent folder, an echo).
+        let released = self.released_values(session).await;
+        scrub_released(&mut output, &released);
         // After an effect ran, a failure here must not claim that nothing was executed.
         let failed = if action.is_some() {
             ReasonCode::ResultWithheld
@@ -1830,7 +1985,7 @@ impl Gateway {
             .declassify(session, entry, anchored, output, resolved)
             .await
         {
-            Ok((output, handles)) => {
+            Ok((output, handles, cut)) => {
                 if let Some(read) = &read
                     && handles > 0
                 {
@@ -1862,9 +2017,11 @@ impl Gateway {
                     }
                 } else if let Some(read) = &read
                     && !output.is_error
+                    && !cut
                 {
-                    // A read that withheld nothing: the session has seen the object's content
-                    // (see `ObjectMark::Seen`). A failure only costs a later edit's read-first.
+                    // A read that withheld nothing and cut nothing (a summary cut hides part of
+                    // the object, red-team R2): the session has seen the object's content (see
+                    // `ObjectMark::Seen`). A failure only costs a later edit's read-first.
                     let records: BTreeMap<HandleId, HandleRecord> = read
                         .records
                         .iter()
@@ -2021,7 +2178,7 @@ impl Gateway {
                         records: &prepared.handle_records,
                     };
                     if anchored {
-                        self.note_read_amounts(session, &output).await;
+                        self.note_read_amounts(session, &output, &arguments).await;
                     }
                     self.finish(
                         session,
@@ -2161,13 +2318,15 @@ impl Gateway {
         let mut grant_withheld = prepared.grant_withheld;
         let binding =
             bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
-        // At most once (issue 12, red-team F8): an identical call of this session whose
-        // outcome is unknown may already have run; repeating it needs a human, whatever the
-        // policy or a grant says. A failed lookup counts as a repeat (fail closed).
+        // At most once (issue 12, red-team F8, R7): an effect of this tool in this session
+        // whose outcome is unknown may already have run; any further effect of the tool — the
+        // same call respelt (`"INV-42 "`, an extra empty argument) included — needs a human,
+        // whatever the policy or a grant says. A failed lookup counts as a repeat (fail
+        // closed).
         let repeat = self
             .inner
             .store
-            .outcome_unknown_binding(&session.id, &binding)
+            .outcome_unknown_tool(&session.id, &entry.exposed)
             .await
             .unwrap_or(true);
         if repeat && let PolicyDecision::Allow { policies } = &decision {
@@ -2181,7 +2340,10 @@ impl Gateway {
             (&decision, &prepared.grant)
             && policy_request.granted
             && (entry.destructive || entry.financial)
-            && !self.take_grant(session, key, *limit).await
+            && !(self
+                .take_object_grant(session, entry, key, &prepared.request.inputs.arguments)
+                .await
+                && self.take_grant(session, key, *limit).await)
         {
             let mut without = policy_request.clone();
             without.granted = false;
@@ -2657,12 +2819,13 @@ impl Gateway {
         let binding = proof.binding().clone();
         // What is written is what the executor sends: the bound canonical form. If the store
         // cannot record it, nothing is sent (the action is spent: `failed`).
-        if entry.sink == SinkKind::Store
-            && self
-                .note_written(session, &entry, &proof.request().inputs.arguments)
-                .await
-                .is_err()
-        {
+        let arguments = &proof.request().inputs.arguments;
+        let noted = if entry.sink == SinkKind::Store {
+            self.note_written(session, &entry, arguments).await
+        } else {
+            self.note_released(session, arguments).await
+        };
+        if noted.is_err() {
             let _ = self
                 .inner
                 .store
@@ -3529,6 +3692,163 @@ impl Resolver {
         match self.0.pop_front() {
             Some((expected, result)) if &expected == id => result,
             _ => Err(ResolveError::Store),
+        }
+    }
+}
+
+/// Prefix of the written-set entries that name a handle released into an egress effect.
+const RELEASED_HANDLE: &str = "released\u{1f}";
+
+/// [`scrub_resolved`] for values released into earlier effects: every occurrence of each
+/// value, compared without letter case (ASCII and Unicode simple lower case of the same
+/// length), becomes its handle id. Values shorter than 4 characters are left alone (they would
+/// match everywhere, and a detector finds nothing that short).
+fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
+    let mut pairs: Vec<(String, &HandleId)> = released
+        .iter()
+        .filter(|(v, _)| v.trim().chars().count() >= 4)
+        .map(|(v, id)| (v.to_lowercase(), id))
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    let fix = |text: &str| -> String {
+        let mut out = text.to_owned();
+        for (value, id) in &pairs {
+            out = replace_caseless(&out, value, &id.0);
+        }
+        out
+    };
+    fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
+        match v {
+            Value::String(s) => *s = fix(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, fix)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut val) in old {
+                    walk(&mut val, fix);
+                    map.insert(fix(&k), val);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    for block in &mut output.content {
+        walk(block, &fix);
+    }
+    if let Some(st) = output.structured.as_mut() {
+        walk(st, &fix);
+    }
+}
+
+/// `text` with every occurrence of `lower` (already lower-cased) replaced by `with`, letter
+/// case ignored. Compared char by char on the lower-cased text when lower-casing keeps every
+/// char's byte length; otherwise on the exact text (no case folding).
+fn replace_caseless(text: &str, lower: &str, with: &str) -> String {
+    let folded = text.to_lowercase();
+    if folded.len() != text.len()
+        || folded
+            .char_indices()
+            .zip(text.char_indices())
+            .any(|((a, _), (b, _))| a != b)
+    {
+        return text.replace(lower, with);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = folded.get(at..).and_then(|rest| rest.find(lower)) {
+        let start = at + found;
+        out.push_str(text.get(at..start).unwrap_or_default());
+        out.push_str(with);
+        at = start + lower.len();
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
+}
+
+/// Prefix of the written-set entries that are path keys, not values.
+const WRITTEN_PATH_KEY: &str = "path\u{1f}";
+
+/// The path keys under which a written value is recorded
+/// ([`secureclaw_core::protect::protect_keys`]: its cleaned absolute or relative spelling —
+/// case-folded, `\\` as `/`, `.` and empty segments dropped — and, for an absolute path, its
+/// suffixes; a plain name is its own relative key, so `x.json` written is found by a read of
+/// `/root/x.json`).
+fn written_path_keys(value: &str) -> Vec<String> {
+    secureclaw_core::protect::protect_keys(value)
+        .into_iter()
+        .map(|k| format!("{WRITTEN_PATH_KEY}{k}"))
+        .collect()
+}
+
+/// The path keys to look up for a value a read names ([`secureclaw_core::protect::match_keys`]).
+fn written_lookup_keys(value: &str) -> Vec<String> {
+    secureclaw_core::protect::match_keys(value)
+        .into_iter()
+        .map(|k| format!("{WRITTEN_PATH_KEY}{k}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{replace_caseless, written_lookup_keys, written_path_keys};
+
+    /// Red-team H2: a released value comes back as its handle whatever its letter case.
+    #[test]
+    fn released_values_are_found_without_letter_case() {
+        let lower = "dr jane roe, patient 4471";
+        assert_eq!(
+            replace_caseless("posted: DR JANE ROE, PATIENT 4471!", lower, "hdl_x"),
+            "posted: hdl_x!"
+        );
+        assert_eq!(
+            replace_caseless(
+                "Dr Jane Roe, patient 4471 and dr jane roe, patient 4471",
+                lower,
+                "h"
+            ),
+            "h and h"
+        );
+        assert_eq!(replace_caseless("nothing here", lower, "h"), "nothing here");
+        // Text whose lower case changes byte lengths is compared exactly.
+        assert_eq!(
+            replace_caseless("İ dr jane roe, patient 4471", lower, "h"),
+            "İ h"
+        );
+    }
+
+    fn meets(written: &str, read: &str) -> bool {
+        let keys = written_path_keys(written);
+        written_lookup_keys(read).iter().any(|k| keys.contains(k))
+    }
+
+    /// Red-team H1: an object the session wrote is its own under any spelling of its path.
+    #[test]
+    fn a_written_path_is_found_under_every_spelling() {
+        let written = "/work/proj/reports//x2.json";
+        for read in [
+            "/work/proj/reports/x2.json",
+            "/work/proj/./reports/x2.json",
+            "/work/proj/tmp/../reports/x2.json",
+            "reports/x2.json",
+            "./x2.json",
+            "x2.json",
+            "/WORK/proj/reports/X2.json",
+            "\\work\\proj\\reports\\x2.json",
+            "file:///work/proj/reports/x2.json",
+        ] {
+            assert!(meets(written, read), "{read}");
+        }
+        assert!(meets("./x3.json", "/work/proj/reports/x3.json"));
+        assert!(meets("x3.json", "/work/proj/x3.json"));
+        // Positive controls: other objects are not the session's.
+        for read in [
+            "/work/proj/reports/x3.json",
+            "x2.jsonl",
+            "/work/proj/reports",
+        ] {
+            assert!(!meets(written, read), "{read}");
         }
     }
 }

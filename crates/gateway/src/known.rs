@@ -188,32 +188,14 @@ pub fn schema_matches_content(schema: &serde_json::Map<String, serde_json::Value
     walk(&serde_json::Value::Object(schema.clone()), 0)
 }
 
-/// Parameter names (lower case, without `_` and `-`) that make a read tool a search: its
-/// result depends on matching the call's text against content the session may never have been
-/// shown, so "found" / "not found" answers questions about withheld values (red-team F2/F3).
-const SEARCH_PARAMETERS: &[&str] = &[
-    "search",
-    "searchtext",
-    "searchquery",
-    "searchterm",
-    "searchterms",
-    "find",
-    "findtext",
-    "pattern",
-    "patterns",
-    "match",
-    "query",
-    "q",
-    "glob",
-    "regex",
-    "regexp",
-    "grep",
-    "filter",
-    "keyword",
-    "keywords",
-    "term",
-    "terms",
-    "contains",
+/// Words (lower case, `_` and `-` removed) whose presence in a parameter name makes a read
+/// tool a search: its result depends on matching the call's text against content the session
+/// may never have been shown, so "found" / "not found" answers questions about withheld values
+/// (red-team F2/F3; `excludePatterns` of a directory tree, red-team R11). Matched as
+/// substrings (`searchQuery`, `filters`, `excludePatterns`), plus the exact name `q`.
+const SEARCH_PARAMETER_WORDS: &[&str] = &[
+    "search", "find", "pattern", "match", "query", "glob", "regex", "grep", "filter", "keyword",
+    "term", "contains", "needle", "exclude", "include", "like", "where",
 ];
 
 fn parameter_key(k: &str) -> String {
@@ -223,10 +205,48 @@ fn parameter_key(k: &str) -> String {
         .collect()
 }
 
-/// Whether a read tool's input schema declares a search parameter (see `SEARCH_PARAMETERS`:
-/// `query`, `pattern`, `search`, `regex`, `filter`, …) at any depth up to 32. Untrusted, but a
-/// match only tightens: the tool's unanchored searches then count against
-/// `max_unanchored_match_reads`.
+fn is_search_parameter(name: &str) -> bool {
+    let k = parameter_key(name);
+    k == "q" || SEARCH_PARAMETER_WORDS.iter().any(|w| k.contains(w))
+}
+
+/// Parameter names (lower case, `_` and `-` removed) that name the object searched or shape
+/// the answer rather than match content: a search call's texts leave them out
+/// ([`search_texts`]). Ids (`id`, `*_id`, `*Id`) are left out too.
+const NON_SEARCH_PARAMETERS: &[&str] = &[
+    "path",
+    "paths",
+    "file",
+    "files",
+    "filename",
+    "dir",
+    "directory",
+    "folder",
+    "root",
+    "uri",
+    "url",
+    "limit",
+    "offset",
+    "page",
+    "pagesize",
+    "perpage",
+    "cursor",
+    "sort",
+    "sortby",
+    "order",
+    "orderby",
+    "max",
+    "maxresults",
+    "count",
+    "depth",
+    "encoding",
+    "format",
+];
+
+/// Whether a read tool's input schema declares a search parameter (a name holding one of
+/// `SEARCH_PARAMETER_WORDS`: `query`, `pattern`, `search`, `filter`, `excludePatterns`, …)
+/// at any depth up to 32. Untrusted, but a match only tightens: the tool's unanchored
+/// searches then count against `max_unanchored_match_reads`.
 #[must_use]
 pub fn schema_searches(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
     fn walk(v: &serde_json::Value, depth: usize) -> bool {
@@ -236,9 +256,7 @@ pub fn schema_searches(schema: &serde_json::Map<String, serde_json::Value>) -> b
         match v {
             serde_json::Value::Object(map) => {
                 if let Some(serde_json::Value::Object(props)) = map.get("properties")
-                    && props
-                        .keys()
-                        .any(|k| SEARCH_PARAMETERS.contains(&parameter_key(k).as_str()))
+                    && props.keys().any(|k| is_search_parameter(k))
                 {
                     return true;
                 }
@@ -251,37 +269,35 @@ pub fn schema_searches(schema: &serde_json::Map<String, serde_json::Value>) -> b
     walk(&serde_json::Value::Object(schema.clone()), 0)
 }
 
-/// The texts a search call matches with: every string or number under an argument whose name
-/// is a search parameter (any depth up to 32; strings inside arrays and objects below it
-/// included). Empty when the call passes none.
+/// The texts a search call may match with: every string or number in its arguments, at any
+/// depth up to 32 (arrays and objects included), except below names that identify the object
+/// searched or shape the answer (`NON_SEARCH_PARAMETERS`, ids). A search parameter the
+/// gateway cannot name (`needle`, a filter in an array of objects; red-team R3) is counted
+/// all the same. Empty when the call passes no such text.
 #[must_use]
 pub fn search_texts(arguments: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
-    fn leaves(v: &serde_json::Value, depth: usize, out: &mut Vec<String>) {
+    fn walk(v: &serde_json::Value, depth: usize, out: &mut Vec<String>) {
         match v {
             serde_json::Value::String(s) => out.push(s.clone()),
             serde_json::Value::Number(n) => out.push(n.to_string()),
             serde_json::Value::Array(items) if depth < 32 => {
-                items.iter().for_each(|i| leaves(i, depth + 1, out));
+                items.iter().for_each(|i| walk(i, depth + 1, out));
             }
             serde_json::Value::Object(map) if depth < 32 => {
-                map.values().for_each(|i| leaves(i, depth + 1, out));
+                for (k, v) in map {
+                    let key = parameter_key(k);
+                    let shapes = NON_SEARCH_PARAMETERS.contains(&key.as_str())
+                        || secureclaw_core::anchor::is_object_id_field(k);
+                    if !shapes || is_search_parameter(k) {
+                        walk(v, depth + 1, out);
+                    }
+                }
             }
             _ => {}
         }
     }
-    fn walk(map: &serde_json::Map<String, serde_json::Value>, depth: usize, out: &mut Vec<String>) {
-        for (k, v) in map {
-            if SEARCH_PARAMETERS.contains(&parameter_key(k).as_str()) {
-                leaves(v, depth, out);
-            } else if let serde_json::Value::Object(inner) = v
-                && depth < 32
-            {
-                walk(inner, depth + 1, out);
-            }
-        }
-    }
     let mut out = Vec::new();
-    walk(arguments, 0, &mut out);
+    walk(&serde_json::Value::Object(arguments.clone()), 0, &mut out);
     out
 }
 
@@ -320,7 +336,28 @@ mod tests {
         }));
         let mut texts = search_texts(&args);
         texts.sort();
-        assert_eq!(texts, vec!["*DE89*".to_owned(), "7".to_owned()]);
+        assert_eq!(
+            texts,
+            vec!["*DE89*".to_owned(), "7".to_owned(), "x".to_owned()]
+        );
+        // Red-team R3/R11: a filter inside an array of objects, a search parameter no list
+        // names, and a directory tree's exclude patterns are search texts; the path, ids and
+        // paging are not.
+        let args = schema(serde_json::json!({
+            "filters": [{"contains": "DE893"}], "needle": "sk_live_4", "note_id": "n9",
+            "limit": 10, "excludePatterns": ["dana*"], "path": "/srv"
+        }));
+        let mut texts = search_texts(&args);
+        texts.sort();
+        assert_eq!(texts, vec!["DE893", "dana*", "sk_live_4"]);
+        for name in ["excludePatterns", "filters", "needle", "includeGlob"] {
+            assert!(
+                schema_searches(&schema(serde_json::json!({
+                    "type": "object", "properties": {name: {"type": "array"}}
+                }))),
+                "{name}"
+            );
+        }
     }
 
     #[test]

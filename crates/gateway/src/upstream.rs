@@ -188,6 +188,27 @@ where
     }
 }
 
+/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
+/// its spec's id (the caller keeps its own handle on the upstream, e.g. to inspect a fake).
+/// For tests, benchmarks, examples and harnesses that run their upstreams in the same process;
+/// a spec without a pair fails to connect ([`UpstreamError::Start`]).
+pub fn in_process(
+    pairs: Vec<(UpstreamSpec, Arc<dyn Upstream>)>,
+) -> (Vec<UpstreamSpec>, impl Connector) {
+    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
+    let connector = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
+        pairs
+            .iter()
+            .find(|(s, _)| s.id == spec.id)
+            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn Upstream>)
+            .ok_or_else(|| UpstreamError::Start {
+                id: spec.id.clone(),
+                message: "no in-process upstream".into(),
+            })
+    };
+    (specs, connector)
+}
+
 /// The production connector: an [`RmcpUpstream`] per spec, started (stdio) or connected
 /// (Streamable HTTP) with [`RmcpUpstream::connect`].
 #[derive(Debug, Clone, Copy, Default)]

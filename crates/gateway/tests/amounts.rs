@@ -128,3 +128,230 @@ async fn the_reads_own_amount_still_runs() {
         .await;
     assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
 }
+
+async fn session_for(h: &Harness, request: &str) -> SessionRecord {
+    h.gw.open_session(
+        "payer",
+        TaskEnvelope {
+            request: request.into(),
+            granted_tools: vec![PAY.to_owned()],
+            ..TaskEnvelope::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Red-team R5b and R5c, as a class: an amount the task text names covers a payment only as
+/// money, in the payment's unit and currency. An identifier glued to or beside a currency
+/// code is not money; `EUR 50` is not 50 cents; `USD 500.00` does not cover a payment in
+/// EUR. Positive controls: the same payments with the amount named as money, in cents or in
+/// major units, in the payment's currency, go through without a human.
+#[tokio::test]
+async fn named_amounts_hold_only_as_money_in_the_payments_unit_and_currency() {
+    let h = Harness::new().await;
+    // (task text, amount_cents, extra fields): each must wait for a human.
+    let attacks = [
+        ("Pay invoice INV-42 (ref EUR998877).", 998_877, json!({})),
+        (
+            "Pay invoice INV-42, order no. 998877 EUR.",
+            998_877,
+            json!({}),
+        ),
+        ("Pay invoice INV-42, ref EUR 998877.", 99_887_700, json!({})),
+        ("Pay invoice INV-42 (#998877 EUR).", 998_877, json!({})),
+        ("Pay EUR 50 for invoice INV-42.", 50, json!({})),
+        // 500 cents cover `amount_cents: 500`, not an `amount` of 500 beside it.
+        (
+            "Pay 500 cents for invoice INV-42.",
+            500,
+            json!({"amount": 500}),
+        ),
+        (
+            "Pay USD 500.00 for invoice INV-42.",
+            50_000,
+            json!({"currency": "EUR"}),
+        ),
+        (
+            "Pay $500.00 for invoice INV-42.",
+            50_000,
+            json!({"currency": "EUR"}),
+        ),
+    ];
+    for (task, cents, extra) in attacks {
+        let s = session_for(&h, task).await;
+        let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+        let o = h
+            .call(&s, PAY, pay(&iban, json!(cents), extra.clone()), None)
+            .await;
+        let id = assert_pending(&o);
+        let shown = display(&h, &id).await;
+        assert!(shown.contains("(amount_unanchored)"), "{task}: {shown}");
+    }
+    assert_eq!(h.payments(), 0, "nothing was paid without a human");
+    // Positive controls: named as money, in the payment's unit and currency.
+    let controls = [
+        ("Pay EUR 500.00 for invoice INV-42.", 50_000, json!({})),
+        ("Pay EUR 500 for invoice INV-42.", 50_000, json!({})),
+        ("Pay 50000 cents for invoice INV-42.", 50_000, json!({})),
+        ("Pay €0.50 for invoice INV-42.", 50, json!({})),
+    ];
+    for (task, cents, extra) in controls {
+        let s = session_for(&h, task).await;
+        let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+        completed(&h.call(&s, PAY, pay(&iban, json!(cents), extra), None).await);
+    }
+    assert_eq!(h.payments(), 4);
+    // In the named currency the gateway dispatches the call (the demo upstream then refuses
+    // the unknown `currency` field, so nothing more is paid).
+    let s = session_for(&h, "Pay USD 500.00 for invoice INV-42.").await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    let o = h
+        .call(
+            &s,
+            PAY,
+            pay(&iban, json!(50_000), json!({"currency": "USD"})),
+            None,
+        )
+        .await;
+    assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
+}
+
+/// The payment of invoice `invoice` by the IBAN handle `iban`, `amount_cents` and extras.
+fn pay_for(invoice: &str, iban: &str, cents: u64, extra: Value) -> Value {
+    let mut v = pay(iban, json!(cents), extra);
+    v["invoice_id"] = json!(invoice);
+    v
+}
+
+async fn granted(h: &Harness, request: &str, grant: &str, max: Option<u64>) -> SessionRecord {
+    h.gw.open_session(
+        "payer",
+        TaskEnvelope {
+            request: request.into(),
+            granted_tools: vec![grant.to_owned()],
+            max_amount: max,
+            ..TaskEnvelope::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn held_for(h: &Harness, o: &CallOutcome, reason: &str) {
+    let id = assert_pending(o);
+    let shown = display(h, &id).await;
+    assert!(shown.contains(&format!("({reason})")), "{reason}: {shown}");
+}
+
+/// Red-team H3, H4, M2 and M3, as a class: what covers a granted payment's amount is the
+/// amount the task or the paid object's own read names, once per object, in the ceiling's
+/// unit. A limit in the task text is not an amount; another invoice's amount, or a line item
+/// nested in the read, does not pay this invoice; a grant of two payments pays two objects,
+/// not one twice; a ceiling in cents holds a field in major units. Positive controls beside
+/// each.
+#[tokio::test]
+async fn amounts_are_the_paid_objects_own_once_per_object_in_the_ceilings_unit() {
+    let h = Harness::new().await;
+    // H3: "unless it is over EUR 5,000.00" names a limit, not a payment of 5,000.
+    let s = granted(
+        &h,
+        "Pay invoice INV-42 from ACME unless it is over EUR 5,000.00",
+        PAY,
+        None,
+    )
+    .await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    held_for(
+        &h,
+        &h.call(&s, PAY, pay_for("INV-42", &iban, 500_000, json!({})), None)
+            .await,
+        "amount_unanchored",
+    )
+    .await;
+    completed(
+        &h.call(&s, PAY, pay_for("INV-42", &iban, AMOUNT, json!({})), None)
+            .await,
+    );
+    assert_eq!(h.payments(), 1);
+
+    // H4: INV-42's amount does not pay INV-43 (both read, both anchored).
+    let s = granted(
+        &h,
+        "Pay invoice INV-43 from Northwind. Do not pay INV-42, it is disputed.",
+        PAY,
+        None,
+    )
+    .await;
+    h.read_invoice(&s, "INV-42").await;
+    let read43 = h.read_invoice(&s, "INV-43").await;
+    let iban43 = handle_at(&read43, "iban");
+    held_for(
+        &h,
+        &h.call(&s, PAY, pay_for("INV-43", &iban43, AMOUNT, json!({})), None)
+            .await,
+        "amount_unanchored",
+    )
+    .await;
+    // INV-43's own amount (the demo upstream's seeded invoice).
+    let own = 48_750;
+    completed(
+        &h.call(&s, PAY, pay_for("INV-43", &iban43, own, json!({})), None)
+            .await,
+    );
+    assert_eq!(h.payments(), 2);
+
+    // M2: a grant of two payments pays INV-42 once, then INV-43, never INV-42 twice.
+    let s = granted(
+        &h,
+        "Pay invoices INV-42 and INV-43",
+        &format!("{PAY}#2"),
+        None,
+    )
+    .await;
+    let iban42 = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    let iban43 = handle_at(&h.read_invoice(&s, "INV-43").await, "iban");
+    completed(
+        &h.call(&s, PAY, pay_for("INV-42", &iban42, AMOUNT, json!({})), None)
+            .await,
+    );
+    held_for(
+        &h,
+        &h.call(&s, PAY, pay_for("INV-42", &iban42, AMOUNT, json!({})), None)
+            .await,
+        "grant_exhausted",
+    )
+    .await;
+    completed(
+        &h.call(&s, PAY, pay_for("INV-43", &iban43, own, json!({})), None)
+            .await,
+    );
+    assert_eq!(h.payments(), 4);
+
+    // M3: a ceiling of 150000 (cents) holds an `amount` of 150000 in major units; 1,500.00 in
+    // major units is at the ceiling (dispatched: the demo upstream then refuses the field).
+    let s = granted(&h, "Pay invoice INV-42.", PAY, Some(150_000)).await;
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    held_for(
+        &h,
+        &h.call(
+            &s,
+            PAY,
+            pay_for("INV-42", &iban, AMOUNT, json!({"amount": 150_000})),
+            None,
+        )
+        .await,
+        "amount_over_ceiling",
+    )
+    .await;
+    let o = h
+        .call(
+            &s,
+            PAY,
+            pay_for("INV-42", &iban, AMOUNT, json!({"amount": 1_500})),
+            None,
+        )
+        .await;
+    assert!(matches!(o, CallOutcome::Completed { .. }), "{o:?}");
+    assert_eq!(h.payments(), 4);
+}

@@ -188,11 +188,16 @@ async fn a_hanging_upstream_times_out_and_the_gateway_keeps_serving() {
         Some(ReasonCode::OutcomeUnknownRepeat),
         "{o:?}"
     );
-    // Through `call` as well (another call), then other work proceeds.
+    // Respelt (an extra argument), it waits too (red-team R7: the runtime controls the
+    // spelling); other work proceeds.
     let o = h
         .call(&h.session, "test__hang_effect", json!({"attempt": 2}), None)
         .await;
-    assert_denied(&o, ReasonCode::OutcomeUnknown);
+    assert_eq!(
+        recovery_of(&o).map(|r| r.reason),
+        Some(ReasonCode::OutcomeUnknownRepeat),
+        "{o:?}"
+    );
     assert_serving(&h).await;
     completed(
         &h.call(&h.session, SEND, email(APPROVER, "after the hang"), None)
@@ -226,13 +231,16 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
         .await;
     assert_denied(&o, ReasonCode::OutcomeUnknown);
     assert!(!visible(&o).contains("try again"));
+    // Explicit preview + commit, in another session (in this one every later effect of the
+    // tool now waits for the user: red-team R7).
+    let other = h.open_session("bob").await;
     let p = h
-        .preview(&h.session, "test__crash_effect", json!({"attempt": 2}))
+        .preview(&other, "test__crash_effect", json!({"attempt": 2}))
         .await
         .unwrap();
     assert_denied(
         &h.commit(
-            &h.session,
+            &other,
             "test__crash_effect",
             json!({"attempt": 2}),
             &p.action_id,
@@ -247,7 +255,7 @@ async fn a_crashing_upstream_is_upstream_error_and_the_gateway_keeps_serving() {
     );
     assert_denied(
         &h.commit(
-            &h.session,
+            &other,
             "test__crash_effect",
             json!({"attempt": 2}),
             &p.action_id,

@@ -470,3 +470,34 @@ async fn an_identifiers_rule_governs_identifiers_inside_free_text() {
         "{o:?}"
     );
 }
+
+/// Red-team H2: a value the session sent out through an egress effect comes back as its
+/// handle when a later read returns it — a channel read back, a sent folder, an API that
+/// echoes what it stored upper-cased — never in clear. Positive control: the effect itself
+/// runs (a medium handle may flow into an egress sink) and the read shows the rest of what
+/// was sent.
+#[tokio::test]
+async fn a_released_value_never_comes_back_in_clear() {
+    let h = Harness::new().await;
+    let s = h.session.clone();
+    let read = h.read_invoice(&s, "INV-42").await;
+    let email = handle_at(&read, "contact_email");
+    let plain = "billing@acme-supplies.example";
+    let o = h
+        .call(
+            &s,
+            "test__count",
+            json!({"text": format!("contact {email}")}),
+            None,
+        )
+        .await;
+    completed(&o);
+    let o = h.call(&s, "test__recall", json!({}), None).await;
+    let seen = visible(&o);
+    assert!(
+        !seen.to_lowercase().contains(plain),
+        "the released value came back in clear: {seen}"
+    );
+    assert!(seen.contains(&email), "the handle stands in for it: {seen}");
+    assert!(seen.contains("CONTACT"), "the rest comes back: {seen}");
+}

@@ -380,8 +380,20 @@ async fn http_404_after_the_effect_is_outcome_unknown_and_never_resent() {
     let o = call(&d, "fault__pay").await;
     assert_repeat_held(&o);
     assert_eq!(fault.effects(), 1);
-    // The gateway keeps serving: the next (different) call opens a new upstream session.
-    let o = call_with(&d, "fault__pay", json!({"note": "second"}), None).await;
+    // The gateway keeps serving: another session's payment opens a new upstream session (in
+    // this session every later payment now waits for the user: red-team R7).
+    let bob =
+        d.gw.open_session("bob", TaskEnvelope::default())
+            .await
+            .unwrap();
+    let o =
+        d.gw.call(
+            &bob,
+            "fault__pay",
+            json!({"note": "second"}).as_object().cloned().unwrap(),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await;
     assert!(
         matches!(&o, CallOutcome::Completed { output, .. } if !output.is_error),
         "{o:?}"
@@ -399,8 +411,22 @@ async fn upstream_dying_after_the_effect_is_outcome_unknown() {
     assert_outcome_unknown(&d, &o);
     // The identical call again is held for the user (red-team F8).
     assert_repeat_held(&call(&d, "fault__pay").await);
-    // The pipe is gone; a later effect is refused before dispatch, as a plain failure.
-    let o = call_with(&d, "fault__pay", json!({"note": "second"}), None).await;
+    // Respelt, it is held too (red-team R7).
+    assert_repeat_held(&call_with(&d, "fault__pay", json!({"note": "second"}), None).await);
+    // The pipe is gone; another session's effect is refused before dispatch, as a plain
+    // failure.
+    let bob =
+        d.gw.open_session("bob", TaskEnvelope::default())
+            .await
+            .unwrap();
+    let o =
+        d.gw.call(
+            &bob,
+            "fault__pay",
+            json!({"note": "second"}).as_object().cloned().unwrap(),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await;
     assert_denied(&o, ReasonCode::UpstreamError);
     assert_eq!(fault.effects(), 1);
     let action = ActionId(recovery(&o).action_id.clone().unwrap());
@@ -453,11 +479,11 @@ async fn a_read_whose_session_expired_is_retried_once() {
     assert_eq!(fault.effects(), 0);
 }
 
-/// Red-team F8 (issue 12, "at most once"): after an effect ended `outcome_unknown`, the
-/// runtime repeating the identical call gets `outcome_unknown_repeat` (pending, nothing sent),
-/// however often it tries; the approver is told an identical call may already have run. A
-/// different call (another amount) is not affected. Once the user approves, the re-issue runs
-/// exactly once.
+/// Red-team F8, R7 (issue 12, "at most once"): after an effect ended `outcome_unknown`, the
+/// runtime repeating the call — identical, or respelt (another amount, an extra empty
+/// argument, a string amount) — gets `outcome_unknown_repeat` (pending, nothing sent), however
+/// often it tries; the approver is told an identical call may already have run. Another
+/// session is not affected. Once the user approves, the re-issue runs exactly once.
 #[tokio::test]
 async fn repeating_an_outcome_unknown_call_needs_the_user() {
     let (fault, d) = http_deployment().await;
@@ -476,14 +502,39 @@ async fn repeating_an_outcome_unknown_call_needs_the_user() {
         .map(|(_, a)| a.display.clone())
         .expect("the held action is listed");
     assert!(shown.contains("may already have run"), "{shown}");
-    // Control: another amount is a different call and runs at once.
-    let o = call_with(
-        &d,
-        "fault__pay",
+    // Attack (R7): the same effect respelt is held all the same.
+    for respelt in [
         json!({"to": "approver@corp.example", "amount_cents": 200}),
-        None,
-    )
-    .await;
+        json!({"to": "approver@corp.example", "amount_cents": 100, "note": ""}),
+        json!({"to": "approver@corp.example", "amount_cents": "100"}),
+    ] {
+        let o = call_with(&d, "fault__pay", respelt.clone(), None).await;
+        let CallOutcome::Pending(r) = &o else {
+            panic!("{respelt}: expected pending, got {o:?}")
+        };
+        assert_eq!(
+            r.reason,
+            ReasonCode::OutcomeUnknownRepeat,
+            "{respelt}: {r:?}"
+        );
+    }
+    assert_eq!(fault.effects(), 1);
+    // Control: another session's payment runs at once.
+    let other =
+        d.gw.open_session("bob", TaskEnvelope::default())
+            .await
+            .unwrap();
+    let o =
+        d.gw.call(
+            &other,
+            "fault__pay",
+            json!({"to": "approver@corp.example", "amount_cents": 200})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await;
     assert!(
         matches!(&o, CallOutcome::Completed { output, .. } if !output.is_error),
         "{o:?}"

@@ -56,3 +56,42 @@ async fn own_secrets_and_obfuscated_identifiers_come_back_as_handles() {
     // Positive control: the rest of the text arrives.
     assert!(shown.contains("you said: token"), "{shown}");
 }
+
+/// Red-team follow-up to F6: the operator token's body without its `sco_` prefix (random
+/// base32), a key's hex, and a free-form secret the process registered
+/// (`add_exact_secret`, as `serve` and `wrap` do for `$SECURECLAW_OPERATOR_TOKEN` and a
+/// database password) never reach the runtime, in any letter case; the rest of the text does.
+#[tokio::test]
+async fn own_secrets_without_their_format_come_back_as_handles() {
+    let h = Harness::new().await;
+    let body = secureclaw_core::encoding::base32(&[
+        0x9c, 0x21, 0xf0, 0x4e, 0x7a, 0xb3, 0x15, 0xd8, 0x62, 0x0f, 0xaa, 0x39, 0xc7, 0x54, 0x8e,
+        0x13, 0xe9, 0x70, 0x2b, 0xd6, 0x41, 0x8f, 0x5c, 0x36,
+    ]);
+    let free_form = "Operator-Chosen-Passphrase-42";
+    secureclaw_core::detect::add_exact_secret(free_form);
+    let text = format!(
+        "body {body}; upper {}; chosen {}; lower {}; end",
+        body.to_ascii_uppercase(),
+        free_form,
+        free_form.to_ascii_lowercase()
+    );
+    let o = h
+        .call(&h.session, "test__echo", json!({"text": text}), None)
+        .await;
+    let shown = completed(&o).content[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    for leaked in [body.as_str(), free_form] {
+        assert!(
+            !shown.contains(&leaked.to_lowercase()),
+            "`{leaked}` reached the runtime: {shown}"
+        );
+    }
+    assert!(shown.matches("hdl_sk_").count() >= 2, "{shown}");
+    assert!(
+        shown.contains("body ") && shown.contains("; end"),
+        "{shown}"
+    );
+}

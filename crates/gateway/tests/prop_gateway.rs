@@ -94,17 +94,21 @@ fn untargeted_key(k: &str) -> String {
     key
 }
 
-/// Text without what makes a value address-like (`@`, `:`, `!`, `%`, digit runs), so the property's
-/// random strings stay untargeted.
+/// Text without what makes a value address-like (`@`, `:`, `!`, `%`, `\\` of a UNC path, digit
+/// runs, and the dots of a host name, red-team R6), so the property's random strings stay
+/// untargeted.
 fn plain(t: &str) -> String {
     t.chars()
         .map(|c| {
-            // The detectors see the NFKC form: `﹫` (U+FE6B) is an `@`, `：` a `:`, `９` a 9.
+            // The detectors see the NFKC form: `﹫` (U+FE6B) is an `@`, `：` a `:`, `９` a 9;
+            // ideographic, halfwidth and leader dots separate host labels like `.`.
             let normalized = secureclaw_core::normalize::normalize(&c.to_string()).into_owned();
-            if normalized
-                .chars()
-                .any(|n| matches!(n, '@' | ':' | '/' | '!' | '%'))
-            {
+            if normalized.chars().any(|n| {
+                matches!(
+                    n,
+                    '@' | ':' | '/' | '\\' | '!' | '%' | '.' | '\u{3002}' | '\u{FF61}' | '\u{2024}'
+                )
+            }) {
                 '_'
             } else if normalized.chars().any(char::is_numeric) || c.is_numeric() {
                 'd'

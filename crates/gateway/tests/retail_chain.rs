@@ -21,6 +21,7 @@ use secureclaw_core::handle::HandleId;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::time::UnixMillis;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
@@ -938,34 +939,6 @@ async fn a_full_written_set_fails_closed() {
             "limit {limit}: {details}"
         );
     }
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }
 
 /// Issue 13: the written set lives in the store. A value the session wrote through one gateway

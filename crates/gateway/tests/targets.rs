@@ -195,13 +195,26 @@ async fn task_state_store_failures_need_a_human() {
 #[tokio::test]
 async fn grant_counts_and_amount_ceilings() {
     let h = Harness::new().await;
-    // `#2`: two unconfirmed payments, the third asks.
-    let s = pay_session(&h, &[&format!("{PAY}#2")], None).await;
-    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
-    for _ in 0..2 {
-        completed(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    // `#2`: two unconfirmed payments (of two invoices: each object is paid once without a
+    // human), the third asks.
+    let s = h
+        .gw
+        .open_session(
+            "payer",
+            TaskEnvelope {
+                request: "Pay invoices INV-42, INV-43 and INV-44.".into(),
+                granted_tools: vec![format!("{PAY}#2")],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await
+        .unwrap();
+    for (invoice, amount) in [("INV-42", AMOUNT), ("INV-43", 48_750)] {
+        let iban = handle_at(&h.read_invoice(&s, invoice).await, "iban");
+        completed(&h.call(&s, PAY, pay(invoice, &iban, amount), None).await);
     }
-    let id = assert_pending(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    let iban = handle_at(&h.read_invoice(&s, "INV-44").await, "iban");
+    let id = assert_pending(&h.call(&s, PAY, pay("INV-44", &iban, 21_000), None).await);
     assert!(display(&h, &id).await.contains("(grant_exhausted)"));
     assert_eq!(h.payments(), 2);
     // A ceiling below the amount asks; one above it lets the amount through.

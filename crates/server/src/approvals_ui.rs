@@ -311,7 +311,7 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
     let list = match state
         .api
         .gateway
-        .approvals(Some(ApprovalState::Pending))
+        .approvals_for_approver(Some(ApprovalState::Pending))
         .await
     {
         Ok(list) => list,
@@ -360,9 +360,8 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
          re-issue the exact call shown, once.</p>",
         list.len()
     );
-    for (approval, action) in list {
-        let display = state.api.gateway.reveal_for_approver(&action.display).await;
-        let id = approval.action_id.0.as_str();
+    for view in list {
+        let id = view.approval.action_id.0.as_str();
         let path = path_segment(id);
         let _ = write!(
             body,
@@ -376,11 +375,11 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
              <form method=\"post\" action=\"/approvals/{path}/deny\">{csrf_field}\
              <button type=\"submit\" class=\"deny\">Deny</button></form></section>",
             eid = escape(id),
-            tool = escape(&action.tool),
-            caller = escape(&action.caller),
-            session = escape(&secureclaw_gateway::audit_session_id(&action.session)),
-            created = iso8601(approval.created_at.0),
-            display = escape(&display),
+            tool = escape(&view.tool),
+            caller = escape(&view.caller),
+            session = escape(&view.session),
+            created = iso8601(view.approval.created_at.0),
+            display = escape(&view.call),
         );
     }
     html(

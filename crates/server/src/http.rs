@@ -16,7 +16,7 @@
 //! | GET | `/v1/audit?from=1&limit=1000` | operator | audit records |
 //! | GET | `/v1/audit/verify` | operator | `{"verified": n}` |
 //! | GET | `/v1/tools` | session | tools visible to the caller |
-//! | POST | `/v1/call` | session | `{"tool","arguments","approval"?,"meta"?}` → outcome (`meta` holds the `_meta` keys `dev.secureclaw/mode`, `…/branch`, `…/confidence`) |
+//! | POST | `/v1/call` | session | `{"tool","arguments","approval"?,"meta"?}` → outcome (`meta`, also spelt `_meta`, holds the `_meta` keys `dev.secureclaw/mode`, `…/branch`, `…/confidence`, `…/approval`) |
 //! | POST | `/v1/branches/{branch}/promote` · `/abandon` | session | released calls with outcomes / discarded count |
 //! | GET | `/v1/sessions/{id}/exposure` | operator | marginal exposure per observer |
 //! | POST | `/v1/preview` | session | `{"tool","arguments"}` → preview (artifact) |
@@ -28,7 +28,8 @@
 
 use crate::outcome::outcome_json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -155,6 +156,28 @@ pub async fn session_from(
     })
 }
 
+/// The operator's bearer token, checked before a handler runs (401 otherwise).
+struct Operator;
+
+impl FromRequestParts<ApiState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        operator(state, &parts.headers).map(|()| Self)
+    }
+}
+
+/// The live session the bearer token names ([`session_from`]; 401 otherwise).
+struct RuntimeSession(SessionRecord);
+
+impl FromRequestParts<ApiState> for RuntimeSession {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        session_from(&state.gateway, &parts.headers).await.map(Self)
+    }
+}
+
 /// A TCP listener that sets `TCP_NODELAY` on every connection it accepts.
 ///
 /// Without it a small response (an MCP result, an HTTP API answer) can wait for the client's
@@ -279,8 +302,7 @@ async fn health(State(s): State<ApiState>) -> Json<Value> {
 }
 
 /// The Prometheus scrape (operator token: metric labels name tools and upstreams).
-async fn metrics(State(s): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    operator(&s, &headers)?;
+async fn metrics(State(s): State<ApiState>, _: Operator) -> Result<Response, ApiError> {
     let text = s.gateway.render_metrics().await?;
     Ok((
         [(
@@ -302,10 +324,9 @@ struct OpenSession {
 
 async fn open_session(
     State(s): State<ApiState>,
-    headers: HeaderMap,
+    _: Operator,
     body: Result<Json<OpenSession>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    operator(&s, &headers)?;
     let Json(body) = body?;
     if body.caller.trim().is_empty() {
         return Err(ApiError::new(
@@ -328,10 +349,9 @@ struct ApprovalQuery {
 
 async fn list_approvals(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Query(q): Query<ApprovalQuery>,
+    _: Operator,
 ) -> Result<Json<Value>, ApiError> {
-    operator(&s, &headers)?;
     let state = match q.state.as_deref() {
         None | Some("all") => None,
         Some("pending") => Some(ApprovalState::Pending),
@@ -346,21 +366,15 @@ async fn list_approvals(
         }
     };
     let mut list: Vec<Value> = Vec::new();
-    for (a, act) in s.gateway.approvals(state).await? {
-        let call = s.gateway.reveal_for_approver(&act.display).await;
-        list.push(json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": act.tool, "call": call,
-               "session": secureclaw_gateway::audit_session_id(&act.session), "caller": act.caller, "created_at": a.created_at}));
+    for v in s.gateway.approvals_for_approver(state).await? {
+        let a = &v.approval;
+        list.push(json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": v.tool, "call": v.call,
+               "session": v.session, "caller": v.caller, "created_at": a.created_at}));
     }
     Ok(Json(json!({"approvals": list})))
 }
 
-async fn decide(
-    s: &ApiState,
-    headers: &HeaderMap,
-    id: String,
-    approve: bool,
-) -> Result<Json<Value>, ApiError> {
-    operator(s, headers)?;
+async fn decide(s: &ApiState, id: String, approve: bool) -> Result<Json<Value>, ApiError> {
     let record = s
         .gateway
         .decide_approval(&ActionId(id), approve, "operator-api")
@@ -372,18 +386,18 @@ async fn decide(
 
 async fn approve(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    _: Operator,
 ) -> Result<Json<Value>, ApiError> {
-    decide(&s, &headers, id, true).await
+    decide(&s, id, true).await
 }
 
 async fn deny(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    _: Operator,
 ) -> Result<Json<Value>, ApiError> {
-    decide(&s, &headers, id, false).await
+    decide(&s, id, false).await
 }
 
 #[derive(Deserialize)]
@@ -394,29 +408,18 @@ struct AuditQuery {
 
 async fn audit(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Query(q): Query<AuditQuery>,
+    _: Operator,
 ) -> Result<Json<Value>, ApiError> {
-    operator(&s, &headers)?;
+    // The gateway's only error here is `Store`: 503 `store_unavailable`.
     let records = s
         .gateway
         .audit_records(q.from.unwrap_or(1), q.limit.unwrap_or(1000).min(10_000))
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "store unavailable",
-            )
-        })?;
+        .await?;
     Ok(Json(json!({"records": records})))
 }
 
-async fn audit_verify(
-    State(s): State<ApiState>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    operator(&s, &headers)?;
+async fn audit_verify(State(s): State<ApiState>, _: Operator) -> Result<Json<Value>, ApiError> {
     match s.gateway.verify_audit().await {
         Ok(n) => Ok(Json(json!({"verified": n}))),
         Err(e) => Err(ApiError::new(
@@ -427,8 +430,10 @@ async fn audit_verify(
     }
 }
 
-async fn tools(State(s): State<ApiState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
+async fn tools(
+    State(s): State<ApiState>,
+    RuntimeSession(session): RuntimeSession,
+) -> Result<Json<Value>, ApiError> {
     let list: Vec<Value> = s
         .gateway
         .list_tools(&session.caller)
@@ -448,17 +453,17 @@ struct CallBody {
     #[serde(default)]
     approval: Option<String>,
     /// `_meta` keys (`dev.secureclaw/mode`, `dev.secureclaw/branch`,
-    /// `dev.secureclaw/confidence`).
-    #[serde(default)]
+    /// `dev.secureclaw/confidence`, `dev.secureclaw/approval`); also accepted as `_meta`, the
+    /// name the recovery texts use (new-user trial).
+    #[serde(default, alias = "_meta")]
     meta: Map<String, Value>,
 }
 
 async fn call(
     State(s): State<ApiState>,
-    headers: HeaderMap,
+    RuntimeSession(session): RuntimeSession,
     body: Result<Json<CallBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     let mut meta = CallMeta::from_meta(&body.meta)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_meta", e))?;
@@ -486,10 +491,9 @@ fn branch_arg(branch: &str) -> Result<(), ApiError> {
 
 async fn promote_branch(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(branch): Path<String>,
+    RuntimeSession(session): RuntimeSession,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     branch_arg(&branch)?;
     let released = s.gateway.promote_branch(&session, &branch).await?;
     let calls: Vec<Value> = released
@@ -503,10 +507,9 @@ async fn promote_branch(
 
 async fn abandon_branch(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(branch): Path<String>,
+    RuntimeSession(session): RuntimeSession,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     branch_arg(&branch)?;
     let n = s.gateway.abandon_branch(&session, &branch).await?;
     Ok(Json(
@@ -516,10 +519,9 @@ async fn abandon_branch(
 
 async fn exposure(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    _: Operator,
 ) -> Result<Json<Value>, ApiError> {
-    operator(&s, &headers)?;
     let report = s.gateway.exposure(&id).await?;
     Ok(Json(json!({"session": id, "observers": report})))
 }
@@ -534,10 +536,9 @@ struct PreviewBody {
 
 async fn preview(
     State(s): State<ApiState>,
-    headers: HeaderMap,
+    RuntimeSession(session): RuntimeSession,
     body: Result<Json<PreviewBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     Ok(Json(
         match s
@@ -565,10 +566,9 @@ struct CommitBody {
 
 async fn commit(
     State(s): State<ApiState>,
-    headers: HeaderMap,
+    RuntimeSession(session): RuntimeSession,
     body: Result<Json<CommitBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     let Json(body) = body?;
     let outcome = s
         .gateway
@@ -585,10 +585,9 @@ async fn commit(
 
 async fn describe_handle(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    RuntimeSession(session): RuntimeSession,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     Ok(Json(
         s.gateway.describe_handle(&session, &HandleId(id)).await?,
     ))
@@ -596,10 +595,9 @@ async fn describe_handle(
 
 async fn revoke_handle(
     State(s): State<ApiState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
+    RuntimeSession(session): RuntimeSession,
 ) -> Result<Json<Value>, ApiError> {
-    let session = session_from(&s.gateway, &headers).await?;
     s.gateway
         .revoke_handle(&session, &HandleId(id.clone()))
         .await?;

@@ -23,6 +23,7 @@ use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::KeyRing;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::{
     Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, UpstreamTransport, system_clock,
 };
@@ -479,32 +480,4 @@ async fn filesystem_server_behind_secureclaw() {
 
     client.cancel().await.unwrap();
     let _ = timed("server shutdown", server).await;
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }

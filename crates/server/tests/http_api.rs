@@ -15,6 +15,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::policy::EffectClass;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::{
     BoxFuture, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
@@ -436,12 +437,15 @@ async fn approval_flow_over_http() {
         StatusCode::CONFLICT,
         "a decided approval cannot be decided again"
     );
+    // Re-issued as the recovery text says, with `_meta` (new-user trial: `/v1/call` refused
+    // the field the text names).
     let (_, r) = send(
         &e.app,
         "POST",
         "/v1/call",
         Some(&sid),
-        Some(json!({"tool": "office__send", "arguments": args, "approval": action})),
+        Some(json!({"tool": "office__send", "arguments": args,
+                    "_meta": {"dev.secureclaw/approval": action}})),
     )
     .await;
     assert_eq!(r["status"], "completed", "{r}");
@@ -645,32 +649,4 @@ async fn speculative_calls_over_http() {
     let (s, body) = send(&e.app, "GET", &path, Some(OPERATOR), None).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["observers"].as_array().unwrap().len(), 5);
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }

@@ -13,6 +13,7 @@
 
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::KeyRing;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::{
     BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
@@ -748,32 +749,4 @@ async fn keep_alive(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
         .ok()?
         .ok()?;
     (&buf == b"HTTP/1.1 200").then_some(c)
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }

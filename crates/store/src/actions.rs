@@ -8,7 +8,7 @@
 
 use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::keys::KeyId;
@@ -106,6 +106,37 @@ impl RawApproval {
     }
 }
 
+/// Insert `action`; an id already stored is a [`StoreError::Conflict`].
+pub(crate) fn insert_action(conn: &Connection, action: &ActionRecord) -> Result<(), StoreError> {
+    let inserted = conn
+            .execute_cached(
+                "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding, needs_confirmation,
+                                      created_at, request_json, display)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (action_id) DO NOTHING",
+                params![
+                    action.action_id.0,
+                    action.session,
+                    action.caller,
+                    action.tool,
+                    action.binding.kid.0,
+                    action.binding.digest,
+                    action.needs_confirmation,
+                    int(action.created_at.0),
+                    action.request_json,
+                    action.display,
+                ],
+            )
+            .map_err(sql)?;
+    if inserted != 1 {
+        return Err(StoreError::Conflict(format!(
+            "action `{}` already exists",
+            action.action_id
+        )));
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     /// Store a previewed action. Action ids are unique; a record is never overwritten.
     ///
@@ -113,33 +144,7 @@ impl SqliteStore {
     /// [`StoreError::Conflict`] if the id exists; [`StoreError::Unavailable`].
     pub fn put_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
         let conn = self.conn()?;
-        let inserted = conn
-            .execute_cached(
-                "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding, needs_confirmation,
-                                      created_at, request_json, display)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (action_id) DO NOTHING",
-                params![
-                    record.action_id.0,
-                    record.session,
-                    record.caller,
-                    record.tool,
-                    record.binding.kid.0,
-                    record.binding.digest,
-                    record.needs_confirmation,
-                    int(record.created_at.0),
-                    record.request_json,
-                    record.display,
-                ],
-            )
-            .map_err(sql)?;
-        if inserted != 1 {
-            return Err(StoreError::Conflict(format!(
-                "action `{}` already exists",
-                record.action_id
-            )));
-        }
-        Ok(())
+        insert_action(&conn, record)
     }
 
     /// The action `id`, if stored.

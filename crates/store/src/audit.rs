@@ -7,11 +7,67 @@
 
 use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use secureclaw_core::KeyRing;
 use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
 use secureclaw_core::keys::KeyId;
 
 const COLUMNS: &str = "seq, kid, prev, mac, event";
+
+/// The chain head as stored: `(seq, mac)` of the last record, or `(0, GENESIS)`.
+pub(crate) fn audit_head(conn: &Connection) -> Result<(u64, String), StoreError> {
+    let last: Option<(i64, String)> = conn
+        .query_row_cached(
+            "SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(last.map_or((0, GENESIS.to_owned()), |(s, m)| (uint(s), m)))
+}
+
+/// A record chained after a head, with the columns stored beside it (both stores).
+pub(crate) struct Chained {
+    /// The record (its `seq` is the head's plus one).
+    pub(crate) record: AuditRecord,
+    /// The event's kind, as its JSON name.
+    pub(crate) kind: String,
+    /// The event's time, as the stored integer.
+    pub(crate) at: i64,
+    /// The event as JSON.
+    pub(crate) event_json: String,
+}
+
+/// Chain `event` after `head` (`(seq, mac)` of the last record) under the active audit key.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] if the event does not serialize; [`StoreError::Unavailable`] if the
+/// sequence is exhausted; [`StoreError::Key`].
+pub(crate) fn chain_next(
+    keys: &KeyRing,
+    head: &(u64, String),
+    event: AuditEvent,
+) -> Result<Chained, StoreError> {
+    let event_json = serde_json::to_string(&event).map_err(|e| corrupt("audit event", e))?;
+    let kind = serde_json::to_value(event.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let at = int(event.at.0);
+    let seq = head
+        .0
+        .checked_add(1)
+        .filter(|s| i64::try_from(*s).is_ok())
+        .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
+    let record = audit::chain(keys, &head.1, seq, event)?;
+    Ok(Chained {
+        record,
+        kind,
+        at,
+        event_json,
+    })
+}
 
 struct RawRecord {
     seq: i64,
@@ -52,37 +108,39 @@ impl SqliteStore {
     /// # Errors
     /// [`StoreError::Key`] if the ring has no audit key; [`StoreError::Unavailable`].
     pub fn append_audit(&self, event: AuditEvent) -> Result<AuditRecord, StoreError> {
-        let event_json = serde_json::to_string(&event).map_err(|e| corrupt("audit event", e))?;
-        let kind = serde_json::to_value(event.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let at = int(event.at.0);
         let mut conn = self.conn()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
-        let last: Option<(i64, String)> = tx
-            .query_row_cached(
-                "SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(sql)?;
-        let (prev_seq, prev_mac) = last.map_or((0, GENESIS.to_owned()), |(s, m)| (uint(s), m));
-        let seq = prev_seq
-            .checked_add(1)
-            .filter(|s| i64::try_from(*s).is_ok())
-            .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
-        let record = audit::chain(&self.keys, &prev_mac, seq, event)?;
-        tx.execute_cached(
-            "INSERT INTO audit (seq, kid, prev, mac, kind, at, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![int(seq), record.kid.0, record.prev, record.mac, kind, at, event_json],
-        )
-        .map_err(sql)?;
+        let mut head = audit_head(&tx)?;
+        let record = self.append_in(&tx, &mut head, event)?;
         tx.commit().map_err(sql)?;
         Ok(record)
+    }
+
+    /// Chain `event` after `head` and insert it; `head` becomes the new record's.
+    pub(crate) fn append_in(
+        &self,
+        conn: &Connection,
+        head: &mut (u64, String),
+        event: AuditEvent,
+    ) -> Result<AuditRecord, StoreError> {
+        let next = chain_next(&self.keys, head, event)?;
+        conn.execute_cached(
+            "INSERT INTO audit (seq, kid, prev, mac, kind, at, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                int(next.record.seq),
+                next.record.kid.0,
+                next.record.prev,
+                next.record.mac,
+                next.kind,
+                next.at,
+                next.event_json
+            ],
+        )
+        .map_err(sql)?;
+        *head = (next.record.seq, next.record.mac.clone());
+        Ok(next.record)
     }
 
     /// Up to `limit` records with `seq >= from_seq`, in order.

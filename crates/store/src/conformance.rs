@@ -95,6 +95,34 @@ fn fail(what: &str) -> impl Fn(StoreError) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
+/// `[first]` and `extra` independent handles on the same storage ([`Subject::reopen`]), as
+/// several processes or replicas would open.
+async fn with_reopened(
+    s: &dyn Subject,
+    first: Arc<dyn Store>,
+    extra: usize,
+) -> Result<Vec<Arc<dyn Store>>, String> {
+    let mut stores = vec![first];
+    for _ in 0..extra {
+        stores.push(s.reopen().await?);
+    }
+    Ok(stores)
+}
+
+/// The storage's raw bytes are not empty (positive control) and hold none of `needles`.
+async fn never_in_clear(s: &dyn Subject, needles: &[&[u8]]) -> Outcome {
+    let raw = s.raw_bytes().await?;
+    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
+    for needle in needles {
+        ensure!(
+            !raw.windows(needle.len()).any(|w| w == *needle),
+            "plaintext `{}` found in the stored bytes",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    Ok(())
+}
+
 fn binding() -> BindingDigest {
     BindingDigest {
         kid: KeyId("bind-1".into()),
@@ -347,19 +375,15 @@ pub async fn vault_ciphertext_never_in_clear(s: &dyn Subject) -> Outcome {
         back.as_deref().map(Vec::as_slice) == Some(secret.as_slice()),
         "positive control: the value must read back"
     );
-    let raw = s.raw_bytes().await?;
-    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
-    for needle in [
-        b"DE89370400440532013000".as_slice(),
-        b"4111111111111111".as_slice(),
-        b"conformance-secret".as_slice(),
-    ] {
-        ensure!(
-            !raw.windows(needle.len()).any(|w| w == needle),
-            "plaintext `{}` found in the stored bytes",
-            String::from_utf8_lossy(needle)
-        );
-    }
+    never_in_clear(
+        s,
+        &[
+            b"DE89370400440532013000",
+            b"4111111111111111",
+            b"conformance-secret",
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -628,10 +652,7 @@ pub async fn approval_decided_once_under_concurrency(s: &dyn Subject) -> Outcome
         .create_approval(&id, UnixMillis(1))
         .await
         .map_err(fail("create_approval"))?;
-    let mut stores = vec![store];
-    for _ in 0..2 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, store, 2).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..24u64 {
         let st = Arc::clone(
@@ -672,10 +693,7 @@ pub async fn approval_decided_once_under_concurrency(s: &dyn Subject) -> Outcome
 /// # Errors
 /// The broken contract.
 pub async fn single_use_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     for round in 0..4u32 {
         let id = act(1_000 + round);
         let barrier = Arc::new(tokio::sync::Barrier::new(32));
@@ -713,10 +731,10 @@ pub async fn single_use_under_concurrency(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
-/// Red-team F8: [`secureclaw_core::store::LedgerStore::outcome_unknown_binding`] finds an
-/// action of the session with exactly this binding (key id and digest) whose entry is
-/// `outcome_unknown` — not one of another session, not another binding or key id, not an
-/// entry that is `reserved`, `executed` or `failed`.
+/// Red-team F8, R7: [`secureclaw_core::store::LedgerStore::outcome_unknown_tool`] finds an
+/// action of the session for this tool whose entry is `outcome_unknown` — whatever its
+/// binding — and not one of another session or another tool, nor an entry that is
+/// `reserved`, `executed` or `failed`.
 ///
 /// # Errors
 /// The broken contract.
@@ -726,35 +744,32 @@ pub async fn outcome_unknown_bindings(s: &dyn Subject) -> Outcome {
         kid: KeyId("bind-1".into()),
         digest: "cd".repeat(32),
     };
-    let rotated = BindingDigest {
-        kid: KeyId("bind-2".into()),
-        digest: binding().digest,
-    };
-    let ask = |session: &'static str, b: BindingDigest| {
+    let ask = |session: &'static str, tool: &'static str| {
         let store = store.clone();
         async move {
             store
-                .outcome_unknown_binding(session, &b)
+                .outcome_unknown_tool(session, tool)
                 .await
-                .map_err(fail("outcome_unknown_binding"))
+                .map_err(fail("outcome_unknown_tool"))
         }
     };
     ensure!(
-        !ask("s1", binding()).await?,
+        !ask("s1", "bank__pay_invoice").await?,
         "an empty store has no unknown outcome"
     );
-    // s1: one unknown (binding), one executed and one failed (other), one reserved (rotated);
-    // s2: an unknown outcome under `other`.
+    // s1: an unknown `pay` (binding), executed and failed `send` (other), a reserved `move`;
+    // s2: an unknown `send`.
     let cases = [
-        (act(31), "s1", binding(), "unknown"),
-        (act(32), "s1", other.clone(), "executed"),
-        (act(33), "s1", other.clone(), "failed"),
-        (act(34), "s1", rotated.clone(), "reserved"),
-        (act(35), "s2", other.clone(), "unknown"),
+        (act(31), "s1", "bank__pay_invoice", binding(), "unknown"),
+        (act(32), "s1", "mail__send", other.clone(), "executed"),
+        (act(33), "s1", "mail__send", other.clone(), "failed"),
+        (act(34), "s1", "fs__move", binding(), "reserved"),
+        (act(35), "s2", "mail__send", other.clone(), "unknown"),
     ];
-    for (id, session, b, end) in &cases {
+    for (id, session, tool, b, end) in &cases {
         let mut a = action(id);
         a.session = (*session).into();
+        a.tool = (*tool).into();
         a.binding = b.clone();
         store.put_action(&a).await.map_err(fail("put_action"))?;
         ensure!(
@@ -774,27 +789,27 @@ pub async fn outcome_unknown_bindings(s: &dyn Subject) -> Outcome {
         .map_err(fail("finish"))?;
     }
     ensure!(
-        ask("s1", binding()).await?,
-        "s1's unknown outcome must be found"
+        ask("s1", "bank__pay_invoice").await?,
+        "s1's unknown outcome must be found for its tool"
     );
     ensure!(
-        !ask("s1", other.clone()).await?,
+        !ask("s1", "mail__send").await?,
         "executed and failed entries are not unknown outcomes"
     );
     ensure!(
-        !ask("s1", rotated).await?,
+        !ask("s1", "fs__move").await?,
         "a reserved entry is not an unknown outcome"
     );
     ensure!(
-        !ask("s2", binding()).await?,
-        "another session's binding must not match"
+        !ask("s2", "bank__pay_invoice").await?,
+        "another session's unknown outcome must not match"
     );
     ensure!(
-        ask("s2", other).await?,
+        ask("s2", "mail__send").await?,
         "s2's unknown outcome must be found"
     );
     ensure!(
-        !ask("s3", binding()).await?,
+        !ask("s3", "mail__send").await?,
         "a session without actions has none"
     );
     Ok(())
@@ -984,10 +999,7 @@ pub async fn audit_chain(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn audit_chain_under_concurrent_appenders(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for (w, st) in stores.iter().enumerate() {
         let st = Arc::clone(st);
@@ -1099,10 +1111,7 @@ pub async fn speculation_budget(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn budget_charged_once_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let barrier = Arc::new(tokio::sync::Barrier::new(32));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..32usize {
@@ -1232,10 +1241,7 @@ pub async fn grant_uses(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn grant_use_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let barrier = Arc::new(tokio::sync::Barrier::new(32));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..32usize {
@@ -1558,10 +1564,7 @@ pub async fn written_set_bounds(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn written_set_appends_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     for (session, bounds, expect) in [
         ("roomy", ROOMY, 24usize),
         (
@@ -1642,19 +1645,15 @@ pub async fn written_values_never_in_clear(s: &dyn Subject) -> Outcome {
         rows.values == [(1, secret.to_owned())],
         "positive control: the value must read back, got {rows:?}"
     );
-    let raw = s.raw_bytes().await?;
-    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
-    for needle in [
-        b"DE89370400440532013000".as_slice(),
-        b"written-conformance-secret".as_slice(),
-        b"7777712345".as_slice(),
-    ] {
-        ensure!(
-            !raw.windows(needle.len()).any(|w| w == needle),
-            "plaintext `{}` found in the stored bytes",
-            String::from_utf8_lossy(needle)
-        );
-    }
+    never_in_clear(
+        s,
+        &[
+            b"DE89370400440532013000",
+            b"written-conformance-secret",
+            b"7777712345",
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -1737,10 +1736,7 @@ pub async fn pre_effect_writes_in_one_transaction(s: &dyn Subject) -> Outcome {
         "a refused pre-effect write must append no audit record"
     );
     // Concurrency: 4 connections, each 10 pre-effect writes (2 records each) and 5 appends.
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for (w, st) in stores.iter().enumerate() {
         let st = Arc::clone(st);
@@ -1887,10 +1883,7 @@ pub async fn group_commit(s: &dyn Subject) -> Outcome {
         "a spent entry must keep its first outcome"
     );
     // Concurrency: 4 connections, 10 groups of 3 records each, plus single appends.
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let mut tasks = tokio::task::JoinSet::new();
     for st in &stores {
         let st = Arc::clone(st);
@@ -2104,10 +2097,7 @@ pub async fn held_call_bounds(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn held_calls_released_once_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     for n in 0..10 {
         s.store()
             .hold_call("raced", "b", &call_json(n), 10, HELD_ROOMY)
@@ -2153,10 +2143,7 @@ pub async fn held_calls_released_once_under_concurrency(s: &dyn Subject) -> Outc
 /// # Errors
 /// The broken contract.
 pub async fn held_caps_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let bounds = HeldBounds {
         max_calls: 5,
         max_bytes: 1 << 20,
@@ -2208,18 +2195,7 @@ pub async fn held_calls_never_in_clear(s: &dyn Subject) -> Outcome {
     st.hold_call("s1", "b", secret, secret.len() as u64, HELD_ROOMY)
         .await
         .map_err(fail("hold_call"))?;
-    let raw = s.raw_bytes().await?;
-    ensure!(!raw.is_empty(), "positive control: the raw dump is empty");
-    for needle in [
-        b"DE89370400440532013000".as_slice(),
-        b"held-conformance-secret".as_slice(),
-    ] {
-        ensure!(
-            !raw.windows(needle.len()).any(|w| w == needle),
-            "plaintext `{}` found in the stored bytes",
-            String::from_utf8_lossy(needle)
-        );
-    }
+    never_in_clear(s, &[b"DE89370400440532013000", b"held-conformance-secret"]).await?;
     let back = st
         .settle_branch("s1", "b", BranchState::Promoted)
         .await
@@ -2297,10 +2273,7 @@ pub async fn rate_buckets(s: &dyn Subject) -> Outcome {
 /// # Errors
 /// The broken contract.
 pub async fn rate_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
-    let mut stores = vec![s.store()];
-    for _ in 0..3 {
-        stores.push(s.reopen().await?);
-    }
+    let stores = with_reopened(s, s.store(), 3).await?;
     let rates = RateLimits {
         session_rate_per_s: 0,
         session_burst: 5,

@@ -5,17 +5,17 @@
 //! their branch settles.
 
 use crate::task_state::{bound, count};
+use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use secureclaw_core::KeyRing;
 use secureclaw_core::contract::BranchState;
-use secureclaw_core::keys::KeyId;
 use secureclaw_core::recovery::Limit;
 use secureclaw_core::store::{
     HeldBounds, HeldCall, HoldOutcome, RateLimits, RateTake, TokenBucket, take_tokens,
 };
 use secureclaw_core::time::UnixMillis;
-use secureclaw_core::vault::{self, SealedValue, VaultError};
+use secureclaw_core::vault::SealedValue;
 
 /// The associated data of a sealed held call: its session, branch and sequence number, so
 /// that a ciphertext moved to another row, branch or session does not decrypt.
@@ -31,16 +31,7 @@ pub(crate) fn seal_held(
     seq: i64,
     call: &str,
 ) -> Result<SealedValue, StoreError> {
-    let mut nonce = [0u8; 12];
-    getrandom::fill(&mut nonce)
-        .map_err(|e| StoreError::Unavailable(format!("random source failed: {e}")))?;
-    vault::seal(
-        keys,
-        &held_aad(session, branch, seq),
-        call.as_bytes(),
-        nonce,
-    )
-    .map_err(held_error)
+    seal_text(keys, &held_aad(session, branch, seq), call, "held call")
 }
 
 /// Open a sealed held call.
@@ -51,16 +42,7 @@ pub(crate) fn open_held(
     seq: i64,
     sealed: &SealedValue,
 ) -> Result<String, StoreError> {
-    let plain = vault::open(keys, &held_aad(session, branch, seq), sealed).map_err(held_error)?;
-    String::from_utf8(plain.to_vec())
-        .map_err(|_| StoreError::Corrupt("held call is not UTF-8".into()))
-}
-
-fn held_error(e: VaultError) -> StoreError {
-    match e {
-        VaultError::Key(k) => StoreError::Key(k),
-        VaultError::Decrypt => StoreError::Corrupt("held call does not decrypt".into()),
-    }
+    open_text(keys, &held_aad(session, branch, seq), sealed, "held call")
 }
 
 /// A stored branch state.
@@ -239,13 +221,7 @@ impl SqliteStore {
                 )
                 .map_err(sql)?;
             stmt.query_map(params![session, branch], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Vec<u8>>(3)?,
-                    r.get::<_, Vec<u8>>(4)?,
-                ))
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, sealed_at(r, 2)?))
             })
             .map_err(sql)?
             .collect::<Result<Vec<_>, _>>()
@@ -253,12 +229,7 @@ impl SqliteStore {
         };
         let mut calls = Vec::with_capacity(rows.len());
         let mut freed = 0i64;
-        for (seq, bytes, kid, nonce, ciphertext) in rows {
-            let sealed = SealedValue {
-                kid: KeyId(kid),
-                nonce,
-                ciphertext,
-            };
+        for (seq, bytes, sealed) in rows {
             calls.push(HeldCall {
                 seq: uint(seq),
                 call: open_held(&self.keys, session, branch, seq, &sealed)?,

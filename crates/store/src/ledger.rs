@@ -13,7 +13,7 @@
 
 use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql, uint};
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::acceptance::LedgerError;
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::keys::KeyId;
@@ -22,6 +22,37 @@ use secureclaw_core::{ActionId, UnixMillis};
 
 const COLUMNS: &str =
     "action_id, binding_kid, binding, state, reserved_at, finished_at, result_digest, failure";
+
+/// Marks a `reserved` entry `executed` (`?1` id, `?2` time, `?3` result digest).
+pub(crate) const MARK_EXECUTED: &str =
+    "UPDATE ledger SET state = 'executed', finished_at = ?2, result_digest = ?3
+     WHERE action_id = ?1 AND state = 'reserved'";
+
+/// Marks a `reserved` entry `failed` (`?1` id, `?2` time, `?3` reason).
+pub(crate) const MARK_FAILED: &str =
+    "UPDATE ledger SET state = 'failed', finished_at = ?2, failure = ?3
+     WHERE action_id = ?1 AND state = 'reserved'";
+
+/// Marks a `reserved` entry `outcome_unknown` (`?1` id, `?2` time, `?3` reason).
+pub(crate) const MARK_OUTCOME_UNKNOWN: &str =
+    "UPDATE ledger SET state = 'outcome_unknown', finished_at = ?2, failure = ?3
+     WHERE action_id = ?1 AND state = 'reserved'";
+
+/// The reservation statement: inserts the `reserved` row of `id` unless one exists; the
+/// number of rows inserted (1, or 0 if the id was already reserved).
+pub(crate) fn insert_reservation(
+    conn: &Connection,
+    id: &ActionId,
+    binding: &BindingDigest,
+    at: UnixMillis,
+) -> rusqlite::Result<usize> {
+    conn.execute_cached(
+        "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at)
+         VALUES (?1, ?2, ?3, 'reserved', ?4)
+         ON CONFLICT (action_id) DO NOTHING",
+        params![id.0, binding.kid.0, binding.digest, int(at.0)],
+    )
+}
 
 struct RawEntry {
     action_id: String,
@@ -79,13 +110,7 @@ impl SqliteStore {
         at: UnixMillis,
     ) -> Result<bool, LedgerError> {
         let conn = self.conn().map_err(|e| LedgerError(e.to_string()))?;
-        let inserted = conn
-            .execute_cached(
-                "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at)
-                 VALUES (?1, ?2, ?3, 'reserved', ?4)
-                 ON CONFLICT (action_id) DO NOTHING",
-                params![action_id.0, binding.kid.0, binding.digest, int(at.0)],
-            )
+        let inserted = insert_reservation(&conn, action_id, binding, at)
             .map_err(|e| LedgerError(e.to_string()))?;
         Ok(inserted == 1)
     }
@@ -103,12 +128,7 @@ impl SqliteStore {
         result_digest: &str,
         at: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.finish(
-            id,
-            "UPDATE ledger SET state = 'executed', finished_at = ?2, result_digest = ?3
-             WHERE action_id = ?1 AND state = 'reserved'",
-            params![id.0, int(at.0), result_digest],
-        )
+        self.finish(id, MARK_EXECUTED, params![id.0, int(at.0), result_digest])
     }
 
     /// Record that the reserved action `id` failed (upstream error, crash recovery). The id stays
@@ -122,12 +142,7 @@ impl SqliteStore {
         reason: &str,
         at: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.finish(
-            id,
-            "UPDATE ledger SET state = 'failed', finished_at = ?2, failure = ?3
-             WHERE action_id = ?1 AND state = 'reserved'",
-            params![id.0, int(at.0), reason],
-        )
+        self.finish(id, MARK_FAILED, params![id.0, int(at.0), reason])
     }
 
     /// Record that the reserved action `id` was dispatched but its outcome is unknown: the
@@ -142,12 +157,7 @@ impl SqliteStore {
         reason: &str,
         at: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.finish(
-            id,
-            "UPDATE ledger SET state = 'outcome_unknown', finished_at = ?2, failure = ?3
-             WHERE action_id = ?1 AND state = 'reserved'",
-            params![id.0, int(at.0), reason],
-        )
+        self.finish(id, MARK_OUTCOME_UNKNOWN, params![id.0, int(at.0), reason])
     }
 
     fn finish(
@@ -200,22 +210,18 @@ impl SqliteStore {
 
     /// Whether an action of `session` whose binding is `binding` has a ledger entry in state
     /// `outcome_unknown` (see
-    /// [`secureclaw_core::store::LedgerStore::outcome_unknown_binding`]).
+    /// [`secureclaw_core::store::LedgerStore::outcome_unknown_tool`]).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].
-    pub fn outcome_unknown_binding(
-        &self,
-        session: &str,
-        binding: &BindingDigest,
-    ) -> Result<bool, StoreError> {
+    pub fn outcome_unknown_tool(&self, session: &str, tool: &str) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let found = conn
             .query_row_cached(
                 "SELECT 1 FROM ledger l JOIN actions a ON a.action_id = l.action_id
-                 WHERE a.session = ?1 AND l.binding_kid = ?2 AND l.binding = ?3
+                 WHERE a.session = ?1 AND a.tool = ?2
                    AND l.state = 'outcome_unknown' LIMIT 1",
-                params![session, binding.kid.0, binding.digest],
+                params![session, tool],
                 |_| Ok(()),
             )
             .optional()

@@ -3,12 +3,12 @@
 //! the amounts anchored reads returned, and the bounded written set with its values sealed
 //! under the vault key.
 
+use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, sql, uint};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use secureclaw_core::KeyRing;
-use secureclaw_core::keys::KeyId;
 use secureclaw_core::store::{WrittenBounds, WrittenRows, WrittenValue};
-use secureclaw_core::vault::{self, SealedValue, VaultError};
+use secureclaw_core::vault::SealedValue;
 
 /// The associated data of a sealed written value: its session and digest, so that a
 /// ciphertext moved to another row or session does not decrypt.
@@ -22,16 +22,12 @@ pub(crate) fn seal_written(
     session: &str,
     value: &WrittenValue,
 ) -> Result<SealedValue, StoreError> {
-    let mut nonce = [0u8; 12];
-    getrandom::fill(&mut nonce)
-        .map_err(|e| StoreError::Unavailable(format!("random source failed: {e}")))?;
-    vault::seal(
+    seal_text(
         keys,
         &written_aad(session, &value.digest),
-        value.value.as_bytes(),
-        nonce,
+        &value.value,
+        "written value",
     )
-    .map_err(vault_error)
 }
 
 /// Open a sealed written value of `session`.
@@ -41,16 +37,13 @@ pub(crate) fn open_written(
     digest: &str,
     sealed: &SealedValue,
 ) -> Result<String, StoreError> {
-    let plain = vault::open(keys, &written_aad(session, digest), sealed).map_err(vault_error)?;
-    String::from_utf8(plain.to_vec())
-        .map_err(|_| StoreError::Corrupt("written value is not UTF-8".into()))
+    open_text(keys, &written_aad(session, digest), sealed, "written value")
 }
 
-fn vault_error(e: VaultError) -> StoreError {
-    match e {
-        VaultError::Key(k) => StoreError::Key(k),
-        VaultError::Decrypt => StoreError::Corrupt("written value does not decrypt".into()),
-    }
+/// Whether one more value of `size` bytes would take a written set holding `n` values of
+/// `bytes` bytes past `bounds` (the set is then full).
+pub(crate) fn past_bounds(n: i64, bytes: i64, size: i64, bounds: WrittenBounds) -> bool {
+    n >= bound(bounds.max_values) || bytes.saturating_add(size) > bound(bounds.max_bytes)
 }
 
 /// A `u64` limit or bound as a SQL integer (saturating: no stored count reaches `i64::MAX`).
@@ -209,8 +202,7 @@ impl SqliteStore {
                 continue;
             }
             let size = len(&v.value);
-            if n >= bound(bounds.max_values) || bytes.saturating_add(size) > bound(bounds.max_bytes)
-            {
+            if past_bounds(n, bytes, size, bounds) {
                 full = true;
                 break;
             }
@@ -298,9 +290,7 @@ impl SqliteStore {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Vec<u8>>(3)?,
-                    r.get::<_, Vec<u8>>(4)?,
+                    sealed_at(r, 2)?,
                 ))
             })
             .map_err(sql)?
@@ -309,12 +299,7 @@ impl SqliteStore {
         drop(stmt);
         drop(conn);
         let mut values = Vec::with_capacity(rows.len());
-        for (seq, digest, kid, nonce, ciphertext) in rows {
-            let sealed = SealedValue {
-                kid: KeyId(kid),
-                nonce,
-                ciphertext,
-            };
+        for (seq, digest, sealed) in rows {
             values.push((
                 uint(seq),
                 open_written(&self.keys, session, &digest, &sealed)?,

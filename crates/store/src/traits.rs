@@ -177,12 +177,8 @@ impl LedgerStore for SqliteStore {
         SqliteStore::ledger_entry(self, id)
     }
 
-    async fn outcome_unknown_binding(
-        &self,
-        session: &str,
-        binding: &BindingDigest,
-    ) -> Result<bool, StoreError> {
-        SqliteStore::outcome_unknown_binding(self, session, binding)
+    async fn outcome_unknown_tool(&self, session: &str, tool: &str) -> Result<bool, StoreError> {
+        SqliteStore::outcome_unknown_tool(self, session, tool)
     }
 
     /// Every `reserved` entry: one SQLite file serves one gateway, so none is in flight at

@@ -7,7 +7,8 @@
 
 use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use secureclaw_core::KeyRing;
 use secureclaw_core::keys::KeyId;
 use secureclaw_core::vault::{self, SealedValue, VaultError};
 use zeroize::Zeroizing;
@@ -36,7 +37,7 @@ impl SqliteStore {
         nonce: [u8; 12],
     ) -> Result<(), StoreError> {
         let sealed = vault::seal(&self.keys, &aad(object_id, version), plaintext, nonce)
-            .map_err(vault_error)?;
+            .map_err(|e| vault_error("vault value", e))?;
         let mut conn = self.conn()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -106,25 +107,13 @@ impl SqliteStore {
                  WHERE object_id = ?1 AND (?2 IS NULL OR version = ?2)
                  ORDER BY version DESC LIMIT 1",
                 params![object_id, version.map(int)],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Vec<u8>>(2)?,
-                        r.get::<_, Vec<u8>>(3)?,
-                    ))
-                },
+                |r| Ok((r.get::<_, i64>(0)?, sealed_at(r, 1)?)),
             )
             .optional()
             .map_err(sql)?;
         drop(conn);
-        let Some((stored_version, kid, nonce, ciphertext)) = row else {
+        let Some((stored_version, sealed)) = row else {
             return Ok(None);
-        };
-        let sealed = SealedValue {
-            kid: KeyId(kid),
-            nonce,
-            ciphertext,
         };
         vault::open(
             &self.keys,
@@ -132,13 +121,50 @@ impl SqliteStore {
             &sealed,
         )
         .map(Some)
-        .map_err(vault_error)
+        .map_err(|e| vault_error("vault value", e))
     }
 }
 
-fn vault_error(e: VaultError) -> StoreError {
+/// A vault failure as a store error; `what` names the sealed value (`vault value`, `held call`,
+/// `written value`) in the message of a ciphertext that does not decrypt.
+pub(crate) fn vault_error(what: &str, e: VaultError) -> StoreError {
     match e {
         VaultError::Key(k) => StoreError::Key(k),
-        VaultError::Decrypt => StoreError::Corrupt("vault value does not decrypt".into()),
+        VaultError::Decrypt => StoreError::Corrupt(format!("{what} does not decrypt")),
     }
+}
+
+/// Seal the text `plain` under the active vault key with a fresh random nonce, bound to `aad`
+/// (the sealed rows of held calls and written values).
+pub(crate) fn seal_text(
+    keys: &KeyRing,
+    aad: &str,
+    plain: &str,
+    what: &str,
+) -> Result<SealedValue, StoreError> {
+    let mut nonce = [0u8; 12];
+    getrandom::fill(&mut nonce)
+        .map_err(|e| StoreError::Unavailable(format!("random source failed: {e}")))?;
+    vault::seal(keys, aad, plain.as_bytes(), nonce).map_err(|e| vault_error(what, e))
+}
+
+/// Open a value sealed by [`seal_text`].
+pub(crate) fn open_text(
+    keys: &KeyRing,
+    aad: &str,
+    sealed: &SealedValue,
+    what: &str,
+) -> Result<String, StoreError> {
+    let plain = vault::open(keys, aad, sealed).map_err(|e| vault_error(what, e))?;
+    String::from_utf8(plain.to_vec())
+        .map_err(|_| StoreError::Corrupt(format!("{what} is not UTF-8")))
+}
+
+/// The sealed value in the columns `kid, nonce, ciphertext` starting at column `at`.
+pub(crate) fn sealed_at(r: &Row<'_>, at: usize) -> rusqlite::Result<SealedValue> {
+    Ok(SealedValue {
+        kid: KeyId(r.get(at)?),
+        nonce: r.get(at + 1)?,
+        ciphertext: r.get(at + 2)?,
+    })
 }

@@ -69,35 +69,17 @@ impl Subject for Pg {
                 bytes.extend(text.into_bytes());
             }
         }
-        for row in raw
-            .query("SELECT nonce, ciphertext FROM vault_objects", &[])
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            let nonce: Vec<u8> = row.get(0);
-            let ciphertext: Vec<u8> = row.get(1);
-            bytes.extend(nonce);
-            bytes.extend(ciphertext);
-        }
-        for row in raw
-            .query("SELECT nonce, ciphertext FROM held_calls", &[])
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            let nonce: Vec<u8> = row.get(0);
-            let ciphertext: Vec<u8> = row.get(1);
-            bytes.extend(nonce);
-            bytes.extend(ciphertext);
-        }
-        for row in raw
-            .query("SELECT nonce, ciphertext FROM written_values", &[])
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            let nonce: Vec<u8> = row.get(0);
-            let ciphertext: Vec<u8> = row.get(1);
-            bytes.extend(nonce);
-            bytes.extend(ciphertext);
+        for table in ["vault_objects", "held_calls", "written_values"] {
+            for row in raw
+                .query(&format!("SELECT nonce, ciphertext FROM {table}"), &[])
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                let nonce: Vec<u8> = row.get(0);
+                let ciphertext: Vec<u8> = row.get(1);
+                bytes.extend(nonce);
+                bytes.extend(ciphertext);
+            }
         }
         Ok(bytes)
     }

@@ -19,6 +19,7 @@
 
 pub mod adversary;
 pub mod corpus;
+pub mod independent;
 pub mod observe;
 pub mod plot;
 pub mod replay;
@@ -206,6 +207,8 @@ pub struct Results {
     pub noise: Vec<NoiseInfo>,
     /// The paper's cross-adversary protocol (Tables 12/13).
     pub cross: Vec<CrossAdversary>,
+    /// The labelers on the independent query set (issue 18).
+    pub independent: Vec<independent::Row>,
     /// Properties that hold by construction.
     pub checks: Vec<Check>,
     /// Wall-clock seconds of the run.
@@ -473,6 +476,29 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
         ));
     }
     checks.extend(result_checks(&cells, &corpora));
+    let step = std::time::Instant::now();
+    let independent: Vec<independent::Row> = [
+        LabelerKind::Content,
+        LabelerKind::Gold,
+        LabelerKind::Constant,
+    ]
+    .into_iter()
+    .flat_map(independent::evaluate)
+    .collect();
+    let constant_leaks = independent
+        .iter()
+        .filter(|r| r.labeler == "constant" && r.set.starts_with("sensitive"))
+        .map(|r| r.leaked)
+        .fold(0.0, f64::max);
+    checks.push(Check {
+        name: "independent queries: the constant labeler lets no sensitive span through".into(),
+        ok: constant_leaks == 0.0,
+        detail: format!("max leaked share {constant_leaks:.3}"),
+    });
+    progress(&format!(
+        "independent queries: 3 labelers, {:.1} s",
+        step.elapsed().as_secs_f64()
+    ));
     Results {
         generator: corpus::GENERATOR_VERSION.to_owned(),
         seeds: options.seeds.clone(),
@@ -482,6 +508,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Results {
         cells,
         noise,
         cross,
+        independent,
         checks,
         seconds: started.elapsed().as_secs_f64(),
     }

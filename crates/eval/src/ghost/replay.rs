@@ -318,11 +318,13 @@ impl Env {
             ..config.clone()
         });
         // Hand-curated taint sources: the domain lexicons and the product's built-in
-        // sensitive-topic lexicon.
+        // sensitive-topic lexicon. Taint matches substrings, so the lexicon's terms under five
+        // characters (abbreviations such as "gc" or "ms") are left out: as substrings they
+        // taint nearly every call.
         let taint_terms = taxonomy::DOMAINS
             .iter()
             .flat_map(|d| d.lexicon.iter().copied())
-            .chain(builtin_lexicon())
+            .chain(builtin_lexicon().filter(|t| t.len() >= 5))
             .map(str::to_lowercase)
             .collect();
         let fides_types = taxonomy::DOMAINS

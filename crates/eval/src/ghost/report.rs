@@ -596,6 +596,69 @@ pub fn markdown(r: &Results, plot: Option<&str>) -> String {
     }
     s.push('\n');
 
+    // The independent query set (issue 18).
+    let _ = writeln!(
+        s,
+        "#### Labeler modes on the independent query set (issue 18): search queries written without reading the lexicon, each sent as a speculative `web_search` under the paper's contract\n"
+    );
+    let _ = writeln!(
+        s,
+        "Leaked: dispatched with the sensitive span intact. Altered: not dispatched unchanged. Survived: share of the query's words the provider receives. Dev = odd lines (looked at while generalizing rules), test = even lines (reported only).\n"
+    );
+    let _ = writeln!(
+        s,
+        "| labeler | split | set | n | leaked | altered | withheld | survived |\n|---|---|---|---|---|---|---|---|"
+    );
+    for x in r
+        .independent
+        .iter()
+        .filter(|x| x.split != "all" && (x.set == "sensitive" || x.set == "neutral"))
+    {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.1}% | {:.1}% | {:.0}% |",
+            match x.labeler.as_str() {
+                "gold" => "gold terms",
+                other => other,
+            },
+            x.split,
+            x.set,
+            x.n,
+            if x.set == "neutral" {
+                "—".to_owned()
+            } else {
+                format!("{:.1}%", 100.0 * x.leaked)
+            },
+            100.0 * x.altered,
+            100.0 * x.withheld,
+            100.0 * x.survived
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nPer category, content labeler, both halves:\n\n| category | n | leaked | altered | survived |\n|---|---|---|---|---|"
+    );
+    for x in r
+        .independent
+        .iter()
+        .filter(|x| x.labeler == "content" && x.split == "all" && x.set != "sensitive")
+    {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1}% | {:.0}% |",
+            x.set.trim_start_matches("sensitive/"),
+            x.n,
+            if x.set == "neutral" {
+                "—".to_owned()
+            } else {
+                format!("{:.1}%", 100.0 * x.leaked)
+            },
+            100.0 * x.altered,
+            100.0 * x.survived
+        );
+    }
+    s.push('\n');
+
     // Enterprise, multi-tool, neutral.
     let _ = writeln!(
         s,

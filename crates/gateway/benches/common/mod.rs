@@ -25,6 +25,7 @@ use secureclaw_core::canonical::{CanonicalRequest, Inputs, Intent, RequestContex
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::policy::{EffectClass, PolicyEngine, PolicyRequest, TargetFact};
 use secureclaw_core::time::UnixMillis;
+use secureclaw_gateway::in_process;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError,
@@ -451,32 +452,4 @@ pub fn action_id() -> ActionId {
 #[must_use]
 pub fn now() -> UnixMillis {
     (system_clock())()
-}
-
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-fn in_process(
-    pairs: Vec<(
-        secureclaw_gateway::UpstreamSpec,
-        Arc<dyn secureclaw_gateway::Upstream>,
-    )>,
-) -> (
-    Vec<secureclaw_gateway::UpstreamSpec>,
-    impl secureclaw_gateway::Connector,
-) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &secureclaw_gateway::UpstreamSpec| -> Result<
-        Box<dyn secureclaw_gateway::Upstream>,
-        secureclaw_gateway::UpstreamError,
-    > {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn secureclaw_gateway::Upstream>)
-            .ok_or_else(|| secureclaw_gateway::UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
 }

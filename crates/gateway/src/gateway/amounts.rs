@@ -19,24 +19,64 @@ use serde_json::{Map, Value};
 /// One amount of a financial effect's arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Amount {
-    /// A plain decimal number, in canonical form ([`canonical_decimal`]).
+    /// A plain decimal number, in canonical form ([`canonical_decimal`]) and in the unit of
+    /// its field (what the task's `max_amount` ceiling is written in).
     Plain(String),
+    /// A plain decimal number below a field named in minor units (`amount_cents`,
+    /// `amountMinor`, `pence`): canonical, in those minor units.
+    Minor(String),
     /// Money-looking text that is not a plain decimal number: never covered by the task.
     Unparsed,
 }
 
-/// Extra argument-name words that hold amounts (matched as whole words of the name, so
-/// `summary` or `checksum` are not amounts).
-/// (`payment` is not one: `payment_method` holds no amount, and a number or money-looking
-/// string is an amount in any field anyway.)
-const AMOUNT_WORDS: &[&str] = &["value", "values", "sum", "quantity", "qty", "money"];
-
-/// Whether an argument name holds an amount: [`is_amount_field`], or one of its words (split
-/// at `_`, `-`, `.` and lower-to-upper case changes) is in [`AMOUNT_WORDS`].
-pub(crate) fn is_financial_amount_field(name: &str) -> bool {
-    if is_amount_field(name) {
-        return true;
+impl Amount {
+    /// The amount in major units (`Minor("129900")` → `"1299"`), the unit in which task
+    /// amounts and read amounts are compared; `None` for [`Amount::Unparsed`].
+    pub(crate) fn major(&self) -> Option<String> {
+        match self {
+            Amount::Plain(a) => Some(a.clone()),
+            Amount::Minor(a) => Some(minor_to_major(a)),
+            Amount::Unparsed => None,
+        }
     }
+
+    /// The amount in minor units (hundredths: `Plain("1500")` → 150000, `Minor("1500")` →
+    /// 1500), the unit of the task's `max_amount` ceiling (red-team M3: a ceiling in cents
+    /// let `amount: 150000` in major units through); `None` for [`Amount::Unparsed`] or a
+    /// number that does not parse.
+    pub(crate) fn minor_units(&self) -> Option<f64> {
+        match self {
+            Amount::Plain(a) => a.parse::<f64>().ok().map(|v| v * 100.0),
+            Amount::Minor(a) => a.parse::<f64>().ok(),
+            Amount::Unparsed => None,
+        }
+    }
+}
+
+/// Words of an argument name that say its amount is in minor units (cents, pence).
+const MINOR_UNIT_WORDS: &[&str] = &["cent", "cents", "minor", "pence", "penny", "pennies"];
+
+/// Words of an argument name that say it holds a currency code.
+const CURRENCY_FIELD_WORDS: &[&str] = &["currency", "ccy", "curr"];
+
+/// A canonical decimal in minor units (hundredths) as a canonical decimal in major units:
+/// `129900` → `1299`, `5` → `0.05`, `-250` → `-2.5`.
+fn minor_to_major(canonical: &str) -> String {
+    let (neg, body) = match canonical.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, canonical),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let int = format!("{int:0>3}");
+    let at = int.len() - 2;
+    let (major, cents) = int.split_at(at);
+    let sign = if neg { "-" } else { "" };
+    canonical_decimal(&format!("{sign}{major}.{cents}{frac}")).unwrap_or_else(|| canonical.into())
+}
+
+/// The words of an argument name, lower-cased: split at `_`, `-`, `.`, spaces and
+/// lower-to-upper case changes (`amountInCents` → `amount`, `in`, `cents`).
+fn name_words(name: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     let mut cur = String::new();
     let mut prev_lower = false;
@@ -53,7 +93,30 @@ pub(crate) fn is_financial_amount_field(name: &str) -> bool {
         cur.extend(c.to_lowercase());
     }
     words.push(cur);
-    words.iter().any(|w| AMOUNT_WORDS.contains(&w.as_str()))
+    words.retain(|w| !w.is_empty());
+    words
+}
+
+/// Extra argument-name words that hold amounts (matched as whole words of the name, so
+/// `summary` or `checksum` are not amounts).
+/// (`payment` is not one: `payment_method` holds no amount, and a number or money-looking
+/// string is an amount in any field anyway.)
+const AMOUNT_WORDS: &[&str] = &["value", "values", "sum", "quantity", "qty", "money"];
+
+/// Whether an argument name holds an amount: [`is_amount_field`], or one of its words (split
+/// at `_`, `-`, `.` and lower-to-upper case changes) is in [`AMOUNT_WORDS`].
+pub(crate) fn is_financial_amount_field(name: &str) -> bool {
+    is_amount_field(name)
+        || name_words(name)
+            .iter()
+            .any(|w| AMOUNT_WORDS.contains(&w.as_str()))
+}
+
+/// Whether an argument name says its amounts are in minor units ([`MINOR_UNIT_WORDS`]).
+fn is_minor_unit_field(name: &str) -> bool {
+    name_words(name)
+        .iter()
+        .any(|w| MINOR_UNIT_WORDS.contains(&w.as_str()))
 }
 
 /// `s` as a plain decimal number (`-12`, `129.00`, `+0.5`), in canonical form: no sign for
@@ -140,6 +203,367 @@ pub(crate) fn money_like(s: &str) -> bool {
         })
 }
 
+/// The dollar currencies a bare `$` or "dollars" may mean.
+const DOLLARS: &[&str] = &["USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN"];
+
+/// What a currency marker in the task text says about the number beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    /// Major units of one of these ISO 4217 currencies.
+    Currency(&'static [&'static str]),
+    /// Minor units (cents, pence) of a currency the marker does not name.
+    Minor,
+}
+
+/// The currency a symbol stands for (`€` → EUR, `$` → one of [`DOLLARS`], `¢` → minor units).
+fn symbol_marker(c: char) -> Option<Marker> {
+    let codes: &'static [&'static str] = match c {
+        '$' => DOLLARS,
+        '€' => &["EUR"],
+        '£' => &["GBP"],
+        '¥' => &["JPY", "CNY"],
+        '₹' => &["INR"],
+        '₽' => &["RUB"],
+        '₩' => &["KRW"],
+        '₺' => &["TRY"],
+        '₪' => &["ILS"],
+        '₫' => &["VND"],
+        '₴' => &["UAH"],
+        '₦' => &["NGN"],
+        '₱' => &["PHP"],
+        '฿' => &["THB"],
+        '₿' => &["BTC"],
+        '元' => &["CNY"],
+        '円' => &["JPY"],
+        '¢' => return Some(Marker::Minor),
+        _ => return None,
+    };
+    Some(Marker::Currency(codes))
+}
+
+/// ISO 4217 codes recognised in the task text as the currency of a neighbouring number.
+const CURRENCY_CODES: &[&str] = &[
+    "USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "CNY", "INR", "SEK", "NOK", "DKK", "PLN",
+    "CZK", "HUF", "BRL", "MXN", "ZAR", "SGD", "HKD", "NZD", "KRW", "TRY", "RUB", "ILS", "THB",
+];
+
+/// The currency a word of the task text names: an ISO 4217 code ([`CURRENCY_CODES`], any
+/// case) or a currency word (`dollars`, `euros`, `cents`).
+fn word_marker(word: &str) -> Option<Marker> {
+    let w = word.trim_matches(|c: char| !c.is_alphabetic());
+    let upper = w.to_ascii_uppercase();
+    // (`TRY` only in capitals: "try 3 times" names no Turkish lira.)
+    if let Some(code) = CURRENCY_CODES
+        .iter()
+        .find(|c| **c == upper && (**c != "TRY" || w == "TRY"))
+    {
+        return Some(Marker::Currency(std::slice::from_ref(code)));
+    }
+    let codes: &'static [&'static str] = match w.to_lowercase().as_str() {
+        "dollar" | "dollars" | "bucks" => DOLLARS,
+        "euro" | "euros" => &["EUR"],
+        "pound" | "pounds" | "quid" => &["GBP"],
+        "yen" => &["JPY"],
+        "franc" | "francs" => &["CHF"],
+        "rupee" | "rupees" => &["INR"],
+        "krona" | "kronor" => &["SEK"],
+        "krone" | "kroner" => &["NOK", "DKK"],
+        "cent" | "cents" | "pence" | "penny" | "pennies" => return Some(Marker::Minor),
+        _ => return None,
+    };
+    Some(Marker::Currency(codes))
+}
+
+/// Words after which a number is an identifier, not an amount (`order no. 998877 EUR`,
+/// `ref EUR 998877`, `invoice #42`).
+const IDENTIFIER_WORDS: &[&str] = &[
+    "no",
+    "nr",
+    "num",
+    "number",
+    "id",
+    "ref",
+    "reference",
+    "order",
+    "invoice",
+    "inv",
+    "po",
+    "account",
+    "acct",
+    "iban",
+    "ticket",
+    "case",
+    "tracking",
+    "customer",
+    "client",
+    "phone",
+    "tel",
+    "fax",
+    "code",
+    "pin",
+    "item",
+    "sku",
+    "serial",
+    "version",
+    "batch",
+    "booking",
+    "confirmation",
+    "contract",
+    "policy",
+    "member",
+    "transaction",
+    "txn",
+];
+
+/// Words before an amount that make it a limit, not the amount to pay (red-team H3: "pay
+/// INV-42 unless it is over EUR 5,000.00" named no payment of 5,000).
+const LIMIT_WORDS: &[&str] = &[
+    "over",
+    "above",
+    "exceed",
+    "exceeds",
+    "exceeding",
+    "than",
+    "under",
+    "below",
+    "max",
+    "maximum",
+    "limit",
+    "ceiling",
+    "cap",
+    "budget",
+    "most",
+    "least",
+    "within",
+    "beyond",
+    "upto",
+    "min",
+    "minimum",
+    "threshold",
+];
+
+/// Words before a number written without a currency (`98.70`) that make it money: the number
+/// is then what is paid. Without one, `17.30` or `15.12.26` is a time or a date (red-team M1).
+const PAYMENT_WORDS: &[&str] = &[
+    "amount", "total", "sum", "price", "cost", "fee", "pay", "paying", "payment", "refund",
+    "transfer", "wire", "send", "charge", "of",
+];
+
+/// Whether `word` (punctuation trimmed, any case) is one of `list`.
+fn word_in(word: Option<&&str>, list: &[&str]) -> bool {
+    word.is_some_and(|w| {
+        let w = w
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        list.contains(&w.as_str())
+    })
+}
+
+/// Whether the integer part of a money string groups its thousands properly: no separator,
+/// or groups of exactly three digits after a first group of one to three (`1,299`,
+/// `1.299.000`, `1 000`); `15.12` (a date) does not.
+fn well_grouped(int: &str) -> bool {
+    let groups: Vec<&str> = int
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|g| !g.is_empty())
+        .collect();
+    match groups.split_first() {
+        None => false,
+        Some((_, [])) => true,
+        Some((first, rest)) => (1..=3).contains(&first.len()) && rest.iter().all(|g| g.len() == 3),
+    }
+}
+
+/// Whether a word of the task text marks the number after it as an identifier.
+fn identifier_word(word: Option<&&str>) -> bool {
+    word.is_some_and(|w| {
+        w.starts_with('#') || {
+            let w = w
+                .trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase();
+            IDENTIFIER_WORDS.contains(&w.as_str())
+        }
+    })
+}
+
+/// An amount the task's request text names as money.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskAmount {
+    /// The amount in major units, canonical ([`canonical_decimal`]): `€1,299.00` → `1299`,
+    /// `129900 cents` → `1299`.
+    pub(crate) major: String,
+    /// The ISO 4217 codes the text allows for it (`$` allows every dollar currency); empty
+    /// when the text names no currency (`1,299.00`, `50 cents`).
+    pub(crate) currencies: &'static [&'static str],
+}
+
+impl TaskAmount {
+    /// Whether this named amount covers an argument amount (in major units) paid in
+    /// `currencies` (the codes the call's currency fields give; empty when it gives none):
+    /// the same number, and, when both sides name a currency, the same currency.
+    pub(crate) fn covers(&self, major: &str, currencies: &[String]) -> bool {
+        self.major == major
+            && (self.currencies.is_empty()
+                || currencies
+                    .iter()
+                    .all(|c| self.currencies.iter().any(|t| t.eq_ignore_ascii_case(c))))
+    }
+}
+
+/// The amounts the task's request text names as money ([`TaskAmount`]): a number with a
+/// currency symbol attached (`€1,299.00`, `$100`, `50¢`), a number next to a currency code
+/// or word (`1299.00 EUR`, `EUR 50`, `50 dollars`, `129900 cents`), a code glued to a number
+/// written with two decimals (`EUR50.00`), or a number written with two decimals and no
+/// currency (`1,299.00`). Not an amount the user named (red-team R5, R5b): a bare number
+/// (an invoice number, a year, `PO 998877`), a code glued to a number without decimals
+/// (`ref EUR998877`), or a number after an identifier word (`order no. 998877 EUR`,
+/// `ref EUR 998877`, [`IDENTIFIER_WORDS`]).
+pub(crate) fn task_amounts(request: &str) -> Vec<TaskAmount> {
+    let words: Vec<&str> = request
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| {
+                matches!(
+                    c,
+                    '.' | ',' | ';' | ':' | '!' | '?' | '(' | ')' | '"' | '\''
+                )
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if !w.contains(|c: char| c.is_ascii_digit()) || !money_like(w) {
+            continue;
+        }
+        let before = i.checked_sub(1).and_then(|j| words.get(j));
+        let body = strip_currency(w);
+        let digits = body.trim_start_matches(['-', '+']);
+        let decimal = digits
+            .rfind(['.', ','])
+            .is_some_and(|at| digits.len() - at == 3);
+        // What marks the number as money, and the word before the whole amount.
+        let symbol = w
+            .chars()
+            .next()
+            .and_then(symbol_marker)
+            .or_else(|| w.chars().last().and_then(symbol_marker));
+        let glued_code = body.len() != w.trim().len() && symbol.is_none();
+        // `lead_at`: the index of the word before the whole amount (currency word included).
+        let (marker, lead_at) = if let Some(m) = symbol {
+            (Some(m), i.checked_sub(1))
+        } else if glued_code {
+            // `EUR998877` reads as an identifier; `EUR50.00` as money.
+            let code = w
+                .get(..3)
+                .filter(|c| c.chars().all(|ch| ch.is_ascii_alphabetic()));
+            let code = code.or_else(|| w.get(w.len().saturating_sub(3)..));
+            (
+                code.and_then(word_marker).filter(|_| decimal),
+                i.checked_sub(1),
+            )
+        } else if let Some(m) = before.and_then(|b| word_marker(b)) {
+            (Some(m), i.checked_sub(2))
+        } else if let Some(m) = words.get(i + 1).and_then(|a| word_marker(a)) {
+            (Some(m), i.checked_sub(1))
+        } else {
+            (None, i.checked_sub(1))
+        };
+        let lead = lead_at.and_then(|j| words.get(j));
+        let before_lead = lead_at
+            .and_then(|j| j.checked_sub(1))
+            .and_then(|j| words.get(j));
+        if glued_code && marker.is_none() {
+            continue;
+        }
+        // Without a currency, only a two-decimal number right after a payment word
+        // (`amount 98.70`, `pay 98.70`) is money; `the 17.30 cut-off` is a time.
+        if marker.is_none() && !(decimal && word_in(before, PAYMENT_WORDS)) {
+            continue;
+        }
+        if identifier_word(lead) || identifier_word(before) {
+            continue;
+        }
+        // A limit ("over EUR 5,000.00", "up to $50") is not the amount to pay.
+        if word_in(lead, LIMIT_WORDS)
+            || word_in(before, LIMIT_WORDS)
+            || word_in(before_lead, LIMIT_WORDS)
+            || (word_in(lead, &["to"]) && word_in(before_lead, &["up"]))
+            || (word_in(lead, &["more", "less", "no"]) && word_in(before_lead, &["no", "not"]))
+        {
+            continue;
+        }
+        // The last `.` or `,` followed by two digits is the decimal point; every other
+        // separator groups thousands.
+        let (int, frac) = if decimal {
+            let at = digits.rfind(['.', ',']).unwrap_or(digits.len());
+            (
+                digits.get(..at).unwrap_or_default(),
+                digits.get(at + 1..).unwrap_or_default(),
+            )
+        } else {
+            (digits, "")
+        };
+        if !well_grouped(int) {
+            continue;
+        }
+        let int: String = int.chars().filter(char::is_ascii_digit).collect();
+        let Some(a) = canonical_decimal(&format!("{int}.{frac}")) else {
+            continue;
+        };
+        out.push(match marker {
+            Some(Marker::Minor) => TaskAmount {
+                major: minor_to_major(&a),
+                currencies: &[],
+            },
+            Some(Marker::Currency(codes)) => TaskAmount {
+                major: a,
+                currencies: codes,
+            },
+            None => TaskAmount {
+                major: a,
+                currencies: &[],
+            },
+        });
+    }
+    out
+}
+
+/// The currencies a financial effect's arguments give: every three-letter string below a
+/// field named like a currency ([`CURRENCY_FIELD_WORDS`]: `currency`, `ccy`), upper-cased.
+pub(crate) fn argument_currencies(arguments: &Map<String, Value>) -> Vec<String> {
+    fn walk(v: &Value, under: bool, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if under => {
+                let t = s.trim();
+                if t.len() == 3 && t.chars().all(|c| c.is_ascii_alphabetic()) {
+                    out.push(t.to_ascii_uppercase());
+                } else {
+                    // A currency nobody can read: it matches no currency the task names.
+                    out.push(t.to_owned());
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, under, out)),
+            Value::Object(map) => {
+                for (k, i) in map {
+                    let currency = name_words(k)
+                        .iter()
+                        .any(|w| CURRENCY_FIELD_WORDS.contains(&w.as_str()));
+                    walk(i, under || currency, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (k, v) in arguments {
+        let currency = name_words(k)
+            .iter()
+            .any(|w| CURRENCY_FIELD_WORDS.contains(&w.as_str()));
+        walk(v, currency, &mut out);
+    }
+    out
+}
+
 /// Whether `s` is a bare currency code or symbol (`EUR`, `usd`, `€`) or empty: the currency
 /// of an amount, not an amount.
 fn currency_only(s: &str) -> bool {
@@ -154,24 +578,38 @@ fn currency_only(s: &str) -> bool {
 /// like an account, IBAN, card or phone number ([`NUMERIC_TARGET_HINTS`]) are skipped: they
 /// are checked as targets.
 pub(crate) fn financial_amounts(arguments: &Map<String, Value>, targets: &[String]) -> Vec<Amount> {
-    fn walk(v: &Value, under_amount: bool, targets: &[String], out: &mut Vec<Amount>) {
+    /// Where a value sits: below an amount-like key, below a minor-unit key.
+    #[derive(Clone, Copy)]
+    struct Under {
+        amount: bool,
+        minor: bool,
+    }
+    fn plain(c: String, under: Under) -> Amount {
+        if under.minor {
+            Amount::Minor(c)
+        } else {
+            Amount::Plain(c)
+        }
+    }
+    fn walk(v: &Value, under: Under, targets: &[String], out: &mut Vec<Amount>) {
         match v {
-            Value::Number(n) => out.push(number_amount(n)),
+            Value::Number(n) => out.push(match number_amount(n) {
+                Amount::Plain(c) => plain(c, under),
+                other => other,
+            }),
             Value::String(s) => {
                 if let Some(c) = canonical_decimal(s) {
-                    out.push(Amount::Plain(c));
-                } else if money_like(s) || (under_amount && !currency_only(s)) {
+                    out.push(plain(c, under));
+                } else if money_like(s) || (under.amount && !currency_only(s)) {
                     out.push(Amount::Unparsed);
                 }
             }
-            Value::Array(items) => items
-                .iter()
-                .for_each(|i| walk(i, under_amount, targets, out)),
-            Value::Object(map) => object(map, under_amount, targets, out),
+            Value::Array(items) => items.iter().for_each(|i| walk(i, under, targets, out)),
+            Value::Object(map) => object(map, under, targets, out),
             Value::Null | Value::Bool(_) => {}
         }
     }
-    fn object(map: &Map<String, Value>, under: bool, targets: &[String], out: &mut Vec<Amount>) {
+    fn object(map: &Map<String, Value>, under: Under, targets: &[String], out: &mut Vec<Amount>) {
         for (k, v) in map {
             let squashed: String = k
                 .chars()
@@ -184,38 +622,158 @@ pub(crate) fn financial_amounts(arguments: &Map<String, Value>, targets: &[Strin
             {
                 continue;
             }
-            walk(v, under || is_financial_amount_field(k), targets, out);
+            let under = Under {
+                amount: under.amount || is_financial_amount_field(k),
+                minor: under.minor || is_minor_unit_field(k),
+            };
+            walk(v, under, targets, out);
         }
     }
     let mut out = Vec::new();
-    object(arguments, false, targets, &mut out);
+    let top = Under {
+        amount: false,
+        minor: false,
+    };
+    object(arguments, top, targets, &mut out);
     out
 }
 
-/// The plain amounts below amount-like keys of a read's output, at any depth, in canonical
-/// form (what an anchored read can vouch for: its own amounts).
-pub(crate) fn read_amounts(v: &Value, under_amount: bool, out: &mut Vec<String>) {
-    match v {
-        Value::Number(n) if under_amount => {
-            if let Amount::Plain(c) = number_amount(n) {
-                out.push(c);
+/// The plain amounts of a read's output that are the read object's own, canonical and in
+/// major units (below a minor-unit key such as `amount_cents`, divided by 100): the amounts
+/// below amount-like keys at the shallowest object level that has any (red-team H4: a line
+/// item's amount nested in a bill is not the bill's amount). Each is recorded as a
+/// [`read_amount_key`] with the currency the nearest enclosing object gives (a currency field
+/// beside the amount), or `*` when none does, and again with `any` (for a call that names no
+/// currency); each of those once more bound to every object the read named (`objects`: the
+/// scalars of its arguments, [`object_binding`]), for a call that names the object it pays.
+/// Looked up with [`amount_lookup_keys`].
+pub(crate) fn read_amounts(v: &Value, objects: &[String], out: &mut Vec<String>) {
+    /// (object level, major units, currency) of every amount.
+    fn walk(
+        v: &Value,
+        level: usize,
+        under_amount: bool,
+        minor: bool,
+        currency: &str,
+        found: &mut Vec<(usize, String, String)>,
+    ) {
+        let unit = |c: String| if minor { minor_to_major(&c) } else { c };
+        match v {
+            Value::Number(n) if under_amount => {
+                if let Amount::Plain(c) = number_amount(n) {
+                    found.push((level, unit(c), currency.to_owned()));
+                }
             }
-        }
-        Value::String(s) if under_amount => {
-            if let Some(c) = canonical_decimal(s) {
-                out.push(c);
+            Value::String(s) if under_amount => {
+                if let Some(c) = canonical_decimal(s) {
+                    found.push((level, unit(c), currency.to_owned()));
+                }
             }
-        }
-        Value::Array(items) => items
-            .iter()
-            .for_each(|i| read_amounts(i, under_amount, out)),
-        Value::Object(map) => {
-            for (k, i) in map {
-                read_amounts(i, under_amount || is_financial_amount_field(k), out);
+            Value::Array(items) => items
+                .iter()
+                .for_each(|i| walk(i, level, under_amount, minor, currency, found)),
+            Value::Object(map) => {
+                let here = argument_currencies(map);
+                let currency = match here.as_slice() {
+                    [one] => one.as_str(),
+                    [] => currency,
+                    // Two currencies side by side: neither one vouches for the amounts.
+                    _ => "?",
+                };
+                for (k, i) in map {
+                    if name_words(k)
+                        .iter()
+                        .any(|w| CURRENCY_FIELD_WORDS.contains(&w.as_str()))
+                    {
+                        continue;
+                    }
+                    walk(
+                        i,
+                        level + 1,
+                        under_amount || is_financial_amount_field(k),
+                        minor || is_minor_unit_field(k),
+                        currency,
+                        found,
+                    );
+                }
             }
+            _ => {}
         }
-        _ => {}
     }
+    let mut found = Vec::new();
+    walk(v, 0, false, false, "*", &mut found);
+    let Some(top) = found.iter().map(|(level, _, _)| *level).min() else {
+        return;
+    };
+    for (level, major, currency) in found {
+        if level != top {
+            continue;
+        }
+        for key in [
+            read_amount_key(&major, &currency),
+            read_amount_key(&major, "any"),
+        ] {
+            for object in objects {
+                out.push(format!("{key} @{object}"));
+            }
+            out.push(key);
+        }
+    }
+}
+
+/// How an object identifier is compared between a read's arguments and a payment's object-id
+/// fields: trimmed and lower-cased (`INV-42` is `inv-42`).
+pub(crate) fn object_binding(value: &str) -> String {
+    value.trim().to_lowercase()
+}
+
+/// The objects a financial effect pays for: the values of its object-id arguments
+/// (`invoice_id`, `billId`, … at the top level), as [`object_binding`]s.
+pub(crate) fn payment_objects(arguments: &Map<String, Value>) -> Vec<String> {
+    arguments
+        .iter()
+        .filter(|(k, _)| is_object_id_field(k))
+        .filter_map(|(_, v)| match v {
+            Value::String(s) => Some(object_binding(s)),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .filter(|o| !o.is_empty())
+        .collect()
+}
+
+/// How a read amount is remembered: its major units and its currency (`1299 EUR`), `*` for a
+/// read that names no currency (`1299 *`), or `any` (`1299 any`, whatever the read named).
+pub(crate) fn read_amount_key(major: &str, currency: &str) -> String {
+    format!("{major} {currency}")
+}
+
+/// The [`read_amount_key`]s that vouch for a call's amount (`major`, in major units) paid in
+/// `currencies` (the call's own currency fields, [`argument_currencies`]) for `objects` (its
+/// object-id arguments, [`payment_objects`]): a call that names no currency is vouched for by
+/// any read of that amount (the tool pays in the currency it knows); a call in currency `C` by
+/// a read in `C` or one that named no currency, never by a read in another currency (red-team
+/// R5c); a call in two currencies only by a read that named none. A call that names objects is
+/// vouched for only by a read of one of them (red-team H4: INV-42's amount does not pay
+/// INV-43).
+pub(crate) fn amount_lookup_keys(
+    major: &str,
+    currencies: &[String],
+    objects: &[String],
+) -> Vec<String> {
+    let keys = match currencies {
+        [] => vec![read_amount_key(major, "any")],
+        [first, rest @ ..] if rest.iter().all(|c| c == first) => {
+            vec![read_amount_key(major, "*"), read_amount_key(major, first)]
+        }
+        _ => vec![read_amount_key(major, "*")],
+    };
+    if objects.is_empty() {
+        return keys;
+    }
+    keys.iter()
+        .flat_map(|k| objects.iter().map(move |o| format!("{k} @{o}")))
+        .collect()
 }
 
 #[cfg(test)]
@@ -228,6 +786,118 @@ mod tests {
             v.as_object().unwrap(),
             &["iban".to_owned(), "to".to_owned()],
         )
+    }
+
+    /// The task's amounts as (major units, first allowed currency or "").
+    fn named(t: &str) -> Vec<(String, &'static str)> {
+        task_amounts(t)
+            .into_iter()
+            .map(|a| (a.major, a.currencies.first().copied().unwrap_or("")))
+            .collect()
+    }
+
+    fn one(major: &str, currency: &'static str) -> Vec<(String, &'static str)> {
+        vec![(major.to_owned(), currency)]
+    }
+
+    /// Red-team R5: only money written as money in the task is an amount the user named.
+    #[test]
+    fn task_amounts_are_money_only() {
+        assert!(named("Pay invoice INV-42 from ACME (our PO 998877)").is_empty());
+        assert!(named("Pay the 2026 invoice 42 today").is_empty());
+        assert_eq!(named("Pay €1,299.00 to ACME."), one("1299", "EUR"));
+        assert_eq!(named("Pay EUR 1,299.00 to ACME"), one("1299", "EUR"));
+        assert_eq!(named("send 50 dollars to Bob"), one("50", "USD"));
+        assert_eq!(named("transfer 1.299,50 EUR"), one("1299.5", "EUR"));
+        assert_eq!(named("amount 98.70 for the bill"), one("98.7", ""));
+        assert_eq!(named("wire $100"), one("100", "USD"));
+        assert_eq!(named("pay 50 eur"), one("50", "EUR"));
+        assert_eq!(named("pay EUR50.00 now"), one("50", "EUR"));
+        assert_eq!(named("pay 1299.00EUR"), one("1299", "EUR"));
+        assert_eq!(named("invoice 998877 EUR 50"), one("50", "EUR"));
+        assert!(named("try 3 times").is_empty());
+    }
+
+    /// Red-team R5b: an identifier glued to or next to a currency code is not an amount.
+    #[test]
+    fn identifiers_beside_currency_codes_are_not_amounts() {
+        for t in [
+            "Pay invoice INV-42 (ref EUR998877)",
+            "Pay order no. 998877 EUR today",
+            "Pay the invoice, ref EUR 998877",
+            "Pay invoice #998877 EUR",
+            "Pay order # 998877 EUR",
+            "Pay USD998877 for the EUR invoice",
+            "Pay 998877EUR",
+            "account 12.34 EUR",
+        ] {
+            assert!(named(t).is_empty(), "{t}: {:?}", named(t));
+        }
+    }
+
+    /// Red-team H3 and M1: a limit is not the amount to pay, and a time or a date is not money.
+    #[test]
+    fn limits_times_and_dates_are_not_amounts() {
+        for t in [
+            "Pay invoice INV-42 from ACME unless it is over EUR 5,000.00",
+            "Pay INV-42 if it is not above $500.00",
+            "Pay INV-42 up to EUR 500",
+            "Pay INV-42, no more than 500 dollars",
+            "Pay INV-42 if it costs less than EUR 500.00",
+            "Pay INV-42 within a budget of EUR 500.00",
+            "Pay invoice INV-42 from ACME before the 17.30 cut-off",
+            "Pay invoice INV-42 by 15.12.26",
+            "Pay invoice INV-42 on 15.12.2026",
+            "Pay invoice INV-42 at 09.45",
+        ] {
+            assert!(named(t).is_empty(), "{t}: {:?}", named(t));
+        }
+        // Positive controls: the amount itself, written as money.
+        assert_eq!(named("Pay EUR 5,000.00 for INV-42"), one("5000", "EUR"));
+        assert_eq!(named("pay 98.70 to ACME"), one("98.7", ""));
+        assert_eq!(
+            named("a payment of 1.299.000,00 EUR"),
+            one("1299000", "EUR")
+        );
+    }
+
+    /// Red-team R5c: amounts are compared in major units and in the call's currency.
+    #[test]
+    fn units_and_currencies_are_compared() {
+        // Minor units in the task text and in argument names.
+        assert_eq!(named("pay 129900 cents"), one("1299", ""));
+        assert_eq!(named("pay 50¢"), one("0.5", ""));
+        assert_eq!(minor_to_major("129900"), "1299");
+        assert_eq!(minor_to_major("5"), "0.05");
+        assert_eq!(minor_to_major("-250"), "-2.5");
+        assert_eq!(minor_to_major("0"), "0");
+        assert_eq!(minor_to_major("12.5"), "0.125");
+        let args = json!({"amount_cents": 50, "amountInCents": "129900", "total": 7});
+        let found = financial_amounts(args.as_object().unwrap(), &[]);
+        let mut majors: Vec<String> = found.iter().filter_map(Amount::major).collect();
+        majors.sort();
+        assert_eq!(majors, vec!["0.5", "1299", "7"]);
+        // "EUR 50" does not cover 50 cents; "EUR 0.50" does.
+        let eur50 = &task_amounts("pay EUR 50")[0];
+        assert!(!eur50.covers("0.5", &[]));
+        assert!(eur50.covers("50", &[]));
+        assert!(task_amounts("pay EUR 0.50")[0].covers("0.5", &[]));
+        // The call's currency must be one the task allows.
+        let eur = vec!["EUR".to_owned()];
+        let usd = vec!["USD".to_owned()];
+        assert!(eur50.covers("50", &eur));
+        assert!(!eur50.covers("50", &usd));
+        assert!(task_amounts("pay $50")[0].covers("50", &["CAD".to_owned()]));
+        assert!(!task_amounts("pay $50")[0].covers("50", &eur));
+        // A number without a currency in the task: any currency (the user named the number).
+        assert!(task_amounts("pay 50.00")[0].covers("50", &eur));
+        let mut given = argument_currencies(
+            json!({"currency": "eur", "payment": {"amount_currency": "USD"}, "memo": "GBP"})
+                .as_object()
+                .unwrap(),
+        );
+        given.sort();
+        assert_eq!(given, vec!["EUR".to_owned(), "USD".to_owned()]);
     }
 
     #[test]
@@ -353,12 +1023,60 @@ mod tests {
 
     #[test]
     fn read_amounts_are_canonical() {
-        let mut out = Vec::new();
-        read_amounts(
-            &json!({"invoice": {"amount": "129.00", "value": 7.50, "memo": "12"}}),
-            false,
-            &mut out,
+        let read = |v: Value| {
+            let mut out = Vec::new();
+            read_amounts(&v, &[], &mut out);
+            out.sort();
+            out
+        };
+        assert_eq!(
+            read(json!({"invoice": {"amount": "129.00", "value": 7.50, "memo": "12"}})),
+            vec!["129 *", "129 any", "7.5 *", "7.5 any"]
         );
-        assert_eq!(out, vec!["129".to_owned(), "7.5".to_owned()]);
+        assert_eq!(
+            read(json!({"amount_cents": 129_900})),
+            vec!["1299 *", "1299 any"],
+            "minor units are read in major units"
+        );
+        // The currency beside an amount qualifies it (red-team R5c).
+        assert_eq!(
+            read(
+                json!({"invoices": [{"amount_cents": 129_900, "currency": "EUR"},
+                                     {"amount": 5, "ccy": "usd"}]})
+            ),
+            vec!["1299 EUR", "1299 any", "5 USD", "5 any"]
+        );
+        // Only the shallowest amounts are the object's own (red-team H4).
+        assert_eq!(
+            read(json!({"bill_id": "B-1", "amount_cents": 129_900,
+                        "lines": [{"amount_cents": 9_999_900}]})),
+            vec!["1299 *", "1299 any"]
+        );
+        // Bound to the objects the read named.
+        let mut out = Vec::new();
+        read_amounts(&json!({"amount": 5}), &["inv-42".to_owned()], &mut out);
+        out.sort();
+        assert_eq!(out, vec!["5 *", "5 * @inv-42", "5 any", "5 any @inv-42"]);
+        assert_eq!(
+            amount_lookup_keys("1299", &["EUR".to_owned()], &[]),
+            vec!["1299 *", "1299 EUR"]
+        );
+        assert_eq!(amount_lookup_keys("1299", &[], &[]), vec!["1299 any"]);
+        assert_eq!(
+            amount_lookup_keys("1299", &["EUR".to_owned(), "USD".to_owned()], &[]),
+            vec!["1299 *"]
+        );
+        assert_eq!(
+            amount_lookup_keys("1299", &[], &["inv-43".to_owned()]),
+            vec!["1299 any @inv-43"]
+        );
+        assert_eq!(
+            payment_objects(
+                json!({"invoice_id": " INV-42 ", "iban": "DE89", "amount_cents": 5})
+                    .as_object()
+                    .unwrap()
+            ),
+            vec!["inv-42"]
+        );
     }
 }

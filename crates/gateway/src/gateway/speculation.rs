@@ -347,13 +347,7 @@ impl Gateway {
                 Ok(state) => state,
                 Err(_) => {
                     return self
-                        .deny(
-                            session,
-                            tool,
-                            self.inner.catalog.get(tool),
-                            ReasonCode::StoreUnavailable,
-                            None,
-                        )
+                        .deny_call(session, tool, ReasonCode::StoreUnavailable)
                         .await;
                 }
             };
@@ -363,13 +357,7 @@ impl Gateway {
                 // Nothing more is sent for a dropped branch.
                 BranchState::Abandoned => {
                     return self
-                        .deny(
-                            session,
-                            tool,
-                            self.inner.catalog.get(tool),
-                            ReasonCode::ContractBlocked,
-                            None,
-                        )
+                        .deny_call(session, tool, ReasonCode::ContractBlocked)
                         .await;
                 }
                 BranchState::Pending => {}
@@ -435,13 +423,7 @@ impl Gateway {
                     Ok(n) => n,
                     Err(_) => {
                         return self
-                            .deny(
-                                session,
-                                tool,
-                                Some(&entry),
-                                ReasonCode::StoreUnavailable,
-                                None,
-                            )
+                            .deny_call(session, tool, ReasonCode::StoreUnavailable)
                             .await;
                     }
                 }
@@ -457,13 +439,7 @@ impl Gateway {
                 Ok(None) => verdict = Verdict::Defer(DeferReason::BudgetExhausted),
                 Err(_) => {
                     return self
-                        .deny(
-                            session,
-                            tool,
-                            Some(&entry),
-                            ReasonCode::StoreUnavailable,
-                            None,
-                        )
+                        .deny_call(session, tool, ReasonCode::StoreUnavailable)
                         .await;
                 }
             }
@@ -484,14 +460,8 @@ impl Gateway {
                     0,
                 )
                 .await;
-                self.deny(
-                    session,
-                    tool,
-                    Some(&entry),
-                    ReasonCode::ContractBlocked,
-                    None,
-                )
-                .await
+                self.deny_call(session, tool, ReasonCode::ContractBlocked)
+                    .await
             }
             Verdict::Defer(reason) => {
                 let b = branch_or_seq();
@@ -668,75 +638,45 @@ impl Gateway {
                 .is_err()
         {
             return self
-                .deny(
-                    session,
-                    tool,
-                    self.inner.catalog.get(tool),
-                    ReasonCode::InvalidArguments,
-                    None,
-                )
+                .deny_call(session, tool, ReasonCode::InvalidArguments)
                 .await;
         }
         // A call for a branch that was already abandoned is dropped unsent; one for a
         // promoted branch is not speculative any more, but the runtime said it was: hold it
         // like any other and let the next promotion release it.
-        if let Err(why) = self.keep(session, branch, tool, &arguments).await {
-            let tag = match why {
-                NotHeld::Limit(_) => "block:held_limit",
-                NotHeld::Settled => "block:branch_settled",
-                NotHeld::Store => "block:store_unavailable",
-            };
-            self.record(
-                session,
-                &q,
-                &destination,
-                mode,
-                Some(branch),
-                tag,
-                Dispatch::None,
-                None,
-                0,
-            )
-            .await;
-            return match why {
-                NotHeld::Limit(limit) => {
-                    self.refuse_limit(session, tool, limit, None, Some(1)).await
-                }
-                NotHeld::Settled => {
-                    self.deny(
-                        session,
-                        tool,
-                        self.inner.catalog.get(tool),
-                        ReasonCode::ContractBlocked,
-                        None,
-                    )
-                    .await
-                }
-                NotHeld::Store => {
-                    self.deny(
-                        session,
-                        tool,
-                        self.inner.catalog.get(tool),
-                        ReasonCode::StoreUnavailable,
-                        None,
-                    )
-                    .await
-                }
-            };
-        }
+        let kept = self.keep(session, branch, tool, &arguments).await;
+        let trace_tag = match kept {
+            Ok(()) => tag,
+            Err(NotHeld::Limit(_)) => "block:held_limit",
+            Err(NotHeld::Settled) => "block:branch_settled",
+            Err(NotHeld::Store) => "block:store_unavailable",
+        };
         self.record(
             session,
             &q,
             &destination,
             mode,
             Some(branch),
-            tag,
+            trace_tag,
             Dispatch::None,
             None,
             0,
         )
         .await;
-        CallOutcome::Deferred(Recovery::deferred(class, tool, branch))
+        match kept {
+            Ok(()) => CallOutcome::Deferred(Recovery::deferred(class, tool, branch)),
+            Err(NotHeld::Limit(limit)) => {
+                self.refuse_limit(session, tool, limit, None, Some(1)).await
+            }
+            Err(NotHeld::Settled) => {
+                self.deny_call(session, tool, ReasonCode::ContractBlocked)
+                    .await
+            }
+            Err(NotHeld::Store) => {
+                self.deny_call(session, tool, ReasonCode::StoreUnavailable)
+                    .await
+            }
+        }
     }
 
     async fn substitute(

@@ -223,12 +223,15 @@ pub(crate) fn shell_quote(value: &str) -> String {
 impl Gateway {
     /// Set the command an operator runs to approve an action of this gateway, without the
     /// action id: `secureclaw --state-dir DIR [--store URL] approvals approve`. Named in the
-    /// log line of every pending action and in the recovery the runtime gets. Only the first
-    /// call takes effect. Default: `secureclaw approvals approve`.
+    /// operator's log line of every pending action (never in what the runtime receives: its
+    /// recovery says `secureclaw approvals approve act_…`). Only the first call takes effect.
+    /// Default: `secureclaw approvals approve`.
     ///
-    /// `state_dir` is shell-quoted here; `store` is put in as given (a shell word the caller
-    /// prepared, such as `"$SECURECLAW_STORE"`: it must not carry a password).
+    /// `state_dir` is made absolute (the command works from any directory) and shell-quoted
+    /// here; `store` is put in as given (a shell word the caller prepared, such as
+    /// `"$SECURECLAW_STORE"`: it must not carry a password).
     pub fn set_approve_command(&self, state_dir: &std::path::Path, store: Option<&str>) {
+        let state_dir = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
         let mut cmd = format!(
             "secureclaw --state-dir {}",
             shell_quote(&state_dir.display().to_string())

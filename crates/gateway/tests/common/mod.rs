@@ -25,8 +25,8 @@ use secureclaw_core::time::UnixMillis;
 use secureclaw_demo_tools::{DemoState, DemoTools, load_state};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
-    CallOutcome, Clock, Connector, Gateway, GatewayConfig, PreviewOutcome, ToolOutput, ToolRule,
-    Upstream, UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
+    CallOutcome, Clock, Gateway, GatewayConfig, PreviewOutcome, ToolOutput, ToolRule, Upstream,
+    UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::{SessionRecord, SqliteStore};
@@ -112,7 +112,7 @@ pub fn test_config() -> GatewayConfig {
     c.limits.tool_burst = u32::MAX;
     // The scripted upstream is not in the shipped catalog of known servers, so its
     // `readOnlyHint` alone makes nothing a read: the operator declares its read tools.
-    for read in ["hang", "crash", "peek", "echo"] {
+    for read in ["hang", "crash", "peek", "echo", "recall"] {
         c.tools.push(read_rule(&format!("test__{read}")));
     }
     // The operator declares the scripted tools' target fields (the default list), so a call
@@ -363,6 +363,7 @@ impl Upstream for TestUpstream {
                 test_tool("peek", true, false),
                 test_tool("echo", true, false),
                 test_tool("gated", false, false),
+                test_tool("recall", true, false),
             ])
         })
     }
@@ -424,6 +425,24 @@ impl Upstream for TestUpstream {
                         is_error: false,
                     })
                 }
+                "recall" => {
+                    // What the last `count` effect was sent, upper-cased: a channel read back,
+                    // a sent folder, an API echoing what it stored.
+                    let last = self
+                        .received
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| n == "count")
+                        .map(|(_, a)| Value::Object(a.clone()).to_string().to_uppercase())
+                        .unwrap_or_default();
+                    Ok(ToolOutput {
+                        content: vec![json!({"type": "text", "text": format!("posted: {last}")})],
+                        structured: None,
+                        is_error: false,
+                    })
+                }
                 "gated" => {
                     self.effects.fetch_add(1, Ordering::SeqCst);
                     self.gate.notified().await;
@@ -438,24 +457,7 @@ impl Upstream for TestUpstream {
     }
 }
 
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the test keeps its own handle on the fake to inspect it).
-pub fn in_process(
-    pairs: Vec<(UpstreamSpec, Arc<dyn Upstream>)>,
-) -> (Vec<UpstreamSpec>, impl Connector) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn Upstream>)
-            .ok_or_else(|| UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
-}
+pub use secureclaw_gateway::in_process;
 
 fn spec(id: &str) -> UpstreamSpec {
     UpstreamSpec {

@@ -6,17 +6,35 @@
 //! does, so every replica's appends still form one gap-free chain. The lock is taken last,
 //! after the action and ledger rows, so it is held only for the audit inserts and the commit.
 
-use super::{AUDIT_LOCK, PgStore, db, get};
-use crate::{corrupt, int, uint};
+use super::{AUDIT_LOCK, PgError, PgStore, db, get};
+use crate::audit::chain_next;
+use crate::{int, uint};
 use async_trait::async_trait;
-use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
+use secureclaw_core::audit::{AuditEvent, AuditRecord, GENESIS};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::store::{ActionRecord, EffectStore, GroupOutcome, GroupWrite, StoreError};
 use secureclaw_core::{ActionId, UnixMillis};
 
+/// Marks a `reserved` entry `executed` (`$1` id, `$2` time, `$3` result digest).
+pub(super) const MARK_EXECUTED: &str =
+    "UPDATE ledger SET state = 'executed', finished_at = $2, result_digest = $3
+     WHERE action_id = $1 AND state = 'reserved'";
+
+/// Marks a `reserved` entry `failed` (`$1` id, `$2` time, `$3` reason).
+pub(super) const MARK_FAILED: &str =
+    "UPDATE ledger SET state = 'failed', finished_at = $2, failure = $3
+     WHERE action_id = $1 AND state = 'reserved'";
+
+/// Marks a `reserved` entry `outcome_unknown` (`$1` id, `$2` time, `$3` reason).
+pub(super) const MARK_OUTCOME_UNKNOWN: &str =
+    "UPDATE ledger SET state = 'outcome_unknown', finished_at = $2, failure = $3
+     WHERE action_id = $1 AND state = 'reserved'";
+
 /// Take the audit lock and read the chain head: `(seq, mac)` of the last record, or
 /// `(0, GENESIS)`.
-async fn lock_head(tx: &tokio_postgres::Transaction<'_>) -> Result<(u64, String), StoreError> {
+pub(super) async fn lock_head(
+    tx: &tokio_postgres::Transaction<'_>,
+) -> Result<(u64, String), StoreError> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&AUDIT_LOCK])
         .await
         .map_err(db)?;
@@ -33,17 +51,18 @@ async fn lock_head(tx: &tokio_postgres::Transaction<'_>) -> Result<(u64, String)
     })
 }
 
-/// Insert `action`; an id already stored is a [`StoreError::Conflict`].
-async fn insert_action(
-    tx: &tokio_postgres::Transaction<'_>,
+/// Insert `action` (on a pooled connection or in a transaction); an id already stored is a
+/// [`StoreError::Conflict`].
+pub(super) async fn insert_action<C: deadpool_postgres::GenericClient>(
+    c: &C,
     action: &ActionRecord,
 ) -> Result<(), StoreError> {
-    let inserted = tx
+    let inserted = c
         .execute(
             "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding,
-                                      needs_confirmation, created_at, request_json, display)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (action_id) DO NOTHING",
+                                  needs_confirmation, created_at, request_json, display)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (action_id) DO NOTHING",
             &[
                 &action.action_id.0,
                 &action.session,
@@ -68,43 +87,50 @@ async fn insert_action(
     Ok(())
 }
 
+/// The reservation statement: inserts the `reserved` row of `id`, made by `replica`, unless
+/// one exists; the number of rows inserted (1, or 0 if the id was already reserved).
+pub(super) async fn insert_reservation<C: deadpool_postgres::GenericClient>(
+    c: &C,
+    id: &ActionId,
+    binding: &BindingDigest,
+    at: UnixMillis,
+    replica: &str,
+) -> Result<u64, PgError> {
+    c.execute(
+        "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
+         VALUES ($1, $2, $3, 'reserved', $4, $5)
+         ON CONFLICT (action_id) DO NOTHING",
+        &[&id.0, &binding.kid.0, &binding.digest, &int(at.0), &replica],
+    )
+    .await
+}
+
 impl PgStore {
     /// Chain `event` after `head` and insert it; `head` becomes the new record's.
-    async fn append_in(
+    pub(super) async fn append_in(
         &self,
         tx: &tokio_postgres::Transaction<'_>,
         head: &mut (u64, String),
         event: AuditEvent,
     ) -> Result<AuditRecord, StoreError> {
-        let event_json = serde_json::to_string(&event).map_err(|e| corrupt("audit event", e))?;
-        let kind = serde_json::to_value(event.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let at = int(event.at.0);
-        let seq = head
-            .0
-            .checked_add(1)
-            .filter(|s| i64::try_from(*s).is_ok())
-            .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
-        let record = audit::chain(&self.keys, &head.1, seq, event)?;
+        let next = chain_next(&self.keys, head, event)?;
         tx.execute(
             "INSERT INTO audit (seq, kid, prev, mac, kind, at, event)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
-                &int(seq),
-                &record.kid.0,
-                &record.prev,
-                &record.mac,
-                &kind,
-                &at,
-                &event_json,
+                &int(next.record.seq),
+                &next.record.kid.0,
+                &next.record.prev,
+                &next.record.mac,
+                &next.kind,
+                &next.at,
+                &next.event_json,
             ],
         )
         .await
         .map_err(db)?;
-        *head = (seq, record.mac.clone());
-        Ok(record)
+        *head = (next.record.seq, next.record.mac.clone());
+        Ok(next.record)
     }
 }
 
@@ -120,19 +146,7 @@ impl EffectStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         insert_action(&tx, action).await?;
-        let reserved = tx
-            .execute(
-                "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
-                 VALUES ($1, $2, $3, 'reserved', $4, $5)
-                 ON CONFLICT (action_id) DO NOTHING",
-                &[
-                    &action.action_id.0,
-                    &binding.kid.0,
-                    &binding.digest,
-                    &int(at.0),
-                    &self.replica,
-                ],
-            )
+        let reserved = insert_reservation(&tx, &action.action_id, binding, at, &self.replica)
             .await
             .map_err(db)?;
         if reserved != 1 {
@@ -164,13 +178,7 @@ impl EffectStore for PgStore {
                     continue;
                 }
                 GroupWrite::Reserve { id, binding, at } => {
-                    let reserved = tx
-                        .execute(
-                            "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
-                             VALUES ($1, $2, $3, 'reserved', $4, $5)
-                             ON CONFLICT (action_id) DO NOTHING",
-                            &[&id.0, &binding.kid.0, &binding.digest, &int(at.0), &self.replica],
-                        )
+                    let reserved = insert_reservation(&tx, id, binding, *at, &self.replica)
                         .await
                         .map_err(db)?;
                     if reserved != 1 {
@@ -186,30 +194,17 @@ impl EffectStore for PgStore {
                     at,
                 } => (
                     id,
-                    tx.execute(
-                        "UPDATE ledger SET state = 'executed', finished_at = $2, result_digest = $3
-                         WHERE action_id = $1 AND state = 'reserved'",
-                        &[&id.0, &int(at.0), result_digest],
-                    )
-                    .await,
+                    tx.execute(MARK_EXECUTED, &[&id.0, &int(at.0), result_digest])
+                        .await,
                 ),
                 GroupWrite::Failed { id, reason, at } => (
                     id,
-                    tx.execute(
-                        "UPDATE ledger SET state = 'failed', finished_at = $2, failure = $3
-                         WHERE action_id = $1 AND state = 'reserved'",
-                        &[&id.0, &int(at.0), reason],
-                    )
-                    .await,
+                    tx.execute(MARK_FAILED, &[&id.0, &int(at.0), reason]).await,
                 ),
                 GroupWrite::OutcomeUnknown { id, reason, at } => (
                     id,
-                    tx.execute(
-                        "UPDATE ledger SET state = 'outcome_unknown', finished_at = $2, failure = $3
-                         WHERE action_id = $1 AND state = 'reserved'",
-                        &[&id.0, &int(at.0), reason],
-                    )
-                    .await,
+                    tx.execute(MARK_OUTCOME_UNKNOWN, &[&id.0, &int(at.0), reason])
+                        .await,
                 ),
             };
             if changed.map_err(db)? != 1 {

@@ -57,7 +57,7 @@ use crate::{corrupt, int, uint};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
-use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
+use secureclaw_core::audit::{self, AuditEvent, AuditRecord};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::contract::BranchState;
@@ -391,10 +391,16 @@ fn aad(object_id: &str, version: u64) -> String {
 }
 
 fn vault_error(e: VaultError) -> StoreError {
-    match e {
-        VaultError::Key(k) => StoreError::Key(k),
-        VaultError::Decrypt => StoreError::Corrupt("vault value does not decrypt".into()),
-    }
+    crate::vault::vault_error("vault value", e)
+}
+
+/// The sealed value in the columns `kid, nonce, ciphertext` starting at column `at`.
+fn sealed_at(r: &tokio_postgres::Row, at: usize, what: &str) -> Result<SealedValue, StoreError> {
+    Ok(SealedValue {
+        kid: KeyId(get(r, at, what)?),
+        nonce: get(r, at + 1, what)?,
+        ciphertext: get(r, at + 2, what)?,
+    })
 }
 
 // --------------------------------------------------------------------------------- traits
@@ -443,15 +449,37 @@ impl SessionStore for PgStore {
     }
 
     async fn protect_objects(&self, session: &str, keys: &[String]) -> Result<(), StoreError> {
+        self.add_keys("protected_objects", "key", session, keys)
+            .await
+    }
+
+    async fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError> {
+        self.any_key("protected_objects", "key", session, keys)
+            .await
+    }
+}
+
+impl PgStore {
+    /// Add `keys` to the per-session set `table` (a fixed table name) keyed by
+    /// (`session`, `column`), idempotently.
+    async fn add_keys(
+        &self,
+        table: &str,
+        column: &str,
+        session: &str,
+        keys: &[String],
+    ) -> Result<(), StoreError> {
         if keys.is_empty() {
             return Ok(());
         }
         self.client()
             .await?
             .execute(
-                "INSERT INTO protected_objects (session, key)
-                 SELECT $1, k FROM unnest($2::text[]) AS k
-                 ON CONFLICT (session, key) DO NOTHING",
+                &format!(
+                    "INSERT INTO {table} (session, {column})
+                     SELECT $1, k FROM unnest($2::text[]) AS k
+                     ON CONFLICT (session, {column}) DO NOTHING"
+                ),
                 &[&session, &keys],
             )
             .await
@@ -459,15 +487,25 @@ impl SessionStore for PgStore {
         Ok(())
     }
 
-    async fn any_protected(&self, session: &str, keys: &[String]) -> Result<bool, StoreError> {
+    /// Whether the per-session set `table` (a fixed table name) holds any of `keys` for
+    /// `session` in `column`.
+    async fn any_key(
+        &self,
+        table: &str,
+        column: &str,
+        session: &str,
+        keys: &[String],
+    ) -> Result<bool, StoreError> {
         if keys.is_empty() {
             return Ok(false);
         }
         self.client()
             .await?
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM protected_objects
-                                WHERE session = $1 AND key = ANY($2::text[]))",
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM {table}
+                                    WHERE session = $1 AND {column} = ANY($2::text[]))"
+                ),
                 &[&session, &keys],
             )
             .await
@@ -671,11 +709,7 @@ impl PgStore {
             return Ok(None);
         };
         let stored_version: i64 = get(&row, 0, "vault object")?;
-        let sealed = SealedValue {
-            kid: KeyId(get(&row, 1, "vault object")?),
-            nonce: get(&row, 2, "vault object")?,
-            ciphertext: get(&row, 3, "vault object")?,
-        };
+        let sealed = sealed_at(&row, 1, "vault object")?;
         vault::open(&self.keys, &aad(object_id, uint(stored_version)), &sealed)
             .map(Some)
             .map_err(vault_error)
@@ -685,36 +719,7 @@ impl PgStore {
 #[async_trait]
 impl ActionStore for PgStore {
     async fn put_action(&self, record: &ActionRecord) -> Result<(), StoreError> {
-        let inserted = self
-            .client()
-            .await?
-            .execute(
-                "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding,
-                                      needs_confirmation, created_at, request_json, display)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (action_id) DO NOTHING",
-                &[
-                    &record.action_id.0,
-                    &record.session,
-                    &record.caller,
-                    &record.tool,
-                    &record.binding.kid.0,
-                    &record.binding.digest,
-                    &record.needs_confirmation,
-                    &int(record.created_at.0),
-                    &record.request_json,
-                    &record.display,
-                ],
-            )
-            .await
-            .map_err(db)?;
-        if inserted != 1 {
-            return Err(StoreError::Conflict(format!(
-                "action `{}` already exists",
-                record.action_id
-            )));
-        }
-        Ok(())
+        effects::insert_action(&self.client().await?, record).await
     }
 
     async fn action(&self, id: &ActionId) -> Result<Option<ActionRecord>, StoreError> {
@@ -853,19 +858,7 @@ impl SingleUseLedger for PgStore {
             .client()
             .await
             .map_err(|e| LedgerError(e.to_string()))?;
-        let inserted = client
-            .execute(
-                "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
-                 VALUES ($1, $2, $3, 'reserved', $4, $5)
-                 ON CONFLICT (action_id) DO NOTHING",
-                &[
-                    &action_id.0,
-                    &binding.kid.0,
-                    &binding.digest,
-                    &int(at.0),
-                    &self.replica,
-                ],
-            )
+        let inserted = effects::insert_reservation(&client, action_id, binding, at, &self.replica)
             .await
             .map_err(|e| LedgerError(db(e).to_string()))?;
         Ok(inserted == 1)
@@ -912,8 +905,7 @@ impl LedgerStore for PgStore {
     ) -> Result<(), StoreError> {
         self.finish(
             id,
-            "UPDATE ledger SET state = 'executed', finished_at = $2, result_digest = $3
-             WHERE action_id = $1 AND state = 'reserved'",
+            effects::MARK_EXECUTED,
             &[&id.0, &int(at.0), &result_digest],
         )
         .await
@@ -925,13 +917,8 @@ impl LedgerStore for PgStore {
         reason: &str,
         at: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.finish(
-            id,
-            "UPDATE ledger SET state = 'failed', finished_at = $2, failure = $3
-             WHERE action_id = $1 AND state = 'reserved'",
-            &[&id.0, &int(at.0), &reason],
-        )
-        .await
+        self.finish(id, effects::MARK_FAILED, &[&id.0, &int(at.0), &reason])
+            .await
     }
 
     async fn mark_outcome_unknown(
@@ -942,8 +929,7 @@ impl LedgerStore for PgStore {
     ) -> Result<(), StoreError> {
         self.finish(
             id,
-            "UPDATE ledger SET state = 'outcome_unknown', finished_at = $2, failure = $3
-             WHERE action_id = $1 AND state = 'reserved'",
+            effects::MARK_OUTCOME_UNKNOWN,
             &[&id.0, &int(at.0), &reason],
         )
         .await
@@ -962,19 +948,15 @@ impl LedgerStore for PgStore {
         row.as_ref().map(ledger_row).transpose()
     }
 
-    async fn outcome_unknown_binding(
-        &self,
-        session: &str,
-        binding: &BindingDigest,
-    ) -> Result<bool, StoreError> {
+    async fn outcome_unknown_tool(&self, session: &str, tool: &str) -> Result<bool, StoreError> {
         let row = self
             .client()
             .await?
             .query_opt(
                 "SELECT 1 FROM ledger l JOIN actions a ON a.action_id = l.action_id
-                 WHERE a.session = $1 AND l.binding_kid = $2 AND l.binding = $3
+                 WHERE a.session = $1 AND a.tool = $2
                    AND l.state = 'outcome_unknown' LIMIT 1",
-                &[&session, &binding.kid.0, &binding.digest],
+                &[&session, &tool],
             )
             .await
             .map_err(db)?;
@@ -1009,48 +991,10 @@ impl AuditSink for PgStore {
     /// Under the advisory lock [`AUDIT_LOCK`], in one transaction: read the last record,
     /// chain the next, insert it. Appends from every replica thus form one chain.
     async fn append_audit(&self, event: AuditEvent) -> Result<AuditRecord, StoreError> {
-        let event_json = serde_json::to_string(&event).map_err(|e| corrupt("audit event", e))?;
-        let kind = serde_json::to_value(event.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let at = int(event.at.0);
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&AUDIT_LOCK])
-            .await
-            .map_err(db)?;
-        let last = tx
-            .query_opt("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1", &[])
-            .await
-            .map_err(db)?;
-        let (prev_seq, prev_mac) = match last {
-            Some(row) => (
-                uint(get(&row, 0, "audit head")?),
-                get::<String>(&row, 1, "audit head")?,
-            ),
-            None => (0, GENESIS.to_owned()),
-        };
-        let seq = prev_seq
-            .checked_add(1)
-            .filter(|s| i64::try_from(*s).is_ok())
-            .ok_or_else(|| StoreError::Unavailable("audit sequence exhausted".into()))?;
-        let record = audit::chain(&self.keys, &prev_mac, seq, event)?;
-        tx.execute(
-            "INSERT INTO audit (seq, kid, prev, mac, kind, at, event)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &int(seq),
-                &record.kid.0,
-                &record.prev,
-                &record.mac,
-                &kind,
-                &at,
-                &event_json,
-            ],
-        )
-        .await
-        .map_err(db)?;
+        let mut head = effects::lock_head(&tx).await?;
+        let record = self.append_in(&tx, &mut head, event).await?;
         tx.commit().await.map_err(db)?;
         Ok(record)
     }
@@ -1244,11 +1188,7 @@ impl SpeculationStore for PgStore {
         for r in &rows {
             let seq: i64 = get(r, 0, "held call")?;
             let bytes: i64 = get(r, 1, "held call")?;
-            let sealed = SealedValue {
-                kid: KeyId(get(r, 2, "held call")?),
-                nonce: get(r, 3, "held call")?,
-                ciphertext: get(r, 4, "held call")?,
-            };
+            let sealed = sealed_at(r, 2, "held call")?;
             taken.push(HeldCall {
                 seq: uint(seq),
                 call: crate::held::open_held(&self.keys, session, branch, seq, &sealed)?,
@@ -1455,37 +1395,13 @@ impl TaskStateStore for PgStore {
     }
 
     async fn note_amounts(&self, session: &str, digests: &[String]) -> Result<(), StoreError> {
-        if digests.is_empty() {
-            return Ok(());
-        }
-        self.client()
-            .await?
-            .execute(
-                "INSERT INTO read_amounts (session, digest)
-                 SELECT $1, d FROM unnest($2::text[]) AS d
-                 ON CONFLICT (session, digest) DO NOTHING",
-                &[&session, &digests],
-            )
+        self.add_keys("read_amounts", "digest", session, digests)
             .await
-            .map_err(db)?;
-        Ok(())
     }
 
     async fn amount_known(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
-        if digests.is_empty() {
-            return Ok(false);
-        }
-        self.client()
-            .await?
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM read_amounts
-                                WHERE session = $1 AND digest = ANY($2::text[]))",
-                &[&session, &digests],
-            )
+        self.any_key("read_amounts", "digest", session, digests)
             .await
-            .map_err(db)?
-            .try_get(0)
-            .map_err(db)
     }
 
     /// In one transaction: create the session's `written_sets` row if absent, lock it
@@ -1496,7 +1412,7 @@ impl TaskStateStore for PgStore {
         values: &[WrittenValue],
         bounds: WrittenBounds,
     ) -> Result<bool, StoreError> {
-        use crate::task_state::{bound, len, seal_written};
+        use crate::task_state::{len, past_bounds, seal_written};
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         tx.execute(
@@ -1532,8 +1448,7 @@ impl TaskStateStore for PgStore {
                 continue;
             }
             let size = len(&v.value);
-            if n >= bound(bounds.max_values) || bytes.saturating_add(size) > bound(bounds.max_bytes)
-            {
+            if past_bounds(n, bytes, size, bounds) {
                 full = true;
                 break;
             }
@@ -1622,11 +1537,7 @@ impl TaskStateStore for PgStore {
         for r in &rows {
             let seq: i64 = get(r, 0, "written value")?;
             let digest: String = get(r, 1, "written value")?;
-            let sealed = SealedValue {
-                kid: KeyId(get(r, 2, "written value")?),
-                nonce: get(r, 3, "written value")?,
-                ciphertext: get(r, 4, "written value")?,
-            };
+            let sealed = sealed_at(r, 2, "written value")?;
             values.push((
                 uint(seq),
                 crate::task_state::open_written(&self.keys, session, &digest, &sealed)?,

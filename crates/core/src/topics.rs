@@ -1,0 +1,1123 @@
+//! The sensitive-topic matcher behind the content-aware labeler (issue 18; Ghost Tool Calls,
+//! arXiv 2606.02483 §4 "Labeler").
+//!
+//! A deterministic stand-in for the paper's LLM labeler. It finds *spans* of sensitive text in
+//! one scalar, so that the labeler can label the field and the rewriter can replace exactly
+//! those spans. The means, all deterministic and shipped in the binary:
+//!
+//! - **A topic lexicon** written by hand for this project, one file per domain under
+//!   `crates/core/data/` (health, medicines and substances, legal and immigration, financial
+//!   distress, employment, sexuality/identity/relationships, self-harm/abuse/addiction,
+//!   religion and belief, security incidents). It is not derived from the ghost-call
+//!   evaluation's taxonomy; a test in the evaluation crate checks the overlap.
+//! - **Suffix normalization**: text words and lexicon words are reduced by the same light
+//!   stemmer ([`stem`]: plural, `-ing`, `-ed`, `-ion`, `-ive`, `-ment`, `-ness`, `-ly`, final
+//!   `-e`), so "abuse" matches "abused", "abusive" and "abuses". Stems shorter than four letters
+//!   are not used ("raped" must not match "rap").
+//! - **Misspelling tolerance**: a word of at least six letters that is not a lexicon word
+//!   matches a lexicon word of at least six letters at Damerau edit distance 1 with the same
+//!   first letter, unless it is an English word itself (`data/dictionary.txt`, from Debian's
+//!   `wamerican` list). Lookup is by hashed single-deletion neighbourhoods.
+//! - **The rare-word rule**: in a text that has a strong sensitive span, every word that is not
+//!   in that dictionary (a brand, a rare disease, an abbreviation, a misspelling) is part of a
+//!   sensitive span too; and **context terms** (`data/lexicon-weak.txt`: "terminated",
+//!   "husband", "pills") count only next to a strong span.
+//! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
+//!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
+//!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
+//! - **Head nouns extend backwards** ("multiple system atrophy", "Ehlers-Danlos syndrome") over
+//!   up to three content words; **slot phrases extend forwards** ("diagnosed with …", "side
+//!   effects of …", "arrested for …") over up to three content words, so the name of the thing
+//!   goes with the phrase that announces it.
+//! - **Exclusions**: phrases in which a hit is an everyday sense ("great depression", "visa
+//!   card", "carbon dating") do not count.
+//!
+//! What it cannot do (see README "Labeler"): euphemism and slang it has no word for, names it
+//! has no rule for (most brand names, rare diseases without a clinical suffix, statute numbers),
+//! and meaning carried by ordinary words ("my husband hits me" is caught by the phrase "hits
+//! me", "he comes home angry" is not).
+
+use crate::contract::ArgLabel;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The built-in lexicon files: (domain, text).
+const SOURCES: &[(&str, &str)] = &[
+    ("health", include_str!("../data/lexicon-health.txt")),
+    ("medicines", include_str!("../data/lexicon-drugs.txt")),
+    ("legal", include_str!("../data/lexicon-legal.txt")),
+    ("financial", include_str!("../data/lexicon-finance.txt")),
+    ("employment", include_str!("../data/lexicon-employment.txt")),
+    ("identity", include_str!("../data/lexicon-identity.txt")),
+    ("harm", include_str!("../data/lexicon-harm.txt")),
+    ("belief", include_str!("../data/lexicon-belief.txt")),
+    ("security", include_str!("../data/lexicon-security.txt")),
+];
+
+/// Terms that count only in a field that has another (strong) sensitive span.
+const WEAK: &str = include_str!("../data/lexicon-weak.txt");
+
+/// Common English words (the rare-word rule).
+const DICTIONARY: &str = include_str!("../data/dictionary.txt");
+
+/// Words the rewriter's placeholders are made of.
+const PLACEHOLDER_WORDS: &[&str] = &[
+    "email", "iban", "card", "phone", "url", "secret", "topic", "redacted", "handle",
+];
+
+static COMMON: std::sync::LazyLock<FnvSet<&'static str>> = std::sync::LazyLock::new(|| {
+    DICTIONARY
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::trim)
+        .chain(PLACEHOLDER_WORDS.iter().copied())
+        .collect()
+});
+
+/// Phrases in which a lexicon hit is an everyday sense.
+const EXCLUSIONS: &str = include_str!("../data/lexicon-exclusions.txt");
+
+/// Clinical suffixes naming conditions and procedures.
+const CONDITION_SUFFIXES: &[&str] = &[
+    "itis", "osis", "emia", "aemia", "oma", "omas", "pathy", "algia", "ectomy", "otomy", "ostomy",
+    "plasty", "plasia", "trophy", "phobia", "phrenia", "plegia", "cele", "iasis",
+];
+
+/// International nonproprietary name stems of medicines.
+const DRUG_SUFFIXES: &[&str] = &[
+    "mab",
+    "nib",
+    "vir",
+    "pril",
+    "sartan",
+    "olol",
+    "statin",
+    "azepam",
+    "azolam",
+    "oxetine",
+    "afil",
+    "prazole",
+    "tidine",
+    "cycline",
+    "mycin",
+    "cillin",
+    "floxacin",
+    "triptan",
+    "gliptin",
+    "gliflozin",
+    "glutide",
+    "dronate",
+    "parin",
+    "vudine",
+    "codone",
+    "morphone",
+    "barbital",
+    "apine",
+    "idone",
+    "oxacin",
+    "conazole",
+    "zosin",
+    "dipine",
+    "semide",
+    "thiazide",
+    "lukast",
+    "setron",
+    "xaban",
+    "gatran",
+    "tinib",
+    "ciclib",
+    "zumab",
+    "ximab",
+    "lizumab",
+    "tretinoin",
+    "caine",
+    "profen",
+    "coxib",
+    "triptyline",
+    "pramine",
+    "azine",
+    "olone",
+    "sonide",
+    "tropium",
+    "terol",
+];
+
+/// Everyday words that end in one of the suffixes above.
+const SUFFIX_WORDS: &[&str] = &[
+    "academia",
+    "algenib",
+    "antipathy",
+    "apotheosis",
+    "bohemia",
+    "dichotomy",
+    "diploma",
+    "diplomas",
+    "dodoma",
+    "guadalquivir",
+    "kuwaitis",
+    "magazine",
+    "magazines",
+    "metamorphosis",
+    "mitosis",
+    "nostalgia",
+    "oklahoma",
+    "osmosis",
+    "symbiosis",
+    "sympathy",
+    "tacoma",
+    "telepathy",
+    "wapitis",
+    "sonoma",
+    "paloma",
+    "sympathies",
+    "antipathies",
+];
+
+/// Head nouns that take the words before them ("multiple system atrophy").
+const HEADS: &[&str] = &[
+    "syndrome",
+    "disease",
+    "disorder",
+    "cancer",
+    "atrophy",
+    "dystrophy",
+    "palsy",
+    "sclerosis",
+    "deficiency",
+    "fever",
+    "infection",
+    "tumor",
+    "tumour",
+    "virus",
+    "carcinoma",
+    "lymphoma",
+    "leukemia",
+    "sarcoma",
+    "anemia",
+    "dementia",
+    "neuropathy",
+    "arthritis",
+    "hepatitis",
+    "fibrosis",
+    "cyst",
+    "lesion",
+    "ulcer",
+    "condition",
+    "allergy",
+    "addiction",
+    "visa",
+    "status",
+    "charges",
+    "charge",
+    "conviction",
+    "offense",
+    "offence",
+    "felony",
+];
+
+/// Phrases whose next content words name the sensitive thing ("diagnosed with …").
+const SLOTS: &[&str] = &[
+    "diagnosed with",
+    "suffering from",
+    "suffer from",
+    "suffers from",
+    "side effects of",
+    "side effect of",
+    "symptoms of",
+    "signs of",
+    "treatment for",
+    "treatments for",
+    "treating",
+    "cure for",
+    "prognosis for",
+    "prescribed",
+    "started taking",
+    "stopped taking",
+    "stop taking",
+    "addicted to",
+    "withdrawal from",
+    "detox from",
+    "charged with",
+    "convicted of",
+    "arrested for",
+    "accused of",
+    "tested positive for",
+    "positive for",
+    "overdose on",
+    "overdosed on",
+    "allergic to",
+    "dose of",
+    "dosage of",
+    "mg of",
+    "living with",
+    "recovering from",
+    "biopsy of",
+    "surgery for",
+    "relapsed on",
+    "hooked on",
+];
+
+/// Function words: slots and heads do not extend over them.
+const STOPWORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "but",
+    "if",
+    "then",
+    "so",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "from",
+    "with",
+    "by",
+    "about",
+    "as",
+    "into",
+    "after",
+    "before",
+    "since",
+    "while",
+    "i",
+    "i'm",
+    "im",
+    "i've",
+    "ive",
+    "me",
+    "my",
+    "mine",
+    "we",
+    "our",
+    "us",
+    "you",
+    "your",
+    "he",
+    "she",
+    "him",
+    "her",
+    "his",
+    "they",
+    "them",
+    "their",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "am",
+    "do",
+    "does",
+    "did",
+    "have",
+    "has",
+    "had",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "when",
+    "where",
+    "why",
+    "how",
+    "not",
+    "no",
+    "yes",
+    "just",
+    "very",
+    "too",
+    "also",
+    "now",
+    "today",
+    "yesterday",
+    "tonight",
+    "last",
+    "next",
+    "still",
+    "again",
+    "really",
+    "get",
+    "got",
+    "getting",
+    "any",
+    "some",
+    "all",
+    "near",
+    "best",
+    "help",
+    "need",
+    "want",
+    "think",
+    "thinks",
+    "know",
+    "say",
+    "says",
+    "said",
+    "there",
+    "here",
+    "than",
+    "like",
+    "because",
+    "without",
+    "over",
+    "under",
+    "way",
+    "ways",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+    "day",
+    "days",
+    "night",
+    "morning",
+    "started",
+    "starting",
+    "start",
+    "taking",
+    "take",
+    "took",
+    "stop",
+    "stopped",
+    "using",
+    "use",
+    "tell",
+    "told",
+    "go",
+    "going",
+    "went",
+    "found",
+    "find",
+    "out",
+    "up",
+    "off",
+    "new",
+];
+
+/// Determiners a slot may skip before its content words.
+const DETERMINERS: &[&str] = &["a", "an", "the", "my", "some", "his", "her", "their", "our"];
+
+/// Maximum words a head or slot adds.
+const EXTEND: usize = 3;
+
+/// A word of a text: byte range, lower-case form, lexicon form and whether punctuation
+/// separates it from the word before.
+#[derive(Debug, Clone)]
+pub(crate) struct Token {
+    /// Byte offset of the word's first byte.
+    pub start: usize,
+    /// Byte offset one past the word's last byte.
+    pub end: usize,
+    /// Lower-case form.
+    pub lower: String,
+    /// Lexicon form: the lexicon's canonical form of the word, its stem, or its lower case.
+    canon: String,
+    /// Punctuation (not only spaces) stands between this word and the previous one.
+    brk: bool,
+}
+
+/// Whether `c` belongs to a word (letters, digits, apostrophes).
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '\'' || c == '\u{2019}'
+}
+
+/// The words of `text` with their byte ranges (lexicon forms unset).
+pub(crate) fn tokenize(text: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut last_end = 0;
+    let push = |s: usize, e: usize, last_end: &mut usize, out: &mut Vec<Token>| {
+        let raw = text.get(s..e).unwrap_or("");
+        let mut lower: String = if raw.is_ascii() {
+            raw.to_ascii_lowercase()
+        } else {
+            raw.chars()
+                .map(|c| if c == '\u{2019}' { '\'' } else { c })
+                .flat_map(char::to_lowercase)
+                .collect()
+        };
+        if lower.contains('\'') {
+            // "can't" and "cant", "I'm" and "im" are one word.
+            lower.retain(|c| c != '\'');
+        }
+        let gap = text.get(*last_end..s).unwrap_or("");
+        let brk = gap.chars().any(|c| ",.;:?!()[]{}\"|/\n".contains(c));
+        *last_end = e;
+        // "F-1", "H-1B", "I-485" are one word ("f1", "h1b", "i485"), as written without the
+        // hyphen.
+        if gap == "-"
+            && lower.starts_with(|c: char| c.is_ascii_digit())
+            && let Some(prev) = out.last_mut()
+            && prev.end + 1 == s
+            && prev.lower.len() <= 2
+            && prev.lower.bytes().all(|b| b.is_ascii_lowercase())
+        {
+            prev.end = e;
+            prev.lower.push_str(&lower);
+            return;
+        }
+        if !lower.is_empty() {
+            out.push(Token {
+                start: s,
+                end: e,
+                canon: String::new(),
+                lower,
+                brk,
+            });
+        }
+    };
+    for (i, c) in text.char_indices() {
+        match (is_word_char(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                push(s, i, &mut last_end, &mut out);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        push(s, text.len(), &mut last_end, &mut out);
+    }
+    out
+}
+
+/// Strip `suffix` from `s` if at least `keep` bytes remain.
+fn strip<'a>(s: &'a str, suffix: &str, keep: usize) -> Option<&'a str> {
+    s.strip_suffix(suffix).filter(|r| r.len() >= keep)
+}
+
+/// The light stemmer shared by lexicon and text: plural, one inflectional or derivational
+/// suffix, consonant undoubling, final `y` → `i` and final `e`. Non-alphabetic words and words
+/// under four letters are returned as they are.
+#[must_use]
+pub fn stem(word: &str) -> String {
+    let w = word.strip_suffix("'s").unwrap_or(word);
+    if w.len() < 4 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
+        return w.to_owned();
+    }
+    let mut s: String = if let Some(r) = strip(w, "ies", 2).or_else(|| strip(w, "ied", 2)) {
+        format!("{r}y")
+    } else if let Some(r) = strip(w, "sses", 2) {
+        format!("{r}ss")
+    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        w.get(..w.len() - 1).unwrap_or(w).to_owned()
+    } else {
+        w.to_owned()
+    };
+    for suffix in [
+        "ingly", "edly", "ing", "ed", "ion", "ive", "ment", "ness", "ly",
+    ] {
+        if let Some(r) = strip(&s, suffix, if suffix == "ly" { 4 } else { 3 }) {
+            let mut r = r.to_owned();
+            if matches!(suffix, "ing" | "ed" | "ingly" | "edly") {
+                let b = r.as_bytes();
+                if let [.., x, y] = b
+                    && x == y
+                    && !matches!(x, b'l' | b's' | b'z')
+                    && !matches!(x, b'a' | b'e' | b'i' | b'o' | b'u')
+                {
+                    r.pop();
+                }
+            }
+            s = r;
+            break;
+        }
+    }
+    if s.len() > 3 && s.ends_with('y') {
+        s.pop();
+        s.push('i');
+    }
+    if s.len() > 4 && s.ends_with('e') {
+        s.pop();
+    }
+    s
+}
+
+/// The lexicon form of a word: its stem when that has at least four letters, else the word.
+fn canon_of(lower: &str) -> String {
+    let s = stem(lower);
+    if s.len() >= 4 { s } else { lower.to_owned() }
+}
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// FNV-1a as a [`Hasher`], for the short string keys of the lexicon tables.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+type FnvSet<K> = HashSet<K, BuildHasherDefault<Fnv>>;
+
+/// FNV-1a over `bytes`, skipping the byte at `skip` (none if out of range).
+fn fnv(bytes: &[u8], skip: usize) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, &b) in bytes.iter().enumerate() {
+        if i != skip {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Whether `a` and `b` are at Damerau distance exactly 1 (one insertion, deletion,
+/// substitution or adjacent transposition).
+fn distance_one(a: &[u8], b: &[u8]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    match long.len() - short.len() {
+        0 => {
+            let diff: Vec<usize> = (0..a.len())
+                .filter(|&i| a.get(i) != b.get(i))
+                .take(3)
+                .collect();
+            match diff.as_slice() {
+                [_] => true,
+                [i, j] => *j == i + 1 && a.get(*i) == b.get(*j) && a.get(*j) == b.get(*i),
+                _ => false,
+            }
+        }
+        1 => {
+            let i = short
+                .iter()
+                .zip(long)
+                .position(|(x, y)| x != y)
+                .unwrap_or(short.len());
+            short.get(i..) == long.get(i + 1..)
+        }
+        _ => false,
+    }
+}
+
+/// One lexicon term: its words' lexicon forms and its label.
+#[derive(Debug, Clone)]
+struct Entry {
+    words: Vec<String>,
+    /// The words as written (lower case).
+    lowers: Vec<String>,
+    label: ArgLabel,
+    /// Counts only next to a strong span in the same text.
+    weak: bool,
+}
+
+/// A sensitive span of a text: token indexes `[first, last]` and its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// Index of the first token.
+    pub first: usize,
+    /// Index of the last token (inclusive).
+    pub last: usize,
+    /// Label of the span.
+    pub label: ArgLabel,
+}
+
+/// The compiled matcher.
+#[derive(Debug, Clone)]
+pub(crate) struct Matcher {
+    /// First word's lexicon form → entries starting with it.
+    by_first: FnvMap<String, Vec<Entry>>,
+    /// Every lexicon word's lower-case form → its lexicon form.
+    vocab: FnvMap<String, String>,
+    /// Lexicon forms of all lexicon words.
+    forms: FnvSet<String>,
+    /// Fuzzy candidates: the lexicon words (lower case and stem, ≥ 6 letters).
+    fuzzy_words: Vec<(String, String)>,
+    /// Hash of a candidate → indexes into `fuzzy_words`.
+    fuzzy_full: IdMap<Vec<u32>>,
+    /// Hash of a candidate with one byte deleted → indexes into `fuzzy_words`.
+    fuzzy_dels: IdMap<Vec<u32>>,
+    /// Exclusion phrases by their first word's lexicon form.
+    exclusions: FnvMap<String, Vec<Vec<String>>>,
+    heads: FnvSet<String>,
+    slots: Vec<Vec<String>>,
+    stopwords: FnvSet<&'static str>,
+    suffix_words: FnvSet<&'static str>,
+    /// Name suffixes (condition and drug) and their distinct lengths.
+    suffixes: FnvSet<&'static str>,
+    suffix_lengths: Vec<usize>,
+}
+
+/// The built-in lexicon's terms, domain by domain (lower case, comments dropped).
+pub fn builtin_terms() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SOURCES.iter().flat_map(|(domain, text)| {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(move |l| (*domain, l))
+    })
+}
+
+impl Matcher {
+    /// Compile the built-in lexicon plus `extra` terms (operator terms with their labels).
+    pub(crate) fn new(extra: &[(String, ArgLabel)]) -> Self {
+        let mut m = Matcher {
+            by_first: FnvMap::default(),
+            vocab: FnvMap::default(),
+            forms: FnvSet::default(),
+            fuzzy_words: Vec::new(),
+            fuzzy_full: IdMap::default(),
+            fuzzy_dels: IdMap::default(),
+            exclusions: FnvMap::default(),
+            heads: HEADS.iter().map(|h| canon_of(h)).collect(),
+            slots: Vec::new(),
+            stopwords: STOPWORDS.iter().copied().collect(),
+            suffix_words: SUFFIX_WORDS.iter().copied().collect(),
+            suffixes: CONDITION_SUFFIXES
+                .iter()
+                .chain(DRUG_SUFFIXES)
+                .copied()
+                .collect(),
+            suffix_lengths: Vec::new(),
+        };
+        let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
+        lengths.sort_unstable();
+        lengths.dedup();
+        m.suffix_lengths = lengths;
+        let weak_terms = WEAK
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|t| (t.to_owned(), ArgLabel::Sensitive, true));
+        let terms = builtin_terms()
+            .map(|(_, t)| (t.to_owned(), ArgLabel::Sensitive, false))
+            .chain(weak_terms)
+            .chain(extra.iter().map(|(t, l)| (t.clone(), *l, false)));
+        for (term, label, weak) in terms {
+            let toks = tokenize(&term);
+            if toks.is_empty() {
+                continue;
+            }
+            let words: Vec<String> = toks.iter().map(|t| canon_of(&t.lower)).collect();
+            for (t, w) in toks.iter().zip(&words) {
+                m.vocab.insert(t.lower.clone(), w.clone());
+                m.forms.insert(w.clone());
+            }
+            if let Some(first) = words.first() {
+                m.by_first.entry(first.clone()).or_default().push(Entry {
+                    lowers: toks.iter().map(|t| t.lower.clone()).collect(),
+                    words: words.clone(),
+                    label,
+                    weak,
+                });
+            }
+        }
+        // Fuzzy index over single words of six letters or more (lower case and stem).
+        let mut seen: FnvSet<String> = FnvSet::default();
+        let mut cands: Vec<(String, String)> = m
+            .vocab
+            .iter()
+            .flat_map(|(lower, form)| [(lower.clone(), form.clone()), (form.clone(), form.clone())])
+            .filter(|(w, _)| w.len() >= 6 && w.bytes().all(|b| b.is_ascii_lowercase()))
+            .collect();
+        cands.sort();
+        for (w, form) in cands {
+            if !seen.insert(w.clone()) {
+                continue;
+            }
+            let i = u32::try_from(m.fuzzy_words.len()).unwrap_or(u32::MAX);
+            let b = w.as_bytes();
+            m.fuzzy_full.entry(fnv(b, usize::MAX)).or_default().push(i);
+            for k in 0..b.len() {
+                m.fuzzy_dels.entry(fnv(b, k)).or_default().push(i);
+            }
+            m.fuzzy_words.push((w, form));
+        }
+        for line in EXCLUSIONS
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let words: Vec<String> = tokenize(line).iter().map(|t| canon_of(&t.lower)).collect();
+            if let Some(first) = words.first() {
+                m.exclusions.entry(first.clone()).or_default().push(words);
+            }
+        }
+        m.slots = SLOTS
+            .iter()
+            .map(|s| tokenize(s).iter().map(|t| canon_of(&t.lower)).collect())
+            .collect();
+        m
+    }
+
+    /// The lexicon form of a misspelt word, if it is one.
+    fn correct(&self, lower: &str, stemmed: &str) -> Option<String> {
+        if lower.len() < 6
+            || !lower.bytes().all(|b| b.is_ascii_lowercase())
+            || COMMON.contains(lower)
+            || self.stopwords.contains(lower)
+        {
+            return None;
+        }
+        let probe = |w: &str| -> Option<String> {
+            let b = w.as_bytes();
+            let mut ids: Vec<u32> = Vec::new();
+            if let Some(v) = self.fuzzy_dels.get(&fnv(b, usize::MAX)) {
+                ids.extend(v);
+            }
+            for k in 0..b.len() {
+                let h = fnv(b, k);
+                if let Some(v) = self.fuzzy_full.get(&h) {
+                    ids.extend(v);
+                }
+                if let Some(v) = self.fuzzy_dels.get(&h) {
+                    ids.extend(v);
+                }
+            }
+            ids.sort_unstable();
+            ids.into_iter().find_map(|i| {
+                let (cand, form) = self.fuzzy_words.get(i as usize)?;
+                let cb = cand.as_bytes();
+                (cb.first() == b.first() && distance_one(cb, b)).then(|| form.clone())
+            })
+        };
+        probe(lower).or_else(|| {
+            if stemmed != lower && stemmed.len() >= 6 {
+                probe(stemmed)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Fill in the lexicon forms of `tokens`.
+    pub(crate) fn normalize(&self, tokens: &mut [Token]) {
+        for t in tokens.iter_mut() {
+            t.canon = if let Some(form) = self.vocab.get(&t.lower) {
+                form.clone()
+            } else if self.stopwords.contains(t.lower.as_str()) {
+                t.lower.clone()
+            } else {
+                let c = canon_of(&t.lower);
+                if self.forms.contains(&c) {
+                    if c == t.lower {
+                        // A base form that is not a lexicon word ("closet") does not match
+                        // an inflected lexicon word that stems to it ("closeted").
+                        format!("={c}")
+                    } else {
+                        c
+                    }
+                } else {
+                    self.correct(&t.lower, &c).unwrap_or(c)
+                }
+            };
+        }
+    }
+
+    fn is_content(&self, t: &Token) -> bool {
+        !self.stopwords.contains(t.lower.as_str())
+    }
+
+    /// Whether a word is a condition or medicine by its suffix.
+    fn by_suffix(&self, lower: &str) -> bool {
+        lower.len() >= 6
+            && lower.bytes().all(|b| b.is_ascii_lowercase())
+            && self.suffix_lengths.iter().any(|&n| {
+                lower.len() >= n + 3
+                    && lower
+                        .get(lower.len() - n..)
+                        .is_some_and(|s| self.suffixes.contains(s))
+            })
+            && !self.suffix_words.contains(lower)
+    }
+
+    /// Sensitive spans of normalized `tokens`, in order, not overlapping.
+    pub(crate) fn spans(&self, tokens: &[Token]) -> Vec<Span> {
+        let n = tokens.len();
+        // Excluded ranges: occurrences of exclusion phrases.
+        let mut excluded = vec![false; n];
+        for (i, tok) in tokens.iter().enumerate() {
+            let Some(phrases) = self.exclusions.get(&tok.canon) else {
+                continue;
+            };
+            for ex in phrases {
+                let hit = ex
+                    .iter()
+                    .enumerate()
+                    .all(|(k, w)| tokens.get(i + k).is_some_and(|t| &t.canon == w));
+                if hit {
+                    for flag in excluded.iter_mut().skip(i).take(ex.len()) {
+                        *flag = true;
+                    }
+                }
+            }
+        }
+        let mut out: Vec<Span> = Vec::new();
+        let mut any_strong = false;
+        let mut i = 0;
+        while i < n {
+            let Some(tok) = tokens.get(i) else { break };
+            // Longest lexicon entry starting here.
+            let best = self.by_first.get(&tok.canon).and_then(|entries| {
+                entries
+                    .iter()
+                    .filter(|e| {
+                        e.words
+                            .iter()
+                            .zip(&e.lowers)
+                            .enumerate()
+                            .all(|(k, (w, lw))| {
+                                // A base form ("closet") matches only itself, not an inflected
+                                // lexicon word that stems to it ("closeted").
+                                tokens.get(i + k).is_some_and(|t| {
+                                    &t.canon == w
+                                        && (k == 0 || !t.brk)
+                                        && (&t.lower == lw || t.canon != t.lower)
+                                })
+                            })
+                    })
+                    .map(|e| (e.words.len(), e.label, !e.weak))
+                    .max()
+            });
+            let best = best.or_else(|| {
+                self.by_suffix(&tok.lower)
+                    .then_some((1, ArgLabel::Sensitive, true))
+            });
+            let Some((len, label, strong)) = best else {
+                i += 1;
+                continue;
+            };
+            let last = i + len - 1;
+            if (i..=last).all(|k| excluded.get(k).copied().unwrap_or(false)) {
+                i += len;
+                continue;
+            }
+            any_strong |= strong;
+            let mut first = i;
+            let mut end = last;
+            // A head noun takes up to three content words before it.
+            let head = tokens.get(last).is_some_and(|t| {
+                self.heads.contains(&t.canon)
+                    || (self.by_suffix(&t.lower)
+                        && CONDITION_SUFFIXES.iter().any(|s| t.lower.ends_with(s)))
+            });
+            if head {
+                let floor = out.last().map_or(0, |s| s.last + 1);
+                let mut k = 0;
+                while k < EXTEND && first > floor {
+                    let (Some(prev), Some(cur)) = (tokens.get(first - 1), tokens.get(first)) else {
+                        break;
+                    };
+                    if cur.brk || !self.is_content(prev) {
+                        break;
+                    }
+                    first -= 1;
+                    k += 1;
+                }
+            }
+            // A slot phrase overlapping the hit's end takes up to three content words after it
+            // (determiners skipped): "side effects" + "of Biktarvy".
+            let slot_end = self
+                .slots
+                .iter()
+                .filter_map(|s| {
+                    (first..=end)
+                        .find(|&p| {
+                            p + s.len() > end
+                                && tokens.get(p..p + s.len()).is_some_and(|ts| {
+                                    ts.iter().zip(s).all(|(t, w)| &t.canon == w)
+                                        && ts.iter().skip(1).all(|t| !t.brk)
+                                })
+                        })
+                        .map(|p| p + s.len() - 1)
+                })
+                .max();
+            if let Some(se) = slot_end {
+                end = se;
+                let mut j = end + 1;
+                while tokens
+                    .get(j)
+                    .is_some_and(|t| !t.brk && DETERMINERS.contains(&t.lower.as_str()))
+                {
+                    j += 1;
+                }
+                let mut k = 0;
+                while k < EXTEND {
+                    match tokens.get(j) {
+                        Some(t) if !t.brk && self.is_content(t) => {
+                            end = j;
+                            j += 1;
+                            k += 1;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            match out.last_mut() {
+                Some(prev) if prev.last + 1 >= first => {
+                    prev.last = prev.last.max(end);
+                    prev.label = prev.label.max(label);
+                }
+                _ => out.push(Span {
+                    first,
+                    last: end,
+                    label,
+                }),
+            }
+            i = end + 1;
+        }
+        if !any_strong {
+            return Vec::new();
+        }
+        // The rare-word rule: in a text with a strong span, a word that is not common English
+        // (a brand, a rare disease, an abbreviation, a misspelling) is identifying too.
+        let mut rare: Vec<Span> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                t.lower.len() >= 2
+                    && !t.lower.bytes().all(|b| b.is_ascii_digit())
+                    && !self.stopwords.contains(t.lower.as_str())
+                    && !COMMON.contains(t.lower.as_str())
+                    && !self.vocab.contains_key(&t.lower)
+            })
+            .map(|(k, _)| Span {
+                first: k,
+                last: k,
+                label: ArgLabel::Sensitive,
+            })
+            .collect();
+        if rare.is_empty() {
+            return out;
+        }
+        rare.extend(out);
+        rare.sort_by_key(|s| (s.first, s.last));
+        let mut merged: Vec<Span> = Vec::new();
+        for s in rare {
+            match merged.last_mut() {
+                Some(prev) if prev.last + 1 >= s.first => {
+                    prev.last = prev.last.max(s.last);
+                    prev.label = prev.label.max(s.label);
+                }
+                _ => merged.push(s),
+            }
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans_of(m: &Matcher, text: &str) -> Vec<String> {
+        let mut t = tokenize(text);
+        m.normalize(&mut t);
+        m.spans(&t)
+            .iter()
+            .map(|s| {
+                let a = t.get(s.first).map_or(0, |x| x.start);
+                let b = t.get(s.last).map_or(0, |x| x.end);
+                text.get(a..b).unwrap_or("").to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stems_agree_across_word_forms() {
+        for group in [
+            &["abuse", "abused", "abusive", "abuses", "abusing"][..],
+            &["addiction", "addicted", "addictive", "addictions"],
+            &["depression", "depressed"],
+            &["debt", "debts"],
+            &["terminate", "terminated", "termination"],
+            &["bully", "bullied", "bullies", "bullying"],
+        ] {
+            let s: Vec<String> = group.iter().map(|w| canon_of(w)).collect();
+            assert!(s.windows(2).all(|w| w[0] == w[1]), "{group:?} → {s:?}");
+        }
+        assert_ne!(canon_of("raped"), canon_of("rap"));
+    }
+
+    #[test]
+    fn distance() {
+        assert!(distance_one(b"depresion", b"depression"));
+        assert!(distance_one(b"oxycodne", b"oxycodone"));
+        assert!(distance_one(b"addcited", b"addicted"));
+        assert!(distance_one(b"cancer", b"cancar"));
+        assert!(!distance_one(b"cancer", b"cancer"));
+        assert!(!distance_one(b"diabetis", b"diabetes_"));
+    }
+
+    #[test]
+    fn spans_cover_names_and_slots() {
+        let m = Matcher::new(&[]);
+        assert_eq!(
+            spans_of(&m, "my neurologist thinks I have multiple system atrophy"),
+            ["neurologist", "multiple system atrophy"]
+        );
+        assert_eq!(
+            spans_of(&m, "side effects of Biktarvy, what should I expect"),
+            ["side effects of Biktarvy"]
+        );
+        assert_eq!(spans_of(&m, "I'm so depresed lately"), ["depresed"]);
+        assert_eq!(
+            spans_of(&m, "my husband is abusive"),
+            ["husband", "abusive"]
+        );
+        assert!(spans_of(&m, "my husband is home").is_empty());
+        assert!(spans_of(&m, "gun safe for closet").is_empty());
+        assert_eq!(spans_of(&m, "started lisinopril last week"), ["lisinopril"]);
+        assert!(spans_of(&m, "history of the great depression").is_empty());
+        assert!(spans_of(&m, "weather in Paris tomorrow").is_empty());
+    }
+}
