@@ -238,16 +238,29 @@ fn dotted_host(w: &str) -> bool {
             .is_some_and(|tld| tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic))
 }
 
+/// Whether `host:port` is a single-label host name (a letter, then letters, digits or `-`; at
+/// least two characters) with a port of two to five digits up to 65535: `attacker:8443`, not
+/// `Q3:10` or `step:2`.
+fn single_label_host_with_port(host: &str, port: &str) -> bool {
+    host.len() >= 2
+        && host.starts_with(|c: char| c.is_ascii_alphabetic())
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && port.len() >= 2
+        && port.parse::<u32>().is_ok_and(|p| p <= 65_535)
+        && !host.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
 fn address_like_word(w: &str) -> bool {
     if route_like_word(w) {
         return true;
     }
-    // A host and port: `evil.example:25`.
+    // A host and port: `evil.example:25`, and a single-label host with a port number
+    // (`attacker:8443`, `localhost:25`), which resolves through the search domain or hosts file.
     if let Some((host, port)) = w.rsplit_once(':')
         && !port.is_empty()
         && port.len() <= 5
         && port.chars().all(|c| c.is_ascii_digit())
-        && dotted_host(host)
+        && (dotted_host(host) || single_label_host_with_port(host, port))
     {
         return true;
     }
@@ -582,7 +595,9 @@ pub fn collect_targets_bounded(
                 }
                 Value::Number(n) => {
                     let name = squash(field);
-                    if NUMERIC_TARGET_HINTS.iter().any(|h| name.contains(h)) {
+                    if NUMERIC_TARGET_HINTS.iter().any(|h| name.contains(h))
+                        || has_destination_word(field)
+                    {
                         self.push(field, n.to_string(), TargetOrigin::Number);
                     } else if address_like_number(n) && !is_amount_field(field) {
                         // A long number in any field may be a phone or account number.
@@ -691,16 +706,65 @@ const CONTENT_NAME_WORDS: &[&str] = &[
     "template",
 ];
 
+/// Whole words of argument names that name a destination but are too short or too common to
+/// match as substrings (`bic` is in `public`, `port` in `report`): a payment's `bic`/`swift`
+/// code, its `creditor`/`beneficiary`/`payee`, an `acct` or `routing` number, a `port`
+/// (red-team finding of 2026-12-03: these were not targets).
+pub const DESTINATION_NAME_WORDS: &[&str] = &[
+    "bic",
+    "swift",
+    "creditor",
+    "beneficiary",
+    "payee",
+    "acct",
+    "routing",
+    "port",
+    "sortcode",
+];
+
+/// The words of an argument name, lower-cased: split at `_`, `-`, `.`, spaces and
+/// lower-to-upper case changes (`amountInCents` → `amount`, `in`, `cents`;
+/// `beneficiaryBIC` → `beneficiary`, `bic`).
+#[must_use]
+pub fn name_words(name: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.' | ' ') {
+            words.push(std::mem::take(&mut cur));
+            prev_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && prev_lower {
+            words.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        cur.extend(c.to_lowercase());
+    }
+    words.push(cur);
+    words.retain(|w| !w.is_empty());
+    words
+}
+
+/// Whether one of the words of `name` ([`name_words`]) is in [`DESTINATION_NAME_WORDS`].
+fn has_destination_word(name: &str) -> bool {
+    name_words(name)
+        .iter()
+        .any(|w| DESTINATION_NAME_WORDS.contains(&w.as_str()))
+}
+
 /// Whether the argument `name` names a destination: it contains one of
-/// [`DESTINATION_NAME_HINTS`] (case-insensitive, `_`/`-` ignored) and no content word
-/// ([`CONTENT_NAME_WORDS`]). Its string values are targets (red-team F5).
+/// [`DESTINATION_NAME_HINTS`] (case-insensitive, `_`/`-` ignored) or has a word in
+/// [`DESTINATION_NAME_WORDS`], and no content word ([`CONTENT_NAME_WORDS`]). Its string values
+/// are targets (red-team F5), and so are its numbers.
 #[must_use]
 pub fn is_destination_field_name(name: &str) -> bool {
     let mut n = squash(name);
     for w in NOT_DESTINATION_WORDS {
         n = n.replace(w, " ");
     }
-    DESTINATION_NAME_HINTS.iter().any(|h| n.contains(h))
+    (DESTINATION_NAME_HINTS.iter().any(|h| n.contains(h)) || has_destination_word(name))
         && !CONTENT_NAME_WORDS.iter().any(|w| n.contains(w))
 }
 
@@ -1289,6 +1353,45 @@ mod tests {
             t.contains(&("email_body".into(), "attacker@evil.example".into())),
             "{t:?}"
         );
+    }
+
+    /// Red-team finding (2026-12-03): a payment's BIC, creditor, beneficiary or payee, an
+    /// `acct`/`routing` number, a `port`, and a single-label `host:port` were not targets;
+    /// words that merely contain those letters (`public`, `report`, `export`) stay plain.
+    #[test]
+    fn payment_parties_ports_and_single_label_hosts_are_targets() {
+        for (name, v) in [
+            ("bic", json!("EVILDEFFXXX")),
+            ("beneficiaryBIC", json!("EVILDEFFXXX")),
+            ("swift_code", json!("EVILDEFFXXX")),
+            ("creditor", json!("Mallory Ltd")),
+            ("beneficiary_name", json!("Mallory Ltd")),
+            ("payee", json!("Mallory Ltd")),
+            ("acct_no", json!(12345)),
+            ("routing_number", json!(21000021)),
+            ("port", json!(8443)),
+            ("smtpPort", json!(2525)),
+        ] {
+            let t = all_targets(&json!({ name: v.clone() }), false);
+            let want = match &v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            assert!(t.contains(&(name.to_owned(), want)), "{name}: {t:?}");
+        }
+        for w in ["attacker:8443", "relay via attacker:2525 now", "localhost:25"] {
+            let t = all_targets(&json!({ "options": w }), false);
+            assert!(!t.is_empty(), "{w}");
+        }
+        for name in ["public", "report", "export_format", "support", "important"] {
+            assert!(!is_destination_field_name(name), "{name}");
+            let t = all_targets(&json!({ name: "plain words here" }), false);
+            assert!(t.is_empty(), "{name}: {t:?}");
+        }
+        for w in ["Q3:10", "step:2", "at 10:30 sharp", "ratio 3:1"] {
+            let t = all_targets(&json!({ "options": w }), false);
+            assert!(t.is_empty(), "{w}: {t:?}");
+        }
     }
 
     /// Regression (issue 11 item 6): targets the named-field extractor never saw.

@@ -516,9 +516,11 @@ impl Gateway {
         Ok(gw)
     }
 
-    /// The recovery template for `reason`, with its draft step naming this gateway's draft
-    /// tool (a visible effect tool the operator declared target-less and that is not
-    /// destructive, so the policy lets it run without a human) or dropped if none.
+    /// The recovery template for `reason`, with its draft step naming the draft tool of the
+    /// denied tool's own upstream (a visible effect tool the operator declared target-less and
+    /// that is not destructive, so the policy lets it run without a human) or dropped if that
+    /// upstream has none: a mail denied by one upstream is never steered into another
+    /// provider's drafts, which would carry its content to a third party.
     fn recovery(
         &self,
         reason: ReasonCode,
@@ -526,12 +528,14 @@ impl Gateway {
         tool: &str,
         action_id: Option<&str>,
     ) -> Recovery {
+        let upstream = self.inner.catalog.get(tool).map(|e| e.upstream.as_str());
         let draft = self
             .inner
             .catalog
             .iter()
             .filter(|e| {
-                e.effect != EffectClass::Read
+                Some(e.upstream.as_str()) == upstream
+                    && e.effect != EffectClass::Read
                     && !e.hidden
                     && !e.destructive
                     && e.targets_declared

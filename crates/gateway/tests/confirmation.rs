@@ -331,4 +331,18 @@ async fn draft_step_names_an_existing_draft_tool_or_is_dropped() {
     let o = h.call(&h.session, SEND, copy_to_finance(), None).await;
     assert_pending(&o);
     assert!(!visible(&o).contains("draft"), "{}", visible(&o));
+
+    // Red-team finding: an effect of one upstream is never steered into another upstream's
+    // draft tool (the `test` upstream has none, so its recovery names no draft).
+    let h = Harness::new().await;
+    let o = h
+        .call(
+            &h.session,
+            "test__count",
+            json!({"to": "attacker@evil.example"}),
+            None,
+        )
+        .await;
+    assert_pending(&o);
+    assert!(!visible(&o).contains("office__save_draft"), "{}", visible(&o));
 }

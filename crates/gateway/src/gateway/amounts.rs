@@ -13,7 +13,9 @@
 //! Plain amounts are compared in a canonical decimal form ([`canonical_decimal`]), so the
 //! read's `"129.00"` covers a payment of `129`, `129.0` or `"129.00"`.
 
-use secureclaw_core::anchor::{NUMERIC_TARGET_HINTS, is_amount_field, is_object_id_field};
+use secureclaw_core::anchor::{
+    NUMERIC_TARGET_HINTS, is_amount_field, is_object_id_field, name_words,
+};
 use serde_json::{Map, Value};
 
 /// One amount of a financial effect's arguments.
@@ -57,7 +59,24 @@ impl Amount {
 const MINOR_UNIT_WORDS: &[&str] = &["cent", "cents", "minor", "pence", "penny", "pennies"];
 
 /// Words of an argument name that say it holds a currency code.
-const CURRENCY_FIELD_WORDS: &[&str] = &["currency", "ccy", "curr"];
+/// (`unit`, `asset`, `denomination`: red-team finding, `options.unit: "BTC"` paid a task's
+/// "100 EUR" in bitcoin.)
+const CURRENCY_FIELD_WORDS: &[&str] = &[
+    "currency",
+    "currencies",
+    "ccy",
+    "curr",
+    "unit",
+    "units",
+    "asset",
+    "coin",
+    "denomination",
+    "denom",
+];
+
+/// Crypto-asset tickers taken as a currency wherever they stand as a whole value in a
+/// financial effect's arguments, like the ISO codes of [`CURRENCY_CODES`].
+const CRYPTO_CODES: &[&str] = &["BTC", "XBT", "ETH", "USDT", "USDC", "SOL", "XRP", "DOGE"];
 
 /// A canonical decimal in minor units (hundredths) as a canonical decimal in major units:
 /// `129900` → `1299`, `5` → `0.05`, `-250` → `-2.5`.
@@ -72,29 +91,6 @@ fn minor_to_major(canonical: &str) -> String {
     let (major, cents) = int.split_at(at);
     let sign = if neg { "-" } else { "" };
     canonical_decimal(&format!("{sign}{major}.{cents}{frac}")).unwrap_or_else(|| canonical.into())
-}
-
-/// The words of an argument name, lower-cased: split at `_`, `-`, `.`, spaces and
-/// lower-to-upper case changes (`amountInCents` → `amount`, `in`, `cents`).
-fn name_words(name: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if matches!(c, '_' | '-' | '.' | ' ') {
-            words.push(std::mem::take(&mut cur));
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower {
-            words.push(std::mem::take(&mut cur));
-        }
-        prev_lower = c.is_lowercase() || c.is_ascii_digit();
-        cur.extend(c.to_lowercase());
-    }
-    words.push(cur);
-    words.retain(|w| !w.is_empty());
-    words
 }
 
 /// Extra argument-name words that hold amounts (matched as whole words of the name, so
@@ -529,7 +525,10 @@ pub(crate) fn task_amounts(request: &str) -> Vec<TaskAmount> {
 }
 
 /// The currencies a financial effect's arguments give: every three-letter string below a
-/// field named like a currency ([`CURRENCY_FIELD_WORDS`]: `currency`, `ccy`), upper-cased.
+/// field named like a currency ([`CURRENCY_FIELD_WORDS`]: `currency`, `ccy`, `unit`,
+/// `asset`), upper-cased, any other string there as it is (a currency nobody can read), and
+/// any whole string value elsewhere that is an upper-case ISO 4217 code of
+/// [`CURRENCY_CODES`] or a crypto ticker of [`CRYPTO_CODES`].
 pub(crate) fn argument_currencies(arguments: &Map<String, Value>) -> Vec<String> {
     fn walk(v: &Value, under: bool, out: &mut Vec<String>) {
         match v {
@@ -539,6 +538,12 @@ pub(crate) fn argument_currencies(arguments: &Map<String, Value>) -> Vec<String>
                     out.push(t.to_ascii_uppercase());
                 } else {
                     // A currency nobody can read: it matches no currency the task names.
+                    out.push(t.to_owned());
+                }
+            }
+            Value::String(s) => {
+                let t = s.trim();
+                if CURRENCY_CODES.contains(&t) || CRYPTO_CODES.contains(&t) {
                     out.push(t.to_owned());
                 }
             }
@@ -892,12 +897,26 @@ mod tests {
         // A number without a currency in the task: any currency (the user named the number).
         assert!(task_amounts("pay 50.00")[0].covers("50", &eur));
         let mut given = argument_currencies(
-            json!({"currency": "eur", "payment": {"amount_currency": "USD"}, "memo": "GBP"})
+            json!({"currency": "eur", "payment": {"amount_currency": "USD"}, "memo": "Gbp"})
                 .as_object()
                 .unwrap(),
         );
         given.sort();
         assert_eq!(given, vec!["EUR".to_owned(), "USD".to_owned()]);
+        // Red-team finding: a currency in a field not named like one (`options.unit`, `asset`,
+        // or a bare ticker anywhere) is still the call's currency.
+        for args in [
+            json!({"amount": 100, "options": {"unit": "btc"}}),
+            json!({"amount": 100, "asset": "BTC"}),
+            json!({"amount": 100, "settle": ["BTC"]}),
+            json!({"amount": 100, "options": {"mode": "GBP"}}),
+        ] {
+            let given = argument_currencies(args.as_object().unwrap());
+            assert!(!given.is_empty(), "{args}");
+            assert!(!eur50.covers("100", &given) && !task_amounts("pay EUR 100")[0].covers("100", &given), "{args}");
+        }
+        // Positive control: ordinary words are no currency.
+        assert!(argument_currencies(json!({"amount": 100, "memo": "rent", "note": "Eur"}).as_object().unwrap()).is_empty());
     }
 
     #[test]
