@@ -164,6 +164,15 @@ pub fn mask_handles(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The byte ranges of the handle ids in `text`, in order (empty when there are none).
+#[must_use]
+pub fn handle_spans(text: &str) -> Vec<std::ops::Range<usize>> {
+    HANDLE_PATTERN
+        .as_ref()
+        .map(|re| re.find_iter(text).map(|m| m.range()).collect())
+        .unwrap_or_default()
+}
+
 /// Every handle id occurring in `value` (inside any string, including object keys), with the
 /// JSON pointer of the string that contains it. Order: document order, duplicates kept.
 #[must_use]

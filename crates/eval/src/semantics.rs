@@ -735,12 +735,27 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
         },
     )
     .await;
-    r.case(
-        S,
-        "grant `#2`: a second payment runs (control)",
-        Expect::Allow,
-        async {
-            let s = pay_session(c, &[&format!("{PAY}#2")], None).await?;
+    // Red-team M2: a counted grant pays each object once.
+    for (name, second, expect) in [
+        (
+            "grant `#2`: a second payment, of the other named invoice, runs (control)",
+            "INV-43",
+            Expect::Allow,
+        ),
+        (
+            "grant `#2`: the same invoice paid twice (one payment per object)",
+            "INV-42",
+            hold(),
+        ),
+    ] {
+        r.case(S, name, expect, async {
+            let envelope = TaskEnvelope {
+                request: "Pay invoices INV-42 and INV-43.".into(),
+                trusted_targets: Vec::new(),
+                granted_tools: vec![format!("{PAY}#2")],
+                max_amount: None,
+            };
+            let s = c.t.open_session("alice", &envelope).await?;
             let h = invoice_handle(c, &s, "INV-42", "iban").await?;
             let first =
                 c.t.call(&s, PAY, &Args::json(pay(&h, AMOUNT)), None)
@@ -748,10 +763,16 @@ async fn grant_scope(c: &Ctx<'_>, r: &mut Results) {
             if first.verdict != (Verdict::Allow { tool_error: false }) {
                 return Err(setup(format!("first payment gave {:?}", first.verdict)));
             }
-            call_in(c, &s, PAY, pay(&h, AMOUNT)).await
-        },
-    )
-    .await;
+            let (iban, amount) = if second == "INV-42" {
+                (h, AMOUNT)
+            } else {
+                (invoice_handle(c, &s, second, "iban").await?, 48_750)
+            };
+            let v = with(pay(&iban, amount), "invoice_id", json!(second));
+            call_in(c, &s, PAY, v).await
+        })
+        .await;
+    }
     r.case(
         S,
         "granted payment of an invoice nobody named (INV-43) to INV-42's IBAN",

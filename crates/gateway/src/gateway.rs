@@ -1965,10 +1965,11 @@ impl Gateway {
         // else looks at the result: an upstream that echoes its arguments must not turn a
         // handle into plaintext for the runtime.
         scrub_resolved(&mut output, resolved);
-        // So does a value the session released into an earlier egress effect, whatever its
-        // letter case, wherever it comes back (a channel read, a sent folder, an echo).
+        // A value the session released into an earlier egress effect goes back to its handle
+        // too, whatever its letter case, wherever it comes back (a channel read, a sent
+        // folder, an echo): after D, so that what a detector finds is vaulted as usual and
+        // only what none finds is replaced here (D never sees our own handle ids as text).
         let released = self.released_values(session).await;
-        scrub_released(&mut output, &released);
         // After an effect ran, a failure here must not claim that nothing was executed.
         let failed = if action.is_some() {
             ReasonCode::ResultWithheld
@@ -1989,7 +1990,8 @@ impl Gateway {
             .declassify(session, entry, anchored, output, resolved)
             .await
         {
-            Ok((output, handles, cut)) => {
+            Ok((mut output, handles, cut)) => {
+                scrub_released(&mut output, &released);
                 if let Some(read) = &read
                     && handles > 0
                 {
@@ -3703,10 +3705,11 @@ impl Resolver {
 /// Prefix of the written-set entries that name a handle released into an egress effect.
 const RELEASED_HANDLE: &str = "released\u{1f}";
 
-/// [`scrub_resolved`] for values released into earlier effects: every occurrence of each
-/// value, compared without letter case (ASCII and Unicode simple lower case of the same
-/// length), becomes its handle id. Values shorter than 4 characters are left alone (they would
-/// match everywhere, and a detector finds nothing that short).
+/// [`scrub_resolved`] for values released into earlier effects, applied to D's output: every
+/// occurrence of each value outside a handle id, compared without letter case (ASCII and
+/// Unicode simple lower case of the same length), becomes its handle id. Values shorter than 4
+/// characters are left alone (they would match everywhere, and a detector finds nothing that
+/// short); handle ids D minted are never rewritten.
 fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
     let mut pairs: Vec<(String, &HandleId)> = released
         .iter()
@@ -3717,11 +3720,22 @@ fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
         return;
     }
     pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
-    let fix = |text: &str| -> String {
+    let fix_plain = |text: &str| -> String {
         let mut out = text.to_owned();
         for (value, id) in &pairs {
             out = replace_caseless(&out, value, &id.0);
         }
+        out
+    };
+    let fix = |text: &str| -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for span in secureclaw_core::handle::handle_spans(text) {
+            out.push_str(&fix_plain(text.get(at..span.start).unwrap_or_default()));
+            out.push_str(text.get(span.clone()).unwrap_or_default());
+            at = span.end;
+        }
+        out.push_str(&fix_plain(text.get(at..).unwrap_or_default()));
         out
     };
     fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
@@ -3796,7 +3810,11 @@ fn written_lookup_keys(value: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{replace_caseless, written_lookup_keys, written_path_keys};
+    use super::{
+        HandleId, ToolOutput, replace_caseless, scrub_released, written_lookup_keys,
+        written_path_keys,
+    };
+    use serde_json::json;
 
     /// Red-team H2: a released value comes back as its handle whatever its letter case.
     #[test]
@@ -3819,6 +3837,30 @@ mod tests {
         assert_eq!(
             replace_caseless("İ dr jane roe, patient 4471", lower, "h"),
             "İ h"
+        );
+    }
+
+    /// The released-value scrub rewrites plain text only: a handle id D minted that happens
+    /// to contain a released value's letters is left whole.
+    #[test]
+    fn released_scrub_leaves_handle_ids_whole() {
+        let minted = format!("hdl_em_{}", "abcdefgh".repeat(4));
+        let mut out = ToolOutput {
+            content: vec![json!({"type": "text", "text": format!("{minted} and ABCDEFGH")})],
+            structured: Some(json!({"k": format!("abcdefgh {minted}")})),
+            is_error: false,
+        };
+        scrub_released(
+            &mut out,
+            &[("abcdefgh".to_owned(), HandleId("hdl_ph_x".into()))],
+        );
+        assert_eq!(
+            out.content[0]["text"],
+            json!(format!("{minted} and hdl_ph_x"))
+        );
+        assert_eq!(
+            out.structured,
+            Some(json!({"k": format!("hdl_ph_x {minted}")}))
         );
     }
 

@@ -295,7 +295,18 @@ async fn the_iban_handle_pays_the_invoice_with_the_real_iban() {
         "the executor resolved the handle"
     );
     assert_eq!(state.payments[0].amount_cents, 129_900);
-    // The same handle in a two-phase flow: resolved at commit, never in the canonical request.
+    // Paying the same invoice again is not covered by the grant (red-team M2: one payment
+    // per object), even with uses left.
+    let p = h.preview(&session, PAY, pay(&iban)).await.unwrap();
+    assert_eq!(p.decision, PreviewDecision::Confirm);
+    assert_eq!(h.payments(), 1);
+    // The same handle in a two-phase flow of another task that grants the payment: resolved
+    // at commit, never in the canonical request.
+    let session = h
+        .open_granted_session("alice", &["office__pay_invoice"])
+        .await;
+    let inv = h.read_invoice(&session, "INV-42").await;
+    let iban = handle_at(&inv, "iban");
     let p = h.preview(&session, PAY, pay(&iban)).await.unwrap();
     assert_eq!(p.decision, PreviewDecision::Allow);
     completed(
@@ -498,6 +509,6 @@ async fn a_released_value_never_comes_back_in_clear() {
         !seen.to_lowercase().contains(plain),
         "the released value came back in clear: {seen}"
     );
-    assert!(seen.contains(&email), "the handle stands in for it: {seen}");
+    assert!(seen.contains("hdl_"), "a handle stands in for it: {seen}");
     assert!(seen.contains("CONTACT"), "the rest comes back: {seen}");
 }
