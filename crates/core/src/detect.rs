@@ -694,7 +694,32 @@ const SECRET_SOURCES: &[SecretSource] = &[
         group: 1,
         filter: assignment_value,
     },
+    // A quoted value after a credential key keeps the characters the unquoted form stops at
+    // (`"password": "ab&cd,ef;gh"`; red-team finding: `&` cut it to nothing).
+    SecretSource {
+        pattern: r#"(?i)\b[a-z0-9_-]*(?:api[_-]?key|apikey|secret|access[_-]?key|private[_-]?key|token|passw(?:or)?d|pwd|passphrase|passcode|credentials?)s?\b[\\"'*\]]{0,4}\s*[:=]\s*\\?"([^"\\\n]{6,200})\\?""#,
+        group: 1,
+        filter: assignment_value,
+    },
+    SecretSource {
+        pattern: r#"(?i)\b[a-z0-9_-]*(?:api[_-]?key|apikey|secret|access[_-]?key|private[_-]?key|token|passw(?:or)?d|pwd|passphrase|passcode|credentials?)s?\b[\\"'*\]]{0,4}\s*[:=]\s*'([^'\n]{6,200})'"#,
+        group: 1,
+        filter: assignment_value,
+    },
+    // In prose: `the wifi password is Tr0ub4dor&3`, `pass is hunter22`, `PIN was 4471`
+    // (red-team finding). Only a value with a digit, mixed case or a symbol: "the password is
+    // required" names none.
+    SecretSource {
+        pattern: r#"(?i)\b(?:passwords?|passwd|passcode|passphrase|pass|pin|wi-?fi\s+(?:key|code))\s+(?:is|was|will\s+be)\s*:?\s*["'\u{201C}]?([^\s"'\u{201D}<>]{3,63}[^\s"'\u{201D}<>.,;:!?)])"#,
+        group: 1,
+        filter: credential_word,
+    },
 ];
+
+/// A value named a credential in prose: a digit, both letter cases, or a symbol in it.
+fn credential_word(s: &str) -> bool {
+    digit_or_mixed_case(s) || s.chars().any(|c| !c.is_alphanumeric())
+}
 
 /// A compiled [`SecretSource`].
 struct SecretPattern {
@@ -1572,6 +1597,19 @@ mod tests {
             IdentifierKind::Secret,
             "dXNlcjpwYXNz"
         ));
+    }
+
+    /// Red-team finding: quoted credentials with `&`, `,` or `;`, and credentials in prose.
+    #[test]
+    fn quoted_and_spoken_credentials() {
+        assert!(covered(r#"{"password": "ab&cd,ef;gh"}"#, "ab&cd,ef;gh"));
+        assert!(covered("db_password = 'x&y z!9'", "x&y z!9"));
+        assert!(covered("the wifi pass is Tr0ub4dor&3.", "Tr0ub4dor&3"));
+        assert!(covered("Wi-Fi key is: CorpGuest2026", "CorpGuest2026"));
+        assert!(covered("your PIN was 4471, keep it", "4471"));
+        // Positive controls: prose that names no credential.
+        assert!(kinds("the password is required and was changed.").is_empty());
+        assert!(kinds("the pass is valid until Friday").is_empty());
     }
 
     #[test]
