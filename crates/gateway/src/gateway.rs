@@ -6,8 +6,10 @@ use crate::declassify::Declassifier;
 use crate::executor::{ExecError, Executor, Resolution, ResolveError};
 use crate::permit::ReadPermit;
 use crate::upstream::{Connector, ToolOutput};
-use secureclaw_core::acceptance::{CommitAttempt, accept, check_binding};
-use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
+use display::describe_call;
+use secureclaw_core::acceptance::{
+    CommitAttempt, LedgerError, SingleUseLedger, accept, check_binding,
+};
 use secureclaw_core::anchor::{
     anchor_provenance, collect_targets, collect_targets_bounded, is_anchored, object_id_targets,
 };
@@ -17,10 +19,10 @@ use secureclaw_core::artifact::{
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::{BindingDigest, bind};
 use secureclaw_core::canonical::{
-    CanonicalRequest, HandleBinding, Inputs, Intent, RequestContext, TaskEnvelope, validate_value,
+    CanonicalRequest, HandleBinding, Inputs, Intent, RequestContext, validate_value,
 };
 use secureclaw_core::classify::Classifier;
-use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
+use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::detect::IdentifierKind;
 use secureclaw_core::handle::{
     HandleDenial, HandleId, HandleRecord, Sink, SinkKind, check_resolution, find_handles,
@@ -30,10 +32,7 @@ use secureclaw_core::policy::{
     EffectClass, HandleFact, PolicyDecision, PolicyEngine, PolicyRequest, Provenance, TargetFact,
 };
 use secureclaw_core::recovery::{ActionClass, Limit, ReasonCode, Recovery};
-use secureclaw_core::store::{
-    ActionRecord, ApprovalRecord, ApprovalState, GroupWrite, RateTake, SessionRecord, Store,
-    StoreError, VaultStore,
-};
+use secureclaw_core::store::{ActionRecord, ApprovalState, GroupWrite, SessionRecord, Store};
 use secureclaw_core::time::UnixMillis;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -44,10 +43,16 @@ use std::time::Duration;
 
 mod amounts;
 pub mod approvals;
+mod audit;
+mod display;
 mod group;
 mod limits;
+mod sessions;
 mod speculation;
 mod telemetry;
+pub use approvals::decide_approval;
+pub use audit::audit_session_id;
+pub use display::{describe_handles, reveal_for_approver};
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
     Released, session_exposure, session_trace, valid_branch,
@@ -553,45 +558,6 @@ impl Gateway {
         (self.inner.clock)()
     }
 
-    /// Append `event` through the group-commit writer and wait until it is durable.
-    async fn audit(&self, event: AuditEvent) -> Result<(), ()> {
-        self.inner
-            .writer
-            .write(vec![GroupWrite::Audit(event)])
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                self.inner.metrics.audit_append_failed();
-                tracing::error!(error = %e, "audit append failed");
-            })
-    }
-
-    fn event(&self, kind: AuditKind, session: &SessionRecord, tool: &str) -> AuditEvent {
-        let mut ev = AuditEvent::new(kind, self.now());
-        ev.session = Some(audit_session_id(&session.id));
-        ev.caller = Some(session.caller.clone());
-        ev.tool = Some(tool.to_owned());
-        ev
-    }
-
-    /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
-    /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
-    /// known and the tool if named. Metadata only; a failed append is logged.
-    pub async fn audit_rejection(
-        &self,
-        front_end: &str,
-        reason: &str,
-        session: Option<&SessionRecord>,
-        tool: Option<&str>,
-    ) {
-        let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
-        ev.session = session.map(|s| audit_session_id(&s.id));
-        ev.caller = session.map(|s| s.caller.clone());
-        ev.tool = tool.map(str::to_owned);
-        ev.detail = json!({"front_end": front_end, "reason": reason});
-        let _ = self.audit(ev).await;
-    }
-
     /// The policy set's digest.
     #[must_use]
     pub fn policy_digest(&self) -> String {
@@ -603,55 +569,6 @@ impl Gateway {
     pub fn keys(&self) -> &Arc<KeyRing> {
         &self.inner.keys
     }
-
-    // ----------------------------------------------------------------- sessions
-
-    /// Open a session for `caller` with a task envelope from the trusted side.
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`].
-    pub async fn open_session(
-        &self,
-        caller: &str,
-        envelope: TaskEnvelope,
-    ) -> Result<SessionRecord, GatewayError> {
-        let now = self.now();
-        let record = SessionRecord {
-            id: format!("ses_{}", secureclaw_core::encoding::base32(&random::<16>())),
-            caller: caller.to_owned(),
-            envelope,
-            created_at: now,
-            expires_at: now.plus_millis(self.inner.config.limits.session_ttl_ms),
-        };
-        self.inner
-            .store
-            .put_session(&record)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
-        let mut ev = self.event(AuditKind::Session, &record, "");
-        ev.tool = None;
-        ev.detail = json!({"task_digest": record.envelope.digest(), "trusted_targets": record.envelope.trusted_targets.len()});
-        self.audit(ev)
-            .await
-            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
-        Ok(record)
-    }
-
-    /// Look a live session up.
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`].
-    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>, GatewayError> {
-        let s = self
-            .inner
-            .store
-            .session(id)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
-        Ok(s.filter(|s| self.now() <= s.expires_at))
-    }
-
-    // ----------------------------------------------------------------- listing
 
     /// Tools visible to `caller`: the policy decides visibility with the same rules as calls
     /// (a tool whose every call would be denied is not listed).
@@ -682,8 +599,6 @@ impl Gateway {
             .collect()
     }
 
-    // ----------------------------------------------------------------- calls
-
     async fn deny(
         &self,
         session: &SessionRecord,
@@ -711,130 +626,6 @@ impl Gateway {
     ) -> CallOutcome {
         self.deny(session, tool, self.inner.catalog.get(tool), reason, None)
             .await
-    }
-
-    /// Refuse a call because a per-session `limit` was reached: nothing was stored or sent.
-    /// Audited as a rejection when `audit` is `Some(count)` (metadata only: the limit, the
-    /// retry hint and how many rejections the record stands for).
-    async fn refuse_limit(
-        &self,
-        session: &SessionRecord,
-        tool: &str,
-        limit: Limit,
-        retry_after_ms: Option<u64>,
-        audit: Option<u64>,
-    ) -> CallOutcome {
-        let entry = self.inner.catalog.get(tool);
-        if let Some(count) = audit {
-            let mut ev = self.event(AuditKind::Rejection, session, tool);
-            ev.reason = Some(ReasonCode::LimitExceeded);
-            ev.detail = json!({"front_end": "gateway", "reason": "limit_exceeded",
-                "limit": limit.config_key(), "retry_after_ms": retry_after_ms, "count": count});
-            let _ = self.audit(ev).await;
-        }
-        tracing::debug!(tool, limit = limit.config_key(), "limit exceeded");
-        CallOutcome::Denied(Recovery::limit_exceeded(
-            limit,
-            class(entry),
-            tool,
-            retry_after_ms,
-        ))
-    }
-
-    /// Take one call of `session` to `tool` from the rate limits (token buckets in the store,
-    /// shared by every replica), or refuse it ([`Limit::SessionRate`], [`Limit::ToolRate`])
-    /// with a retry hint. A tool the catalog does not know takes from one shared bucket, so
-    /// invented names cannot grow the table. A store error refuses the call
-    /// ([`ReasonCode::StoreUnavailable`]): fail closed.
-    async fn throttle(&self, session: &SessionRecord, tool: &str) -> Option<CallOutcome> {
-        let known = self
-            .inner
-            .catalog
-            .get(tool)
-            .map_or("", |e| e.exposed.as_str());
-        let now = self.now();
-        match self
-            .inner
-            .store
-            .take_rate(&session.id, known, self.inner.rates.rates(), now)
-            .await
-        {
-            Ok(RateTake::Taken) => None,
-            Ok(RateTake::Refused {
-                limit,
-                retry_after_ms,
-            }) => {
-                let audit = self.inner.rates.rejected(&session.id, now);
-                Some(
-                    self.refuse_limit(session, tool, limit, retry_after_ms, audit)
-                        .await,
-                )
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "rate limit store unavailable");
-                Some(
-                    self.deny_call(session, tool, ReasonCode::StoreUnavailable)
-                        .await,
-                )
-            }
-        }
-    }
-
-    /// Take a waiting-action slot of `session` for `action` (`max_pending_per_session`).
-    /// `expires` is when an uncommitted preview frees it by itself; `None` for an approval,
-    /// which frees it when decided against, used, or its confirmation expires — also when a
-    /// confirmer in another process decided it, which is checked against the store once the
-    /// session is at its limit. Store errors count as "still waiting" (fail closed).
-    async fn take_pending(
-        &self,
-        session: &SessionRecord,
-        action: &ActionId,
-        expires: Option<UnixMillis>,
-    ) -> bool {
-        let cap = self.inner.config.limits.max_pending_per_session;
-        let now = self.now();
-        let waiting = match self
-            .inner
-            .pending
-            .try_take(&session.id, action, expires, cap, now, &[])
-        {
-            limits::SlotTake::Taken => return true,
-            limits::SlotTake::Full(waiting) => waiting,
-        };
-        let mut settled = Vec::new();
-        for id in waiting {
-            if self.approval_settled(&id, now).await {
-                settled.push(id);
-            }
-        }
-        if settled.is_empty() {
-            return false;
-        }
-        matches!(
-            self.inner
-                .pending
-                .try_take(&session.id, action, expires, cap, now, &settled),
-            limits::SlotTake::Taken
-        )
-    }
-
-    /// Whether the approval of `action` no longer waits: its action ran (or was attempted),
-    /// it was declined, or its confirmation expired unused.
-    async fn approval_settled(&self, action: &ActionId, now: UnixMillis) -> bool {
-        if matches!(self.inner.store.ledger_entry(action).await, Ok(Some(_))) {
-            return true;
-        }
-        match self.inner.store.approval(action).await {
-            Ok(Some(a)) => match a.state {
-                ApprovalState::Pending => false,
-                ApprovalState::Denied => true,
-                ApprovalState::Approved => a.decided_at.is_some_and(|at| {
-                    at.plus_millis(self.inner.config.limits.confirmation_ttl_ms) <= now
-                }),
-            },
-            Ok(None) => true,
-            Err(_) => false,
-        }
     }
 
     /// Validate arguments and build the canonical request and policy facts.
@@ -3083,198 +2874,6 @@ impl Gateway {
             }
         }
     }
-
-    // ----------------------------------------------------------------- approvals
-
-    /// Pending (or all) approvals with the action each concerns.
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`].
-    pub async fn approvals(
-        &self,
-        state: Option<ApprovalState>,
-    ) -> Result<Vec<(ApprovalRecord, ActionRecord)>, GatewayError> {
-        self.inner
-            .store
-            .list_approvals(state)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))
-    }
-
-    /// A trusted confirmer decides a pending approval; see [`decide_approval`].
-    ///
-    /// # Errors
-    /// As [`decide_approval`].
-    pub async fn decide_approval(
-        &self,
-        action_id: &ActionId,
-        approve: bool,
-        confirmer: &str,
-    ) -> Result<ApprovalRecord, GatewayError> {
-        let record = decide_approval(
-            &self.inner.keys,
-            self.inner.store.as_ref(),
-            self.now(),
-            self.inner.config.limits.confirmation_ttl_ms,
-            action_id,
-            approve,
-            confirmer,
-        )
-        .await?;
-        if !approve {
-            // Declined: the action will never run, so it no longer waits.
-            self.inner.pending.release_any(action_id);
-        }
-        Ok(record)
-    }
-
-    /// The question a trusted MCP client shows its human for a pending action: the stored,
-    /// previewed call with every handle described by label, sensitivity and source — never
-    /// its value, because the channel passes through the MCP client (DESIGN.md §3
-    /// "Confirmation"). `None` for an unknown action.
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`].
-    pub async fn client_confirmation_prompt(
-        &self,
-        action_id: &ActionId,
-    ) -> Result<Option<String>, GatewayError> {
-        let action = self
-            .inner
-            .store
-            .action(action_id)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
-        let Some(a) = action else {
-            return Ok(None);
-        };
-        let call = describe_handles(self.inner.store.as_ref(), &a.display).await;
-        Ok(Some(format!(
-            "SecureClaw: allow this call?\n{call}\n(action {action_id})"
-        )))
-    }
-
-    /// A trusted client accepted a confirmation prompt without a well-formed answer: audited,
-    /// nothing decided (the approval stays pending), and the runtime told so with reason
-    /// `confirmation_malformed`.
-    pub async fn confirmation_malformed(
-        &self,
-        session: &SessionRecord,
-        tool: &str,
-        action_id: &ActionId,
-    ) -> CallOutcome {
-        self.deny(
-            session,
-            tool,
-            self.inner.catalog.get(tool),
-            ReasonCode::ConfirmationMalformed,
-            Some(action_id),
-        )
-        .await
-    }
-
-    // ----------------------------------------------------------------- handles
-
-    /// Describe a handle of this session (never its value).
-    ///
-    /// # Errors
-    /// [`GatewayError::NotFound`] for unknown, foreign or expired handles (one answer).
-    pub async fn describe_handle(
-        &self,
-        session: &SessionRecord,
-        id: &HandleId,
-    ) -> Result<Value, GatewayError> {
-        let rec = self
-            .inner
-            .store
-            .handle(id)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
-        match rec {
-            Some(r) if r.caller == session.caller && r.session == session.id => Ok(r.describe()),
-            _ => Err(GatewayError::NotFound("handle".into())),
-        }
-    }
-
-    /// Revoke a handle of this session.
-    ///
-    /// # Errors
-    /// As [`Gateway::describe_handle`].
-    pub async fn revoke_handle(
-        &self,
-        session: &SessionRecord,
-        id: &HandleId,
-    ) -> Result<(), GatewayError> {
-        self.describe_handle(session, id).await?;
-        self.inner
-            .store
-            .revoke_handle(id)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))?;
-        let mut ev = self.event(AuditKind::HandleRevoke, session, "");
-        ev.tool = None;
-        ev.detail = json!({"handle": id});
-        self.audit(ev)
-            .await
-            .map_err(|()| GatewayError::Store("audit append failed".into()))
-    }
-
-    // ----------------------------------------------------------------- operator views
-
-    /// Replace the handles in `text` by their values, for a trusted approver (operator API,
-    /// CLI) only — never for the runtime; see [`reveal_for_approver`].
-    pub async fn reveal_for_approver(&self, text: &str) -> String {
-        reveal_for_approver(self.inner.store.as_ref(), text).await
-    }
-
-    /// Replace the handles in `text` by their descriptions (label, sensitivity, source), for
-    /// a channel the runtime may read; see [`describe_handles`].
-    pub async fn describe_handles(&self, text: &str) -> String {
-        describe_handles(self.inner.store.as_ref(), text).await
-    }
-
-    /// Up to `limit` audit records with `seq >= from_seq`, in order (audit export).
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`].
-    pub async fn audit_records(
-        &self,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<secureclaw_core::audit::AuditRecord>, GatewayError> {
-        self.inner
-            .store
-            .audit_records(from_seq, limit)
-            .await
-            .map_err(|e| GatewayError::Store(e.to_string()))
-    }
-
-    /// Verify the whole audit chain; the number of records verified.
-    ///
-    /// # Errors
-    /// The store's error: [`StoreError::Audit`] naming the first record that does not verify,
-    /// [`StoreError::Unavailable`], …
-    pub async fn verify_audit(&self) -> Result<u64, StoreError> {
-        self.inner.store.verify_audit().await
-    }
-
-    /// The speculative trace events and branch table of `session_id`, from the audit log; see
-    /// [`session_trace`].
-    ///
-    /// # Errors
-    /// [`GatewayError::Store`] if the audit log cannot be read.
-    pub async fn session_trace(
-        &self,
-        session_id: &str,
-    ) -> Result<
-        (
-            Vec<secureclaw_core::exposure::TraceEvent>,
-            secureclaw_core::contract::BranchTable,
-        ),
-        GatewayError,
-    > {
-        session_trace(self.inner.store.as_ref(), session_id).await
-    }
 }
 
 /// Whether `arguments` carry a handle anywhere but as the whole value of a target field: in
@@ -3327,327 +2926,6 @@ fn result_digest(output: &ToolOutput) -> String {
     hex::encode(Sha256::digest(
         serde_json_canonicalizer::to_vec(&v).unwrap_or_default(),
     ))
-}
-
-/// Distinct non-ASCII code points listed by name in an approval display warning; the rest are
-/// counted (red-team F14).
-pub const MAX_FLAGGED_CODE_POINTS: usize = 32;
-
-/// Characters of one revealed handle value shown in an approval display; a longer value is cut
-/// with a marker naming how much is hidden (red-team F7).
-pub const MAX_REVEALED_VALUE_CHARS: usize = 1024;
-
-/// Distinct non-ASCII characters of `text` in order of first appearance: at most
-/// [`MAX_FLAGGED_CODE_POINTS`] of them formatted (`U+0430 'а'`), and how many there are in
-/// all. Linear (a set, not a list scan: red-team F14).
-fn flagged_code_points(text: &str) -> (Vec<String>, usize) {
-    let mut seen = std::collections::HashSet::new();
-    let mut listed = Vec::new();
-    for c in text.chars().filter(|c| !c.is_ascii()) {
-        if seen.insert(c) && listed.len() < MAX_FLAGGED_CODE_POINTS {
-            listed.push(format!("U+{:04X} {c:?}", u32::from(c)));
-        }
-    }
-    (listed, seen.len())
-}
-
-/// `U+0430 'а', U+0440 'р'` or, past the cap, `… (and N more)`.
-fn code_point_list(listed: &[String], total: usize) -> String {
-    let mut out = listed.join(", ");
-    if total > listed.len() {
-        out.push_str(&format!(" (and {} more)", total - listed.len()));
-    }
-    out
-}
-
-/// `c` is shown as an escape in an approval display: control characters, line and paragraph
-/// separators, and the invisible and bidirectional-control characters normalization removes.
-fn shown_escaped(c: char) -> bool {
-    c.is_control()
-        || secureclaw_core::normalize::is_removable(c)
-        || matches!(c, '\u{2028}' | '\u{2029}')
-}
-
-/// `text` with every [`shown_escaped`] character written as `\u{…}` (for JSON text, which
-/// already escapes quotes and control characters but not invisible or bidirectional ones).
-fn escape_invisible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if shown_escaped(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `text` as it is shown inside an approval display: every character that could break the
-/// layout or hide text is made visible (`\n`, `\r`, `\t`, `\u{202e}`), as are the quote,
-/// the backslash and the «» delimiters of revealed values, and the result is cut after `max`
-/// characters with a marker.
-#[must_use]
-pub fn display_escape(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut shown = 0usize;
-    let mut total = 0usize;
-    for c in text.chars() {
-        total += 1;
-        if shown >= max {
-            continue;
-        }
-        shown += 1;
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '«' | '»' => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c if shown_escaped(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    if total > shown {
-        out.push_str(&format!("…[{} more characters not shown]", total - shown));
-    }
-    out
-}
-
-/// The approval display. A summary line comes first (unanchored targets, non-ASCII characters
-/// in the arguments), then the non-ASCII warning listing them by code point (a Cyrillic `а` in
-/// an address looks like a Latin `a`), each target's field, anchoring and provenance, the tool's
-/// flags, and last the tool and every argument in full — so nothing an argument contains
-/// (padding, fake lines) can push the warnings off the first screen (red-team F7). Shown on the
-/// trusted side (approval API and CLI) with handles revealed ([`reveal_for_approver`], which
-/// adds its own warning for the revealed values), and to a trusted MCP client with handles
-/// described.
-fn describe_call(entry: &ToolEntry, args: &Map<String, Value>, targets: &[TargetFact]) -> String {
-    // Every argument in full, JSON-encoded (control characters escaped, strings quoted), so
-    // padding, newlines or look-alike separators cannot hide part of a target from the human;
-    // invisible and bidirectional-control characters are escaped too.
-    let parts: Vec<String> = args
-        .iter()
-        .map(|(k, v)| format!("{}={}", Value::String(k.clone()), v))
-        .collect();
-    let call = escape_invisible(&format!("{}({})", entry.exposed, parts.join(", ")));
-    let unanchored = targets.iter().filter(|t| !t.anchored).count();
-    let (listed, distinct) = flagged_code_points(&Value::Object(args.clone()).to_string());
-    let mut out = format!("{} of {} target(s) NOT ANCHORED", unanchored, targets.len());
-    if distinct > 0 {
-        out.push_str(&format!(
-            "; {distinct} distinct non-ASCII character(s) in the arguments\n  WARNING: non-ASCII characters (look-alikes possible): {}",
-            code_point_list(&listed, distinct)
-        ));
-    }
-    // Unanchored targets first.
-    let mut ordered: Vec<&TargetFact> = targets.iter().collect();
-    ordered.sort_by_key(|t| t.anchored);
-    for t in ordered {
-        let source = match &t.provenance {
-            Provenance::Task => "named in the task".to_owned(),
-            Provenance::Operator => "operator's trusted targets".to_owned(),
-            Provenance::AuthoritativeField { source } => {
-                format!("authoritative field of {source}")
-            }
-            Provenance::FreeText { source } => format!("free text of {source}"),
-            Provenance::Literal => "written by the agent".to_owned(),
-            Provenance::ProtectedObject => {
-                "PROTECTED OBJECT: the agent saw its content only as handles".to_owned()
-            }
-            Provenance::UnreadObject => {
-                "UNREAD OBJECT: the agent has not read it; the call matches against its content"
-                    .to_owned()
-            }
-        };
-        let state = if t.anchored {
-            "anchored"
-        } else {
-            "NOT ANCHORED"
-        };
-        out.push_str(&format!(
-            "\n  target {}: {state} ({source})",
-            escape_invisible(&Value::String(t.field.clone()).to_string())
-        ));
-    }
-    let mut flags: Vec<String> = Vec::new();
-    if entry.destructive {
-        flags.push("destructive".into());
-    }
-    if entry.financial {
-        flags.push("financial".into());
-    }
-    flags.push(format!("{} sink", entry.sink.as_str()));
-    out.push_str(&format!("\n  tool: {}", flags.join(", ")));
-    out.push_str(&format!("\n  call: {call}"));
-    out
-}
-
-/// A trusted confirmer (operator API, CLI, MCP elicitation) decides a pending approval.
-/// Approving seals a confirmation bound to (action id, binding digest) that lives
-/// `confirmation_ttl_ms`, independent of the artifact's freshness window. Works directly on a
-/// store, so the CLI can decide approvals for a gateway running in another process.
-///
-/// # Errors
-/// [`GatewayError::NotFound`] for unknown action ids, [`GatewayError::Conflict`] if the
-/// approval is not pending, [`GatewayError::Keys`] without a confirmation key, store errors.
-pub async fn decide_approval(
-    keys: &KeyRing,
-    store: &dyn Store,
-    now: UnixMillis,
-    confirmation_ttl_ms: u64,
-    action_id: &ActionId,
-    approve: bool,
-    confirmer: &str,
-) -> Result<ApprovalRecord, GatewayError> {
-    let action = store
-        .action(action_id)
-        .await
-        .map_err(|e| GatewayError::Store(e.to_string()))?
-        .ok_or_else(|| GatewayError::NotFound(action_id.0.clone()))?;
-    let confirmation = if approve {
-        let claims = ConfirmationClaims {
-            action_id: action_id.clone(),
-            binding: action.binding.clone(),
-            confirmer: confirmer.to_owned(),
-            confirmed_at: now,
-            expires_at: now.plus_millis(confirmation_ttl_ms),
-        };
-        Some(Confirmation::seal(claims, keys).map_err(|e| GatewayError::Keys(e.to_string()))?)
-    } else {
-        None
-    };
-    let record = store
-        .decide_approval(action_id, approve, confirmer, now, confirmation)
-        .await
-        .map_err(|e| GatewayError::Conflict(e.to_string()))?;
-    let mut ev = AuditEvent::new(AuditKind::Confirmation, now);
-    ev.session = Some(audit_session_id(&action.session));
-    ev.caller = Some(action.caller.clone());
-    ev.tool = Some(action.tool.clone());
-    ev.action_id = Some(action_id.0.clone());
-    ev.reason = (!approve).then_some(ReasonCode::ConfirmationDenied);
-    ev.detail = json!({"approved": approve, "confirmer": confirmer});
-    store
-        .append_audit(ev)
-        .await
-        .map_err(|e| GatewayError::Store(e.to_string()))?;
-    Ok(record)
-}
-
-/// The name of a session in audit records: `ses#` + the first 16 hex digits of SHA-256 of the
-/// session id. The session id is the runtime's bearer credential, so the exportable audit log
-/// must not carry it; the digest still correlates records of one session.
-#[must_use]
-pub fn audit_session_id(session_id: &str) -> String {
-    let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
-    format!("ses#{}", digest.get(..16).unwrap_or_default())
-}
-
-/// Every handle id in `text`, in order of appearance (repeats included).
-fn handle_ids(text: &str) -> Vec<HandleId> {
-    let mut ids = Vec::new();
-    let mut value = Value::String(text.to_owned());
-    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
-        ids.push(id.clone());
-        Ok(id.0.clone())
-    });
-    ids
-}
-
-/// `text` with each handle replaced by `replacements[id]`; handles without one stay as they are.
-fn replace_handles(text: &str, replacements: &BTreeMap<HandleId, String>) -> String {
-    let mut value = Value::String(text.to_owned());
-    let _ = secureclaw_core::handle::substitute_handles::<()>(&mut value, &mut |id| {
-        Ok(replacements
-            .get(id)
-            .cloned()
-            .unwrap_or_else(|| id.0.clone()))
-    });
-    match value {
-        Value::String(s) => s,
-        _ => text.to_owned(),
-    }
-}
-
-/// Replace the handles in `text` by their values, for display to a trusted approver (CLI,
-/// operator API) only — never to the runtime. Unresolvable handles stay as they are.
-///
-/// A revealed value is what the human actually approves, so it is checked here (red-team F4,
-/// F7): it is shown between «» with control, invisible and bidirectional characters, quotes and
-/// the delimiters escaped ([`display_escape`]), cut after [`MAX_REVEALED_VALUE_CHARS`]; and
-/// when any revealed value has non-ASCII or escaped characters, or was cut, a warning line
-/// naming them by code point is put before everything else.
-pub async fn reveal_for_approver(store: &dyn VaultStore, text: &str) -> String {
-    let mut replacements = BTreeMap::new();
-    let mut flagged_values = 0usize;
-    let mut odd = String::new();
-    for id in handle_ids(text) {
-        if replacements.contains_key(&id) {
-            continue;
-        }
-        let plain = match store.handle(&id).await.ok().flatten() {
-            Some(r) => store
-                .object_value_at(&r.object_id, r.version)
-                .await
-                .ok()
-                .flatten(),
-            None => None,
-        };
-        if let Some(v) = plain {
-            let v = String::from_utf8_lossy(&v);
-            let suspicious = v.chars().any(|c| !c.is_ascii() || shown_escaped(c))
-                || v.chars().count() > MAX_REVEALED_VALUE_CHARS;
-            if suspicious {
-                flagged_values += 1;
-                odd.extend(v.chars().filter(|c| !c.is_ascii() || shown_escaped(*c)));
-            }
-            replacements.insert(
-                id,
-                format!("«{}»", display_escape(&v, MAX_REVEALED_VALUE_CHARS)),
-            );
-        }
-    }
-    let body = replace_handles(text, &replacements);
-    if flagged_values == 0 {
-        return body;
-    }
-    let mut listed = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for c in odd.chars() {
-        if seen.insert(c) && listed.len() < MAX_FLAGGED_CODE_POINTS {
-            listed.push(format!("U+{:04X} {c:?}", u32::from(c)));
-        }
-    }
-    format!(
-        "WARNING: {flagged_values} revealed value(s) «…» contain non-ASCII, invisible or control characters or were cut (look-alikes possible): {}\n  {body}",
-        code_point_list(&listed, seen.len())
-    )
-}
-
-/// Replace the handles in `text` by a description — label, sensitivity and source — for a
-/// channel the runtime may read (an MCP client's confirmation prompt). Unknown handles stay
-/// as they are.
-pub async fn describe_handles(store: &dyn VaultStore, text: &str) -> String {
-    let mut replacements = BTreeMap::new();
-    for id in handle_ids(text) {
-        if replacements.contains_key(&id) {
-            continue;
-        }
-        if let Some(r) = store.handle(&id).await.ok().flatten() {
-            let description = format!(
-                "[protected {} ({}) from {}]",
-                r.label,
-                serde_json::to_value(r.sensitivity)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                r.source
-            );
-            replacements.insert(id, description);
-        }
-    }
-    replace_handles(text, &replacements)
 }
 
 /// Replace every occurrence of a resolved value in the output's strings (and object keys) by
