@@ -13,8 +13,13 @@
 //! What stays in this process's memory is only the coalescing of rejection audit records
 //! ([`RateLimiter::rejected`]) and the waiting-action slots ([`PendingSlots`]).
 
+use super::{CallOutcome, Gateway, class};
 use secureclaw_core::UnixMillis;
 use secureclaw_core::artifact::ActionId;
+use secureclaw_core::audit::AuditKind;
+use secureclaw_core::recovery::{Limit, ReasonCode, Recovery};
+use secureclaw_core::store::{ApprovalState, RateTake, SessionRecord};
+use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
@@ -170,6 +175,136 @@ impl PendingSlots {
     #[cfg(test)]
     fn count(&self, session: &str) -> usize {
         self.lock().get(session).map_or(0, Vec::len)
+    }
+}
+
+impl Gateway {
+    /// Refuse a call because a per-session `limit` was reached: nothing was stored or sent.
+    /// Audited as a rejection when `audit` is `Some(count)` (metadata only: the limit, the
+    /// retry hint and how many rejections the record stands for).
+    pub(super) async fn refuse_limit(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        limit: Limit,
+        retry_after_ms: Option<u64>,
+        audit: Option<u64>,
+    ) -> CallOutcome {
+        let entry = self.inner.catalog.get(tool);
+        if let Some(count) = audit {
+            let mut ev = self.event(AuditKind::Rejection, session, tool);
+            ev.reason = Some(ReasonCode::LimitExceeded);
+            ev.detail = json!({"front_end": "gateway", "reason": "limit_exceeded",
+                "limit": limit.config_key(), "retry_after_ms": retry_after_ms, "count": count});
+            let _ = self.audit(ev).await;
+        }
+        tracing::debug!(tool, limit = limit.config_key(), "limit exceeded");
+        CallOutcome::Denied(Recovery::limit_exceeded(
+            limit,
+            class(entry),
+            tool,
+            retry_after_ms,
+        ))
+    }
+
+    /// Take one call of `session` to `tool` from the rate limits (token buckets in the store,
+    /// shared by every replica), or refuse it ([`Limit::SessionRate`], [`Limit::ToolRate`])
+    /// with a retry hint. A tool the catalog does not know takes from one shared bucket, so
+    /// invented names cannot grow the table. A store error refuses the call
+    /// ([`ReasonCode::StoreUnavailable`]): fail closed.
+    pub(super) async fn throttle(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+    ) -> Option<CallOutcome> {
+        let known = self
+            .inner
+            .catalog
+            .get(tool)
+            .map_or("", |e| e.exposed.as_str());
+        let now = self.now();
+        match self
+            .inner
+            .store
+            .take_rate(&session.id, known, self.inner.rates.rates(), now)
+            .await
+        {
+            Ok(RateTake::Taken) => None,
+            Ok(RateTake::Refused {
+                limit,
+                retry_after_ms,
+            }) => {
+                let audit = self.inner.rates.rejected(&session.id, now);
+                Some(
+                    self.refuse_limit(session, tool, limit, retry_after_ms, audit)
+                        .await,
+                )
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "rate limit store unavailable");
+                Some(
+                    self.deny_call(session, tool, ReasonCode::StoreUnavailable)
+                        .await,
+                )
+            }
+        }
+    }
+
+    /// Take a waiting-action slot of `session` for `action` (`max_pending_per_session`).
+    /// `expires` is when an uncommitted preview frees it by itself; `None` for an approval,
+    /// which frees it when decided against, used, or its confirmation expires — also when a
+    /// confirmer in another process decided it, which is checked against the store once the
+    /// session is at its limit. Store errors count as "still waiting" (fail closed).
+    pub(super) async fn take_pending(
+        &self,
+        session: &SessionRecord,
+        action: &ActionId,
+        expires: Option<UnixMillis>,
+    ) -> bool {
+        let cap = self.inner.config.limits.max_pending_per_session;
+        let now = self.now();
+        let waiting = match self
+            .inner
+            .pending
+            .try_take(&session.id, action, expires, cap, now, &[])
+        {
+            SlotTake::Taken => return true,
+            SlotTake::Full(waiting) => waiting,
+        };
+        let mut settled = Vec::new();
+        for id in waiting {
+            if self.approval_settled(&id, now).await {
+                settled.push(id);
+            }
+        }
+        if settled.is_empty() {
+            return false;
+        }
+        matches!(
+            self.inner
+                .pending
+                .try_take(&session.id, action, expires, cap, now, &settled),
+            SlotTake::Taken
+        )
+    }
+
+    /// Whether the approval of `action` no longer waits: its action ran (or was attempted),
+    /// it was declined, or its confirmation expired unused.
+    async fn approval_settled(&self, action: &ActionId, now: UnixMillis) -> bool {
+        if matches!(self.inner.store.ledger_entry(action).await, Ok(Some(_))) {
+            return true;
+        }
+        match self.inner.store.approval(action).await {
+            Ok(Some(a)) => match a.state {
+                ApprovalState::Pending => false,
+                ApprovalState::Denied => true,
+                ApprovalState::Approved => a.decided_at.is_some_and(|at| {
+                    at.plus_millis(self.inner.config.limits.confirmation_ttl_ms) <= now
+                }),
+            },
+            Ok(None) => true,
+            Err(_) => false,
+        }
     }
 }
 

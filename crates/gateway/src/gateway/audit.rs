@@ -1,0 +1,103 @@
+//! The audit side of the gateway: appending records through the group-commit writer, the
+//! record every event starts from (the session named by its digest, [`audit_session_id`], never
+//! by its id), rejections front ends refuse, and the operator's export and verification of the
+//! hash chain (DESIGN.md §3 "Single use and crash safety"; issue 12 item 8, issue 14 item 3).
+
+use super::{Gateway, GatewayError, session_trace};
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::store::{GroupWrite, SessionRecord, StoreError};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// The name of a session in audit records: `ses#` + the first 16 hex digits of SHA-256 of the
+/// session id. The session id is the runtime's bearer credential, so the exportable audit log
+/// must not carry it; the digest still correlates records of one session.
+#[must_use]
+pub fn audit_session_id(session_id: &str) -> String {
+    let digest = hex::encode(Sha256::digest(session_id.as_bytes()));
+    format!("ses#{}", digest.get(..16).unwrap_or_default())
+}
+
+impl Gateway {
+    /// Append `event` through the group-commit writer and wait until it is durable.
+    pub(super) async fn audit(&self, event: AuditEvent) -> Result<(), ()> {
+        self.inner
+            .writer
+            .write(vec![GroupWrite::Audit(event)])
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                self.inner.metrics.audit_append_failed();
+                tracing::error!(error = %e, "audit append failed");
+            })
+    }
+
+    pub(super) fn event(&self, kind: AuditKind, session: &SessionRecord, tool: &str) -> AuditEvent {
+        let mut ev = AuditEvent::new(kind, self.now());
+        ev.session = Some(audit_session_id(&session.id));
+        ev.caller = Some(session.caller.clone());
+        ev.tool = Some(tool.to_owned());
+        ev
+    }
+
+    /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
+    /// `front_end` (`mcp-stdio`, `mcp-http`, `http-api`), a `reason` code, the session if
+    /// known and the tool if named. Metadata only; a failed append is logged.
+    pub async fn audit_rejection(
+        &self,
+        front_end: &str,
+        reason: &str,
+        session: Option<&SessionRecord>,
+        tool: Option<&str>,
+    ) {
+        let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
+        ev.session = session.map(|s| audit_session_id(&s.id));
+        ev.caller = session.map(|s| s.caller.clone());
+        ev.tool = tool.map(str::to_owned);
+        ev.detail = json!({"front_end": front_end, "reason": reason});
+        let _ = self.audit(ev).await;
+    }
+
+    /// Up to `limit` audit records with `seq >= from_seq`, in order (audit export).
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub async fn audit_records(
+        &self,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<secureclaw_core::audit::AuditRecord>, GatewayError> {
+        self.inner
+            .store
+            .audit_records(from_seq, limit)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))
+    }
+
+    /// Verify the whole audit chain; the number of records verified.
+    ///
+    /// # Errors
+    /// The store's error: [`StoreError::Audit`] naming the first record that does not verify,
+    /// [`StoreError::Unavailable`], …
+    pub async fn verify_audit(&self) -> Result<u64, StoreError> {
+        self.inner.store.verify_audit().await
+    }
+
+    /// The speculative trace events and branch table of `session_id`, from the audit log; see
+    /// [`session_trace`].
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] if the audit log cannot be read.
+    pub async fn session_trace(
+        &self,
+        session_id: &str,
+    ) -> Result<
+        (
+            Vec<secureclaw_core::exposure::TraceEvent>,
+            secureclaw_core::contract::BranchTable,
+        ),
+        GatewayError,
+    > {
+        session_trace(self.inner.store.as_ref(), session_id).await
+    }
+}

@@ -1,0 +1,533 @@
+//! The read path (SecureClaw paper §3.2–§3.3): a read the policy allows is dispatched with a
+//! [`ReadPermit`], its handles resolved and audited first; every result — of a read or of a
+//! committed effect — is scrubbed of the values resolved or released into it and declassified
+//! before the runtime sees it, and the objects a read showed are marked seen or protected.
+
+use super::{CallOutcome, Gateway, Prepared, state::ObjectMark};
+use crate::catalog::ToolEntry;
+use crate::declassify::Declassifier;
+use crate::executor::{Resolution, ResolveError};
+use crate::permit::ReadPermit;
+use crate::upstream::ToolOutput;
+use secureclaw_core::anchor::collect_targets;
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::audit::AuditKind;
+use secureclaw_core::handle::{HandleDenial, HandleId, HandleRecord, Sink, check_resolution};
+use secureclaw_core::policy::PolicyRequest;
+use secureclaw_core::recovery::ReasonCode;
+use secureclaw_core::store::SessionRecord;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// The read a result answers (for [`Gateway::finish`]).
+pub(super) struct ReadOf<'a> {
+    /// The read was anchored (its authoritative fields yield anchored handles).
+    anchored: bool,
+    /// Its arguments (the objects it named).
+    arguments: &'a Map<String, Value>,
+    /// The records of the handles in its arguments.
+    records: &'a [HandleRecord],
+}
+
+/// Replace every occurrence of a resolved value in the output's strings (and object keys) by
+/// its handle. Longest values first, so a value containing another is replaced whole.
+fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
+    let mut pairs: Vec<&(String, HandleId)> =
+        resolved.iter().filter(|(v, _)| !v.is_empty()).collect();
+    if pairs.is_empty() {
+        return;
+    }
+    pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    let fix = |text: &str| -> String {
+        pairs.iter().fold(text.to_owned(), |acc, (value, id)| {
+            acc.replace(value.as_str(), &id.0)
+        })
+    };
+    fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
+        match v {
+            Value::String(s) => *s = fix(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, fix)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut val) in old {
+                    walk(&mut val, fix);
+                    map.insert(fix(&k), val);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    for block in &mut output.content {
+        walk(block, &fix);
+    }
+    if let Some(st) = output.structured.as_mut() {
+        walk(st, &fix);
+    }
+}
+
+/// The handle resolutions prepared by [`Gateway::resolve_handles`], handed to the executor's
+/// substitution in order. A handle it does not expect next (the substitution met the handles
+/// in another order) fails closed as a store failure.
+pub(super) struct Resolver(std::collections::VecDeque<(HandleId, Resolution)>);
+
+impl Resolver {
+    pub(super) fn next(&mut self, id: &HandleId) -> Resolution {
+        match self.0.pop_front() {
+            Some((expected, result)) if &expected == id => result,
+            _ => Err(ResolveError::Store),
+        }
+    }
+}
+
+/// [`scrub_resolved`] for values released into earlier effects, applied to D's output: every
+/// occurrence of each value outside a handle id, compared without letter case (ASCII and
+/// Unicode simple lower case of the same length), becomes its handle id. Values shorter than 4
+/// characters are left alone (they would match everywhere, and a detector finds nothing that
+/// short); handle ids D minted are never rewritten.
+fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
+    let mut pairs: Vec<(String, &HandleId)> = released
+        .iter()
+        .filter(|(v, _)| v.trim().chars().count() >= 4)
+        .map(|(v, id)| (v.to_lowercase(), id))
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    pairs.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+    let fix_plain = |text: &str| -> String {
+        let mut out = text.to_owned();
+        for (value, id) in &pairs {
+            out = replace_caseless(&out, value, &id.0);
+        }
+        out
+    };
+    let fix = |text: &str| -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for span in secureclaw_core::handle::handle_spans(text) {
+            out.push_str(&fix_plain(text.get(at..span.start).unwrap_or_default()));
+            out.push_str(text.get(span.clone()).unwrap_or_default());
+            at = span.end;
+        }
+        out.push_str(&fix_plain(text.get(at..).unwrap_or_default()));
+        out
+    };
+    fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
+        match v {
+            Value::String(s) => *s = fix(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, fix)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut val) in old {
+                    walk(&mut val, fix);
+                    map.insert(fix(&k), val);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    for block in &mut output.content {
+        walk(block, &fix);
+    }
+    if let Some(st) = output.structured.as_mut() {
+        walk(st, &fix);
+    }
+}
+
+/// `text` with every occurrence of `lower` (already lower-cased) replaced by `with`, letter
+/// case ignored. Compared char by char on the lower-cased text when lower-casing keeps every
+/// char's byte length; otherwise on the exact text (no case folding).
+fn replace_caseless(text: &str, lower: &str, with: &str) -> String {
+    let folded = text.to_lowercase();
+    if folded.len() != text.len()
+        || folded
+            .char_indices()
+            .zip(text.char_indices())
+            .any(|((a, _), (b, _))| a != b)
+    {
+        return text.replace(lower, with);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = folded.get(at..).and_then(|rest| rest.find(lower)) {
+        let start = at + found;
+        out.push_str(text.get(at..start).unwrap_or_default());
+        out.push_str(with);
+        at = start + lower.len();
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
+}
+
+impl Gateway {
+    /// The read path of [`Gateway::call_unthrottled`]: a read tool is forwarded (with the
+    /// permit only the read path's decision mints) and its result declassified.
+    pub(super) async fn read_call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        entry: &ToolEntry,
+        prepared: &Prepared,
+        policy_request: &PolicyRequest,
+        arguments: &Map<String, Value>,
+    ) -> CallOutcome {
+        // Only the read path's decision mints the permit the executor needs: a read in the
+        // catalog, allowed by the policy, whose handles all name it as a sink.
+        let permit = match ReadPermit::decide(
+            entry,
+            self.inner.policy.as_ref(),
+            policy_request,
+            &prepared.handle_records,
+        ) {
+            Ok(permit) => permit,
+            Err(reason) => {
+                return self.deny(session, tool, Some(entry), reason, None).await;
+            }
+        };
+        if entry.matches_content && !self.take_match_read(session, arguments).await {
+            return self
+                .deny(session, tool, Some(entry), ReasonCode::MatchBudget, None)
+                .await;
+        }
+        let anchored = self
+            .read_anchored(session, arguments, &prepared.handle_records)
+            .await;
+        let (mut resolver, pairs) = self.resolve_handles(session, entry, None, arguments).await;
+        let mut resolve = |id: &HandleId| resolver.next(id);
+        match self
+            .inner
+            .executor
+            .read(permit, arguments, &mut resolve)
+            .await
+        {
+            Ok(output) => {
+                let read = ReadOf {
+                    anchored,
+                    arguments,
+                    records: &prepared.handle_records,
+                };
+                if anchored {
+                    self.note_read_amounts(session, &output, arguments).await;
+                }
+                self.finish(session, entry, Some(read), output, None, &pairs, arguments)
+                    .await
+            }
+            Err(e) => self.exec_failure(session, entry, &e, None).await,
+        }
+    }
+
+    /// Resolve, in order, every handle that the executor's substitution will meet in
+    /// `arguments` for this sink, stopping at the first failure (as the substitution does):
+    /// the record is checked with [`check_resolution`], the value read from the vault and the
+    /// resolution audited — before anything is sent. Returns a resolver for the executor that
+    /// hands out these results in the same order (fail closed on any mismatch), and the
+    /// (plaintext, handle) pairs resolved.
+    pub(super) async fn resolve_handles(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        action: Option<&ActionId>,
+        arguments: &Map<String, Value>,
+    ) -> (Resolver, Vec<(String, HandleId)>) {
+        let mut ids: Vec<HandleId> = Vec::new();
+        let mut probe = Value::Object(arguments.clone());
+        let _ = secureclaw_core::handle::substitute_handles::<()>(&mut probe, &mut |id| {
+            ids.push(id.clone());
+            Ok(id.0.clone())
+        });
+        // Each distinct handle is checked, read and audited once per call, with the number of
+        // its occurrences (red-team F10: one record per occurrence let one call write 10k
+        // audit records); every occurrence gets the same result.
+        let mut counts: BTreeMap<&HandleId, u64> = BTreeMap::new();
+        for id in &ids {
+            *counts.entry(id).or_default() += 1;
+        }
+        let mut done: BTreeMap<HandleId, Resolution> = BTreeMap::new();
+        let mut results = std::collections::VecDeque::with_capacity(ids.len());
+        let mut resolved = Vec::new();
+        for id in &ids {
+            let result = match done.get(id) {
+                Some(r) => r.clone(),
+                None => {
+                    let count = counts.get(id).copied().unwrap_or(1);
+                    let r = self.resolve_one(session, entry, action, id, count).await;
+                    if let Ok(plain) = &r {
+                        resolved.push((plain.clone(), id.clone()));
+                    }
+                    done.insert(id.clone(), r.clone());
+                    r
+                }
+            };
+            let failed = result.is_err();
+            results.push_back((id.clone(), result));
+            if failed {
+                break;
+            }
+        }
+        (Resolver(results), resolved)
+    }
+
+    async fn resolve_one(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        action: Option<&ActionId>,
+        id: &HandleId,
+        occurrences: u64,
+    ) -> Resolution {
+        let now = self.now();
+        let rec = self
+            .inner
+            .store
+            .handle(id)
+            .await
+            .map_err(|_| ResolveError::Store)?;
+        let sink = Sink {
+            upstream: &entry.upstream,
+            tool: &entry.name,
+            kind: entry.sink,
+        };
+        check_resolution(rec.as_ref(), &session.caller, &session.id, &sink, now)
+            .map_err(ResolveError::Denied)?;
+        let rec = rec.ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+        let value = self
+            .inner
+            .store
+            .object_value_at(&rec.object_id, rec.version)
+            .await
+            .map_err(|_| ResolveError::Store)?
+            .ok_or(ResolveError::Denied(HandleDenial::Unavailable))?;
+        let mut ev = self.event(AuditKind::HandleResolve, session, &entry.exposed);
+        ev.action_id = action.map(|a| a.0.clone());
+        ev.detail = json!({"handle": id, "sink": format!("{}__{}", entry.upstream, entry.name),
+                           "occurrences": occurrences});
+        self.audit(ev).await.map_err(|()| ResolveError::Store)?;
+        Ok(String::from_utf8_lossy(&value).into_owned())
+    }
+
+    /// The text the runtime supplied for this call (F1): every string and key of its
+    /// arguments (as sent and normalized, handle ids aside) and the values the session wrote
+    /// before; `fresh_all` when the arguments hold anything address-like.
+    async fn runtime_text(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> crate::declassify::RuntimeText {
+        fn strings(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(s.clone()),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+                Value::Object(map) => {
+                    for (k, i) in map {
+                        out.push(k.clone());
+                        strings(i, out);
+                    }
+                }
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        strings(&Value::Object(arguments.clone()), &mut out);
+        let normalized: Vec<String> = out
+            .iter()
+            .filter_map(|s| match secureclaw_core::normalize::normalize(s) {
+                std::borrow::Cow::Owned(n) => Some(n),
+                std::borrow::Cow::Borrowed(_) => None,
+            })
+            .collect();
+        out.extend(normalized);
+        out.retain(|s| !s.trim().is_empty());
+        // A full written set stands for "anything may be the session's own text": every value
+        // of the result gets a fresh handle (fail closed, like its reads being unanchored).
+        let (written, written_full) = self.written_values(session).await;
+        out.extend(written);
+        // Past this much text a substring test per vaulted value costs too much: treat every
+        // value of the result as the runtime's (fresh handles only).
+        const MAX_RUNTIME_TEXT: usize = 64 * 1024;
+        let fresh_all = written_full
+            || out.iter().map(String::len).sum::<usize>() > MAX_RUNTIME_TEXT
+            || !collect_targets(arguments, &[], false).is_empty();
+        crate::declassify::RuntimeText {
+            strings: out,
+            fresh_all,
+        }
+    }
+
+    /// Declassify and audit a result. `read`: set for a read, whose objects become protected
+    /// objects of the session if the result withheld a protected value (at least one
+    /// handle); if they cannot be recorded, the result is withheld.
+    #[expect(clippy::too_many_arguments, reason = "the result's full context")]
+    pub(super) async fn finish(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        read: Option<ReadOf<'_>>,
+        mut output: ToolOutput,
+        action: Option<ActionId>,
+        resolved: &[(String, HandleId)],
+        runtime_args: &Map<String, Value>,
+    ) -> CallOutcome {
+        let anchored = read.as_ref().is_some_and(|r| r.anchored);
+        // A value the executor resolved for this call goes back to its handle before anything
+        // else looks at the result: an upstream that echoes its arguments must not turn a
+        // handle into plaintext for the runtime.
+        scrub_resolved(&mut output, resolved);
+        // A value the session released into an earlier egress effect goes back to its handle
+        // too, whatever its letter case, wherever it comes back (a channel read, a sent
+        // folder, an echo): after D, so that what a detector finds is vaulted as usual and
+        // only what none finds is replaced here (D never sees our own handle ids as text).
+        let released = self.released_values(session).await;
+        // After an effect ran, a failure here must not claim that nothing was executed.
+        let failed = if action.is_some() {
+            ReasonCode::ResultWithheld
+        } else {
+            ReasonCode::StoreUnavailable
+        };
+        let runtime = self.runtime_text(session, runtime_args).await;
+        let d = Declassifier {
+            keys: &self.inner.keys,
+            runtime: &runtime,
+            store: self.inner.store.as_ref(),
+            classifier: &self.inner.classifier,
+            summary: &self.inner.config.summary,
+            handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
+            now: self.now(),
+        };
+        match d
+            .declassify(session, entry, anchored, output, resolved)
+            .await
+        {
+            Ok((mut output, handles, cut)) => {
+                scrub_released(&mut output, &released);
+                if let Some(read) = &read
+                    && handles > 0
+                {
+                    let records: BTreeMap<HandleId, HandleRecord> = read
+                        .records
+                        .iter()
+                        .map(|r| (r.id.clone(), r.clone()))
+                        .collect();
+                    if self
+                        .mark(
+                            ObjectMark::Protected,
+                            session,
+                            entry,
+                            read.arguments,
+                            &records,
+                        )
+                        .await
+                        .is_err()
+                    {
+                        return self
+                            .deny(
+                                session,
+                                &entry.exposed,
+                                Some(entry),
+                                failed,
+                                action.as_ref(),
+                            )
+                            .await;
+                    }
+                } else if let Some(read) = &read
+                    && !output.is_error
+                    && !cut
+                {
+                    // A read that withheld nothing and cut nothing (a summary cut hides part of
+                    // the object, red-team R2): the session has seen the object's content (see
+                    // `ObjectMark::Seen`). A failure only costs a later edit's read-first.
+                    let records: BTreeMap<HandleId, HandleRecord> = read
+                        .records
+                        .iter()
+                        .map(|r| (r.id.clone(), r.clone()))
+                        .collect();
+                    let _ = self
+                        .mark(ObjectMark::Seen, session, entry, read.arguments, &records)
+                        .await;
+                }
+                let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
+                ev.action_id = action.as_ref().map(|a| a.0.clone());
+                ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
+                if self.audit(ev).await.is_err() {
+                    return self
+                        .deny(
+                            session,
+                            &entry.exposed,
+                            Some(entry),
+                            failed,
+                            action.as_ref(),
+                        )
+                        .await;
+                }
+                CallOutcome::Completed {
+                    output,
+                    action_id: action,
+                }
+            }
+            Err(()) => {
+                self.deny(
+                    session,
+                    &entry.exposed,
+                    Some(entry),
+                    failed,
+                    action.as_ref(),
+                )
+                .await
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HandleId, ToolOutput, replace_caseless, scrub_released};
+    use serde_json::json;
+
+    /// Red-team H2: a released value comes back as its handle whatever its letter case.
+    #[test]
+    fn released_values_are_found_without_letter_case() {
+        let lower = "dr jane roe, patient 4471";
+        assert_eq!(
+            replace_caseless("posted: DR JANE ROE, PATIENT 4471!", lower, "hdl_x"),
+            "posted: hdl_x!"
+        );
+        assert_eq!(
+            replace_caseless(
+                "Dr Jane Roe, patient 4471 and dr jane roe, patient 4471",
+                lower,
+                "h"
+            ),
+            "h and h"
+        );
+        assert_eq!(replace_caseless("nothing here", lower, "h"), "nothing here");
+        // Text whose lower case changes byte lengths is compared exactly.
+        assert_eq!(
+            replace_caseless("İ dr jane roe, patient 4471", lower, "h"),
+            "İ h"
+        );
+    }
+
+    /// The released-value scrub rewrites plain text only: a handle id D minted that happens
+    /// to contain a released value's letters is left whole.
+    #[test]
+    fn released_scrub_leaves_handle_ids_whole() {
+        let minted = format!("hdl_em_{}", "abcdefgh".repeat(4));
+        let mut out = ToolOutput {
+            content: vec![json!({"type": "text", "text": format!("{minted} and ABCDEFGH")})],
+            structured: Some(json!({"k": format!("abcdefgh {minted}")})),
+            is_error: false,
+        };
+        scrub_released(
+            &mut out,
+            &[("abcdefgh".to_owned(), HandleId("hdl_ph_x".into()))],
+        );
+        assert_eq!(
+            out.content[0]["text"],
+            json!(format!("{minted} and hdl_ph_x"))
+        );
+        assert_eq!(
+            out.structured,
+            Some(json!({"k": format!("hdl_ph_x {minted}")}))
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! Sessions and their task envelopes: opening a session for a caller with the envelope the
+//! trusted side supplies, looking a live one up, and the session's operations on its own
+//! handles — describe and revoke, never dereference (DESIGN.md §3 "Handles"; SecureClaw paper
+//! §3.2).
+
+use super::{Gateway, GatewayError, random};
+use secureclaw_core::audit::AuditKind;
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::handle::HandleId;
+use secureclaw_core::store::SessionRecord;
+use serde_json::{Value, json};
+
+impl Gateway {
+    /// Open a session for `caller` with a task envelope from the trusted side.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub async fn open_session(
+        &self,
+        caller: &str,
+        envelope: TaskEnvelope,
+    ) -> Result<SessionRecord, GatewayError> {
+        let now = self.now();
+        let record = SessionRecord {
+            id: format!("ses_{}", secureclaw_core::encoding::base32(&random::<16>())),
+            caller: caller.to_owned(),
+            envelope,
+            created_at: now,
+            expires_at: now.plus_millis(self.inner.config.limits.session_ttl_ms),
+        };
+        self.inner
+            .store
+            .put_session(&record)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let mut ev = self.event(AuditKind::Session, &record, "");
+        ev.tool = None;
+        ev.detail = json!({"task_digest": record.envelope.digest(), "trusted_targets": record.envelope.trusted_targets.len()});
+        self.audit(ev)
+            .await
+            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        Ok(record)
+    }
+
+    /// Look a live session up.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`].
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRecord>, GatewayError> {
+        let s = self
+            .inner
+            .store
+            .session(id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        Ok(s.filter(|s| self.now() <= s.expires_at))
+    }
+
+    /// Describe a handle of this session (never its value).
+    ///
+    /// # Errors
+    /// [`GatewayError::NotFound`] for unknown, foreign or expired handles (one answer).
+    pub async fn describe_handle(
+        &self,
+        session: &SessionRecord,
+        id: &HandleId,
+    ) -> Result<Value, GatewayError> {
+        let rec = self
+            .inner
+            .store
+            .handle(id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        match rec {
+            Some(r) if r.caller == session.caller && r.session == session.id => Ok(r.describe()),
+            _ => Err(GatewayError::NotFound("handle".into())),
+        }
+    }
+
+    /// Revoke a handle of this session.
+    ///
+    /// # Errors
+    /// As [`Gateway::describe_handle`].
+    pub async fn revoke_handle(
+        &self,
+        session: &SessionRecord,
+        id: &HandleId,
+    ) -> Result<(), GatewayError> {
+        self.describe_handle(session, id).await?;
+        self.inner
+            .store
+            .revoke_handle(id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let mut ev = self.event(AuditKind::HandleRevoke, session, "");
+        ev.tool = None;
+        ev.detail = json!({"handle": id});
+        self.audit(ev)
+            .await
+            .map_err(|()| GatewayError::Store("audit append failed".into()))
+    }
+}

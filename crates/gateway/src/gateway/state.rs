@@ -1,0 +1,522 @@
+//! The session's task state, kept in the store for every replica: the objects it has seen or
+//! only seen as handles (protected objects, red-team F2, F10), the values its store effects
+//! wrote (never anchoring, red-team H1, F13), the handles it released into egress effects
+//! (red-team H2) and the amounts its anchored reads returned (red-team F4) (DESIGN.md §3
+//! "Targets, anchoring and provenance"; crates/core `protect` and `task_state`).
+
+use super::{Gateway, amounts};
+use crate::catalog::ToolEntry;
+use crate::upstream::ToolOutput;
+use secureclaw_core::anchor::collect_targets_bounded;
+use secureclaw_core::handle::{HandleId, HandleRecord, find_handles};
+use secureclaw_core::keys::KeyRing;
+use secureclaw_core::policy::EffectClass;
+use secureclaw_core::store::SessionRecord;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// What a session's record of an object says (crates/core `protect`): its content was seen
+/// only as handles (protected), or the session has seen it (read it, or wrote it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ObjectMark {
+    Protected,
+    Seen,
+}
+
+impl ObjectMark {
+    fn digests(
+        self,
+        ring: &KeyRing,
+        session: &str,
+        keys: &[String],
+        all_keys: bool,
+    ) -> Result<Vec<String>, secureclaw_core::keys::KeyError> {
+        match self {
+            Self::Protected => {
+                secureclaw_core::protect::protection_digests(ring, session, keys, all_keys)
+            }
+            Self::Seen => secureclaw_core::protect::seen_digests(ring, session, keys, all_keys),
+        }
+    }
+}
+
+/// The values one session's store effects wrote, as far as this process has read them from
+/// the store. Bounded in the store (`max_written_values_per_session`,
+/// `max_written_bytes_per_session`; red-team F13): once a bound is reached the set is `full`
+/// and stops growing, and every later value counts as written — a read of the session is then
+/// never anchored and every value it returns gets a fresh handle. That fails closed:
+/// forgetting a written value could let the session anchor it by reading it back; treating
+/// unknown values as written only costs the session anchoring. Rows are only ever appended and
+/// `full` never clears, so this copy is always a prefix of the store's set.
+#[derive(Debug, Default)]
+pub(super) struct WrittenCache {
+    /// The highest `seq` read so far.
+    seq: u64,
+    values: Vec<String>,
+    full: bool,
+}
+
+/// Prefix of the written-set entries that name a handle released into an egress effect.
+const RELEASED_HANDLE: &str = "released\u{1f}";
+
+/// Prefix of the written-set entries that are path keys, not values.
+const WRITTEN_PATH_KEY: &str = "path\u{1f}";
+
+/// The path keys under which a written value is recorded
+/// ([`secureclaw_core::protect::protect_keys`]: its cleaned absolute or relative spelling —
+/// case-folded, `\\` as `/`, `.` and empty segments dropped — and, for an absolute path, its
+/// suffixes; a plain name is its own relative key, so `x.json` written is found by a read of
+/// `/root/x.json`).
+fn written_path_keys(value: &str) -> Vec<String> {
+    secureclaw_core::protect::protect_keys(value)
+        .into_iter()
+        .map(|k| format!("{WRITTEN_PATH_KEY}{k}"))
+        .collect()
+}
+
+/// The path keys to look up for a value a read names ([`secureclaw_core::protect::match_keys`]).
+fn written_lookup_keys(value: &str) -> Vec<String> {
+    secureclaw_core::protect::match_keys(value)
+        .into_iter()
+        .map(|k| format!("{WRITTEN_PATH_KEY}{k}"))
+        .collect()
+}
+
+impl Gateway {
+    /// The identifiers naming objects in a call's arguments
+    /// ([`secureclaw_core::protect::object_identifiers`]), each with its argument name and the
+    /// spellings to match: the value as written and, for a value that is exactly one handle
+    /// id, the handle's plaintext too (the same object named by value or by handle).
+    pub(super) async fn object_identifiers(
+        &self,
+        entry: &ToolEntry,
+        with_ids: bool,
+        arguments: &Map<String, Value>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for o in secureclaw_core::protect::object_identifiers(arguments, &entry.targets, with_ids) {
+            let mut values = vec![o.value.clone()];
+            let trimmed = o.value.trim();
+            if let [(_, id)] = find_handles(&Value::String(o.value.clone())).as_slice()
+                && id.0 == trimmed
+            {
+                let record = match records.get(id) {
+                    Some(r) => Some(r.clone()),
+                    None => self.inner.store.handle(id).await.ok().flatten(),
+                };
+                if let Some(r) = record {
+                    values.extend(self.handle_plaintext(&r).await);
+                }
+            }
+            out.push((o.field, values));
+        }
+        out
+    }
+
+    /// Whether any of `values` (spellings of one object, named through `upstream`) names an
+    /// object of the session marked `mark` (protected, on any upstream; or seen, through this
+    /// upstream). `Err(())` if the keys or the store fail (callers fail closed).
+    pub(super) async fn marked(
+        &self,
+        mark: ObjectMark,
+        session: &SessionRecord,
+        upstream: &str,
+        values: &[String],
+    ) -> Result<bool, ()> {
+        let keys: Vec<String> = values
+            .iter()
+            .flat_map(|v| match mark {
+                ObjectMark::Protected => secureclaw_core::protect::match_keys(v),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(upstream, v)
+                    .into_iter()
+                    .collect(),
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let digests = mark
+            .digests(&self.inner.keys, &session.id, &keys, true)
+            .map_err(|_| ())?;
+        self.inner
+            .store
+            .any_protected(&session.id, &digests)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, ?mark, "object lookup failed");
+            })
+    }
+
+    /// Mark every object a call names (its object identifiers and, for handles, their
+    /// plaintext) as `mark` for the session: protected objects, or objects the session has
+    /// seen. `Err(())` if the keys or the store fail.
+    pub(super) async fn mark(
+        &self,
+        mark: ObjectMark,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Result<(), ()> {
+        // A read marks seen by id fields too (the content-matching check looks there, F10);
+        // protection stays on target and reference fields, so a record read by its id and
+        // updated by an ordinary write (the retail chain) is not a protected object — a
+        // content-matching effect on it still waits, as unread.
+        let named = self
+            .object_identifiers(entry, mark == ObjectMark::Seen, arguments, records)
+            .await;
+        // Only a read of one whole object by a tool that returns content marks it seen (see
+        // `secureclaw_core::protect`): a read of several objects may answer some of them with
+        // an error line (red-team R1), and an `info`/`list` tool shows no content.
+        if mark == ObjectMark::Seen
+            && (entry.effect == EffectClass::Effect
+                || named.len() != 1
+                || !secureclaw_core::protect::content_read_name(&entry.name)
+                || !secureclaw_core::protect::whole_object_read(arguments, &entry.targets))
+        {
+            return Ok(());
+        }
+        let keys: Vec<String> = named
+            .into_iter()
+            .flat_map(|(_, values)| values)
+            .flat_map(|v| match mark {
+                ObjectMark::Protected => secureclaw_core::protect::protect_keys(&v),
+                ObjectMark::Seen => secureclaw_core::protect::seen_key(&entry.upstream, &v)
+                    .into_iter()
+                    .collect(),
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let digests = mark
+            .digests(&self.inner.keys, &session.id, &keys, false)
+            .map_err(|_| ())?;
+        self.inner
+            .store
+            .protect_objects(&session.id, &digests)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, ?mark, "recording objects failed");
+            })
+    }
+
+    /// Remember the amounts an anchored read returned (see [`Self::amount_withheld`]), as keyed
+    /// digests in the store. A failure is logged and otherwise harmless: an amount the store
+    /// does not know needs a human.
+    pub(super) async fn note_read_amounts(
+        &self,
+        session: &SessionRecord,
+        output: &ToolOutput,
+        arguments: &Map<String, Value>,
+    ) {
+        // The objects the read named: the scalars of its arguments.
+        fn scalars(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(amounts::object_binding(s)),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|i| scalars(i, out)),
+                Value::Object(map) => map.values().for_each(|i| scalars(i, out)),
+                Value::Null | Value::Bool(_) => {}
+            }
+        }
+        let mut objects = Vec::new();
+        arguments.values().for_each(|v| scalars(v, &mut objects));
+        objects.retain(|o| !o.is_empty());
+        let mut amounts = Vec::new();
+        if let Some(v) = &output.structured {
+            amounts::read_amounts(v, &objects, &mut amounts);
+        }
+        for block in &output.content {
+            if let Some(v) = block
+                .get("text")
+                .and_then(Value::as_str)
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            {
+                amounts::read_amounts(&v, &objects, &mut amounts);
+            }
+        }
+        if amounts.is_empty() {
+            return;
+        }
+        let digests: Result<Vec<String>, _> = amounts
+            .iter()
+            .map(|a| {
+                secureclaw_core::task_state::state_digest(
+                    &self.inner.keys,
+                    secureclaw_core::task_state::StateDigest::Amount,
+                    &session.id,
+                    a,
+                )
+            })
+            .collect();
+        let noted = match digests {
+            Ok(d) => self
+                .inner
+                .store
+                .note_amounts(&session.id, &d)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = noted {
+            tracing::warn!(error = %e, "recording read amounts failed; they will need a human");
+        }
+    }
+
+    /// Remember the objects a store effect of this session is about to write (the strings in
+    /// its target fields and the identifiers in its arguments): a later read of them is never
+    /// anchored, so the session cannot anchor a value by writing it and reading it back
+    /// (DESIGN.md §3: objects the session itself wrote never confer anchoring). Recorded in the
+    /// store, for every replica, before dispatch, since a write whose outcome is unknown may
+    /// have happened. `Err` if the store could not record them: the effect must not run.
+    pub(super) async fn note_written(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        arguments: &Map<String, Value>,
+    ) -> Result<(), ()> {
+        let mut values: Vec<String> = Vec::new();
+        // The call passed `max_targets_per_call` in prepare(); past it (not expected), the
+        // session's written set is marked full below, which fails closed.
+        let limit = self.inner.config.limits.max_targets_per_call;
+        let (args, fields) = (arguments.clone(), entry.targets.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            collect_targets_bounded(&args, &fields, false, limit)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok);
+        let overflow = found.is_none();
+        for t in found.unwrap_or_default() {
+            let value = t.value.trim().to_owned();
+            // A handle written to: its plaintext is written too, so that neither the handle
+            // nor the literal value anchors a later read of what the session wrote.
+            if let [(_, id)] = find_handles(&Value::String(value.clone())).as_slice()
+                && id.0 == value
+                && let Some(r) = self.inner.store.handle(id).await.ok().flatten()
+            {
+                values.extend(self.handle_plaintext(&r).await);
+            }
+            values.push(value);
+        }
+        // Each value's path keys too, so that a respelt path (`a//b`, `./b`, `a/./b`, a
+        // relative suffix) of an object the session wrote is still its own (red-team H1: a
+        // read of `reports/x.json` anchored what the session wrote as `reports//x.json`).
+        let keys: Vec<String> = values.iter().flat_map(|v| written_path_keys(v)).collect();
+        values.extend(keys);
+        let store = &self.inner.store;
+        let recorded = if overflow {
+            store.mark_written_full(&session.id).await
+        } else {
+            let mut rows = Vec::with_capacity(values.len());
+            for value in values {
+                let digest = secureclaw_core::task_state::state_digest(
+                    &self.inner.keys,
+                    secureclaw_core::task_state::StateDigest::Written,
+                    &session.id,
+                    &value,
+                )
+                .map_err(|e| {
+                    tracing::error!(error = %e, "no handle key for the written set");
+                })?;
+                rows.push(secureclaw_core::store::WrittenValue { digest, value });
+            }
+            let limits = &self.inner.config.limits;
+            let bounds = secureclaw_core::store::WrittenBounds {
+                max_values: u64::try_from(limits.max_written_values_per_session)
+                    .unwrap_or(u64::MAX),
+                max_bytes: u64::try_from(limits.max_written_bytes_per_session).unwrap_or(u64::MAX),
+            };
+            store
+                .add_written(&session.id, &rows, bounds)
+                .await
+                .map(|_| ())
+        };
+        recorded.map_err(|e| {
+            tracing::error!(error = %e, "recording the written set failed; the effect does not run");
+        })
+    }
+
+    /// Remember the handles an egress effect of this session is about to resolve (every
+    /// handle id in its arguments), so that their plaintext is turned back into the handle in
+    /// every later result of the session (red-team H2: a value posted to a channel came back in
+    /// clear when the channel was read; an API echoed it upper-cased). Kept in the session's
+    /// written set, in the store, before dispatch; `Err` if the store could not record them:
+    /// the effect must not run.
+    pub(super) async fn note_released(
+        &self,
+        session: &SessionRecord,
+        arguments: &Map<String, Value>,
+    ) -> Result<(), ()> {
+        let ids = find_handles(&Value::Object(arguments.clone()));
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut rows = Vec::with_capacity(ids.len());
+        for (_, id) in ids {
+            let value = format!("{RELEASED_HANDLE}{}", id.0);
+            let digest = secureclaw_core::task_state::state_digest(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Written,
+                &session.id,
+                &value,
+            )
+            .map_err(|e| {
+                tracing::error!(error = %e, "no handle key for the released set");
+            })?;
+            rows.push(secureclaw_core::store::WrittenValue { digest, value });
+        }
+        let limits = &self.inner.config.limits;
+        let bounds = secureclaw_core::store::WrittenBounds {
+            max_values: u64::try_from(limits.max_written_values_per_session).unwrap_or(u64::MAX),
+            max_bytes: u64::try_from(limits.max_written_bytes_per_session).unwrap_or(u64::MAX),
+        };
+        self.inner
+            .store
+            .add_written(&session.id, &rows, bounds)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                tracing::error!(error = %e, "recording released handles failed; the effect does not run");
+            })
+    }
+
+    /// The plaintexts of the handles this session released into egress effects
+    /// ([`Self::note_released`]), each with its handle: (plaintext, handle). Handles whose
+    /// record or value is gone are skipped (their plaintext is no longer known here).
+    pub(super) async fn released_values(&self, session: &SessionRecord) -> Vec<(String, HandleId)> {
+        let (written, _) = self.written_values(session).await;
+        let mut out = Vec::new();
+        for value in written {
+            let Some(id) = value.strip_prefix(RELEASED_HANDLE) else {
+                continue;
+            };
+            let id = HandleId(id.to_owned());
+            let Some(record) = self.inner.store.handle(&id).await.ok().flatten() else {
+                continue;
+            };
+            if record.session != session.id {
+                continue;
+            }
+            if let Some(plain) = self.handle_plaintext(&record).await {
+                out.push((plain, id));
+            }
+        }
+        out
+    }
+
+    /// This session's written set as the store holds it now (this process's copy, refreshed
+    /// with the rows it has not seen): its values and whether it is full. Full if the store
+    /// fails (fail closed: every value then counts as the session's own).
+    pub(super) async fn written_values(&self, session: &SessionRecord) -> (Vec<String>, bool) {
+        let seen = self
+            .inner
+            .written_cache
+            .lock()
+            .ok()
+            .map(|c| c.get(&session.id).map_or(0, |w| w.seq));
+        let Some(seen) = seen else {
+            return (Vec::new(), true);
+        };
+        let rows = match self.inner.store.written_since(&session.id, seen).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the written set failed; treated as full");
+                return (Vec::new(), true);
+            }
+        };
+        let Ok(mut cache) = self.inner.written_cache.lock() else {
+            return (Vec::new(), true);
+        };
+        if rows.values.is_empty() && !rows.full && !cache.contains_key(&session.id) {
+            return (Vec::new(), false);
+        }
+        let w = cache.entry(session.id.clone()).or_default();
+        for (seq, value) in rows.values {
+            // Another refresh may have appended these rows meanwhile.
+            if seq > w.seq {
+                w.seq = seq;
+                w.values.push(value);
+            }
+        }
+        w.full |= rows.full;
+        (w.values.clone(), w.full)
+    }
+
+    /// Whether this session wrote `value` (keyed digests under every live handle key, looked up
+    /// in the store), or its written set is full; `true` if the store or key ring fails.
+    /// The value is looked up as written and by its path keys (`a//b.json` is `a/b.json`, and a
+    /// relative spelling matches an absolute path ending in it; [`written_lookup_keys`]).
+    pub(super) async fn wrote(&self, session: &SessionRecord, value: &str) -> bool {
+        let mut digests = Vec::new();
+        for key in std::iter::once(value.trim().to_owned()).chain(written_lookup_keys(value)) {
+            match secureclaw_core::task_state::state_lookup_digests(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Written,
+                &session.id,
+                &key,
+            ) {
+                Ok(d) => digests.extend(d),
+                Err(_) => return true,
+            }
+        }
+        self.inner
+            .store
+            .wrote_any(&session.id, &digests)
+            .await
+            .unwrap_or(true)
+    }
+
+    /// The vault value behind a handle record (for the gateway's own checks; never returned
+    /// to the runtime). `None` if the store fails or the object is gone.
+    pub(super) async fn handle_plaintext(&self, record: &HandleRecord) -> Option<String> {
+        self.inner
+            .store
+            .object_value_at(&record.object_id, record.version)
+            .await
+            .ok()
+            .flatten()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{written_lookup_keys, written_path_keys};
+
+    fn meets(written: &str, read: &str) -> bool {
+        let keys = written_path_keys(written);
+        written_lookup_keys(read).iter().any(|k| keys.contains(k))
+    }
+
+    /// Red-team H1: an object the session wrote is its own under any spelling of its path.
+    #[test]
+    fn a_written_path_is_found_under_every_spelling() {
+        let written = "/work/proj/reports//x2.json";
+        for read in [
+            "/work/proj/reports/x2.json",
+            "/work/proj/./reports/x2.json",
+            "/work/proj/tmp/../reports/x2.json",
+            "reports/x2.json",
+            "./x2.json",
+            "x2.json",
+            "/WORK/proj/reports/X2.json",
+            "\\work\\proj\\reports\\x2.json",
+            "file:///work/proj/reports/x2.json",
+        ] {
+            assert!(meets(written, read), "{read}");
+        }
+        assert!(meets("./x3.json", "/work/proj/reports/x3.json"));
+        assert!(meets("x3.json", "/work/proj/x3.json"));
+        // Positive controls: other objects are not the session's.
+        for read in [
+            "/work/proj/reports/x3.json",
+            "x2.jsonl",
+            "/work/proj/reports",
+        ] {
+            assert!(!meets(written, read), "{read}");
+        }
+    }
+}
