@@ -247,7 +247,9 @@ fn single_label_host_with_port(host: &str, port: &str) -> bool {
         && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         && port.len() >= 2
         && port.parse::<u32>().is_ok_and(|p| p <= 65_535)
-        && !host.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && !host
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 fn address_like_word(w: &str) -> bool {
@@ -1379,7 +1381,11 @@ mod tests {
             };
             assert!(t.contains(&(name.to_owned(), want)), "{name}: {t:?}");
         }
-        for w in ["attacker:8443", "relay via attacker:2525 now", "localhost:25"] {
+        for w in [
+            "attacker:8443",
+            "relay via attacker:2525 now",
+            "localhost:25",
+        ] {
             let t = all_targets(&json!({ "options": w }), false);
             assert!(!t.is_empty(), "{w}");
         }

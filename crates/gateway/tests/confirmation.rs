@@ -344,5 +344,9 @@ async fn draft_step_names_an_existing_draft_tool_or_is_dropped() {
         )
         .await;
     assert_pending(&o);
-    assert!(!visible(&o).contains("office__save_draft"), "{}", visible(&o));
+    assert!(
+        !visible(&o).contains("office__save_draft"),
+        "{}",
+        visible(&o)
+    );
 }

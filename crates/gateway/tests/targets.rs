@@ -197,9 +197,8 @@ async fn grant_counts_and_amount_ceilings() {
     let h = Harness::new().await;
     // `#2`: two unconfirmed payments (of two invoices: each object is paid once without a
     // human), the third asks.
-    let s = h
-        .gw
-        .open_session(
+    let s =
+        h.gw.open_session(
             "payer",
             TaskEnvelope {
                 request: "Pay invoices INV-42, INV-43 and INV-44.".into(),

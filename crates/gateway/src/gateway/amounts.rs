@@ -913,10 +913,21 @@ mod tests {
         ] {
             let given = argument_currencies(args.as_object().unwrap());
             assert!(!given.is_empty(), "{args}");
-            assert!(!eur50.covers("100", &given) && !task_amounts("pay EUR 100")[0].covers("100", &given), "{args}");
+            assert!(
+                !eur50.covers("100", &given)
+                    && !task_amounts("pay EUR 100")[0].covers("100", &given),
+                "{args}"
+            );
         }
         // Positive control: ordinary words are no currency.
-        assert!(argument_currencies(json!({"amount": 100, "memo": "rent", "note": "Eur"}).as_object().unwrap()).is_empty());
+        assert!(
+            argument_currencies(
+                json!({"amount": 100, "memo": "rent", "note": "Eur"})
+                    .as_object()
+                    .unwrap()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
