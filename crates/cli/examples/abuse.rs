@@ -14,7 +14,7 @@
 //! 1. `deferred`: 200 speculative calls of 3.9 MiB each (held until their branch settles);
 //! 2. `mcp-sessions`: 200 MCP `initialize` requests with the token;
 //! 3. `idle-connections`: 2,000 TCP connections opened from 127.0.0.1 and left silent, then
-//!    `/health` from 127.0.0.2 (another peer);
+//!    `/health` from 127.0.0.2 (which the gateway counts as the same loopback peer);
 //! 4. `previews`: 40 previews of 4 MiB bodies that need the user's approval.
 
 use anyhow::{Context, Result, bail};
@@ -171,6 +171,15 @@ args = ["demo-tools", "--state", "{office}"]
     Ok(gw)
 }
 
+/// `/health` from `from`: its status, or what happened to the connection (the gateway counts
+/// every loopback address as one peer, so a probe from 127.0.0.2 shares 127.0.0.1's limits).
+async fn probe(from: [u8; 4], addr: SocketAddr) -> String {
+    match http(from, addr, "GET", "/health", None, None).await {
+        Ok((status, _)) => status.to_string(),
+        Err(e) => format!("no answer ({e})"),
+    }
+}
+
 fn row(name: &str, pid: u32, baseline: u64, note: &str) -> Result<()> {
     let rss = rss_kib(pid)?;
     println!(
@@ -261,8 +270,8 @@ async fn main() -> Result<()> {
         baseline,
         &format!("{held} held, {refused} refused `limit_exceeded`, {other} other"),
     )?;
-    let (status, _) = http(OTHER, gw.addr, "GET", "/health", None, None).await?;
-    println!("|  | | | | /health from another peer: {status} |");
+    let status = probe(OTHER, gw.addr).await;
+    println!("|  | | | | /health from 127.0.0.2: {status} |");
 
     // 2. MCP sessions.
     let (mut opened, mut refused, mut other) = (0, 0, 0);
@@ -296,13 +305,13 @@ async fn main() -> Result<()> {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let fds_held = fds(pid);
-    let (status, _) = http(OTHER, gw.addr, "GET", "/health", None, None).await?;
+    let status = probe(OTHER, gw.addr).await;
     row(
         "2,000 silent connections (after 0.5 s)",
         pid,
         baseline,
         &format!(
-            "{} opened by the client; gateway fds {fds_held}; /health from another peer: {status}",
+            "{} opened by the client; gateway fds {fds_held}; /health from 127.0.0.2: {status}",
             conns.len()
         ),
     )?;
@@ -320,7 +329,11 @@ async fn main() -> Result<()> {
         "the same, 4.5 s later (header timeout 2 s)",
         pid,
         baseline,
-        &format!("{closed} of {} closed by the gateway", conns.len()),
+        &format!(
+            "{closed} of {} closed by the gateway; /health from 127.0.0.2: {}",
+            conns.len(),
+            probe(OTHER, gw.addr).await
+        ),
     )?;
     drop(conns);
 
@@ -351,7 +364,7 @@ async fn main() -> Result<()> {
         pid,
         baseline,
         &format!(
-            "{pending} pending, {other} other; state dir +{:.0} MiB (no per-session cap yet)",
+            "{pending} pending, {other} other; state dir +{:.0} MiB",
             (dir_kib(&gw.dir).saturating_sub(before)) as f64 / 1024.0
         ),
     )?;

@@ -203,6 +203,39 @@ fn token_less_mcp_on_loopback_is_opt_in() {
     }
 }
 
+/// Issue 12 item 3: off loopback, MCP `initialize` needs a session token even when the
+/// operator set `tokenless_loopback_session` (ignored there, and said so); a session token
+/// still opens an MCP session (positive control).
+#[test]
+fn off_loopback_initialize_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let office = dir.path().join("office.json").display().to_string();
+    let port = free_port();
+    let cfg = dir.path().join("public.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nhttp_bind = \"0.0.0.0:{port}\"\ntokenless_loopback_session = true\n\n[task]\nrequest = \"look at invoices\"\n\n\
+             [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {office:?}]\n"
+        ),
+    )
+    .unwrap();
+    let _server = serve(&cfg, &dir.path().join("state"), port);
+    // Reached over 127.0.0.1, but the bind is not loopback: no token-less session.
+    assert_eq!(mcp_initialize(port, None), (401, false));
+    assert_eq!(mcp_initialize(port, Some("ses_made-up")), (401, false));
+    let (s, sess) = http(
+        port,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        Some(&json!({"caller": "bob"})),
+    );
+    assert_eq!(s, 200, "{sess}");
+    let token = sess["session_id"].as_str().unwrap();
+    assert_eq!(mcp_initialize(port, Some(token)), (200, true));
+}
+
 /// Issue 12 item 4: an upstream that never completes its handshake stops `serve` and `wrap`
 /// with a non-zero exit naming the upstream and the cause, within the configured time.
 #[test]

@@ -161,11 +161,13 @@ pub enum CatalogError {
         /// The upstream whose `id__` prefix it carries.
         owner: String,
     },
-    /// Two distinct exposed names are equal after Unicode compatibility normalization (NFKC)
-    /// and removal of invisible characters.
+    /// Two distinct exposed names look alike: equal after Unicode compatibility normalization
+    /// (NFKC), removal of invisible characters and the UTS #39 confusable skeleton (a Cyrillic
+    /// `а` for a Latin `a`, a full-width letter, a ligature).
     #[error(
         "tool names `{first}` (upstream `{first_upstream}`) and `{second}` (upstream \
-         `{second_upstream}`) are confusable (equal after NFKC normalization)"
+         `{second_upstream}`) are confusable (equal after NFKC normalization and the Unicode \
+         confusable mapping of UTS #39)"
     )]
     Confusable {
         /// One name.
@@ -244,10 +246,21 @@ fn is_invisible(c: char) -> bool {
         )
 }
 
-/// The form two names are compared in for confusability: NFKC, invisible characters removed.
+/// The form two names are compared in for confusability: NFKC, invisible characters removed,
+/// then the UTS #39 skeleton (each character replaced by the prototype of its confusable
+/// class), so `bаnk` with a Cyrillic `а` and `bank` have the same key.
 fn confusable_key(name: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
-    name.nfkc().filter(|c| !is_invisible(*c)).collect()
+    let visible: String = name.nfkc().filter(|c| !is_invisible(*c)).collect();
+    unicode_security::skeleton(&visible).collect()
+}
+
+/// Whether `name` mixes scripts (UTS #39 §5.1: its resolved script set is empty), as a Latin
+/// name with one Cyrillic letter does. Such a name is flagged in the log; with a look-alike it
+/// is refused as [`CatalogError::Confusable`].
+fn is_mixed_script(name: &str) -> bool {
+    use unicode_security::MixedScript;
+    !name.is_single_script()
 }
 
 /// Exposed name → entry.
@@ -266,9 +279,10 @@ impl Catalog {
     /// Refuses anything that would let one name stand for two tools or two names look alike:
     /// an invalid upstream id ([`check_upstream_id`]), two visible tools with the same exposed
     /// name (a tool the operator hides gives way), a non-namespaced tool named `other__…` for
-    /// another upstream `other`, a tool name with invisible or control characters, and two
-    /// visible names equal after NFKC normalization. Other non-ASCII names are accepted with a
-    /// warning in the log.
+    /// another upstream `other` (or a look-alike of `other__`), a tool name with invisible or
+    /// control characters, and two visible names that look alike (equal after NFKC
+    /// normalization and the UTS #39 confusable skeleton). Other non-ASCII names are accepted
+    /// with a warning in the log, which also flags names mixing scripts.
     ///
     /// # Errors
     /// The first [`CatalogError`] found, naming the upstreams and the tool names involved.
@@ -280,9 +294,14 @@ impl Catalog {
         for (spec, server, tools) in listings {
             for tool in tools {
                 let entry = ToolEntry::new(spec, server.as_deref(), tool.clone(), rules);
+                // In another upstream's namespace, also by a look-alike prefix (`bаnk__…` with
+                // a Cyrillic `а` for upstream `bank`); a name in its own namespace is fine.
+                let key = confusable_key(&entry.exposed);
                 if !spec.namespace
+                    && !entry.exposed.starts_with(&format!("{}__", spec.id))
                     && let Some(owner) = listings.iter().find(|(other, _, _)| {
-                        other.id != spec.id && entry.exposed.starts_with(&format!("{}__", other.id))
+                        other.id != spec.id
+                            && key.starts_with(&confusable_key(&format!("{}__", other.id)))
                     })
                 {
                     return Err(CatalogError::ForeignNamespace {
@@ -302,7 +321,9 @@ impl Catalog {
         }
         let mut seen: BTreeMap<String, &ToolEntry> = BTreeMap::new();
         for entry in catalog.iter() {
-            if !entry.exposed.is_ascii() {
+            if is_mixed_script(&entry.exposed) {
+                tracing::warn!(tool = %entry.exposed, upstream = %entry.upstream, "tool name mixes scripts (a look-alike of another name?)");
+            } else if !entry.exposed.is_ascii() {
                 tracing::warn!(tool = %entry.exposed, upstream = %entry.upstream, "tool name contains non-ASCII characters");
             }
             if let Some(first) = seen.insert(confusable_key(&entry.exposed), entry) {

@@ -56,6 +56,7 @@ impl ExecError {
             ExecError::Upstream(UpstreamError::Call { .. }) => "upstream_call",
             ExecError::Upstream(UpstreamError::OutcomeUnknown { .. }) => "upstream_outcome_unknown",
             ExecError::Upstream(UpstreamError::Unsupported(_)) => "upstream_unsupported_result",
+            ExecError::Upstream(UpstreamError::Unavailable { .. }) => "upstream_unavailable",
             ExecError::Timeout => "upstream_timeout",
         }
     }

@@ -21,6 +21,13 @@
 //! After a transport failure the client is dropped and the next call connects afresh (a new
 //! child process or a new HTTP session), so a restarted upstream is picked up; the failed call
 //! itself is never re-sent here. The read path may retry once (`Executor::read`).
+//!
+//! Reconnection backs off (issue 12 item 4): after a failed reconnection, or after losing a
+//! fresh connection before it answered anything (an upstream that crashes right after each
+//! start), the next attempt waits [`RECONNECT_FIRST_DELAY`], doubling with each consecutive
+//! failure up to [`RECONNECT_MAX_DELAY`]. Calls in the meantime fail at once with
+//! [`UpstreamError::Unavailable`] and nothing is sent. The first answer on a connection resets
+//! the delay.
 
 use crate::config::{UpstreamSpec, UpstreamTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
@@ -70,6 +77,86 @@ pub enum UpstreamError {
     /// The server asked for client input or created a task; the gateway does not relay those.
     #[error("upstream `{0}` returned a result the gateway does not relay (input request or task)")]
     Unsupported(String),
+    /// The upstream failed and its reconnection is backing off: the call was not sent.
+    #[error(
+        "upstream `{id}` is unavailable after a failure; the next reconnection attempt is in \
+         {retry_after_ms} ms"
+    )]
+    Unavailable {
+        /// Upstream id.
+        id: String,
+        /// Milliseconds until the gateway tries to reconnect.
+        retry_after_ms: u64,
+    },
+}
+
+/// Delay before reconnecting after the first failed reconnection (module docs).
+pub const RECONNECT_FIRST_DELAY: Duration = Duration::from_millis(500);
+/// Longest delay between reconnection attempts (module docs).
+pub const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// When an upstream may be reconnected (module docs). Times are passed in, so the schedule is
+/// tested without waiting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Backoff {
+    /// Consecutive failures since the last answer.
+    failures: u32,
+    /// No reconnection before this instant.
+    retry_at: Option<std::time::Instant>,
+    /// The live connection has answered a request (the start-up one has: `tools/list`).
+    proven: bool,
+}
+
+impl Backoff {
+    /// The state of a connection that has just answered at start-up.
+    fn new() -> Self {
+        Self {
+            failures: 0,
+            retry_at: None,
+            proven: true,
+        }
+    }
+
+    /// The delay after `failures` consecutive failures: 0.5 s doubling, at most 30 s.
+    fn delay(failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        RECONNECT_FIRST_DELAY
+            .saturating_mul(1 << doublings)
+            .min(RECONNECT_MAX_DELAY)
+    }
+
+    /// How long a reconnection must still wait at `now` (`None`: it may be tried).
+    fn wait(&self, now: std::time::Instant) -> Option<Duration> {
+        self.retry_at
+            .and_then(|at| at.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// A reconnection attempt failed at `now`.
+    fn failed(&mut self, now: std::time::Instant) {
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = now.checked_add(Self::delay(self.failures));
+    }
+
+    /// A reconnection succeeded; the new connection has not answered yet.
+    fn connected(&mut self) {
+        self.proven = false;
+    }
+
+    /// The connection answered a request: the upstream works, the delay starts over.
+    fn answered(&mut self) {
+        *self = Self::new();
+    }
+
+    /// The connection was lost at `now`: reconnect at once if it had answered, else count a
+    /// failure (an upstream that dies right after each start).
+    fn lost(&mut self, now: std::time::Instant) {
+        if self.proven {
+            self.proven = false;
+        } else {
+            self.failed(now);
+        }
+    }
 }
 
 /// A tool as an upstream advertises it.
@@ -242,6 +329,8 @@ pub struct RmcpUpstream {
     server_name: Option<String>,
     /// Successful reconnections after a transport failure.
     restarts: std::sync::atomic::AtomicU64,
+    /// When the next reconnection may be tried (never held across an await).
+    backoff: std::sync::Mutex<Backoff>,
 }
 
 /// The `serverInfo.name` an initialized client's server reported.
@@ -515,6 +604,7 @@ impl RmcpUpstream {
             startup_timeout: Duration::from_secs(30),
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
             restarts: std::sync::atomic::AtomicU64::new(0),
+            backoff: std::sync::Mutex::new(Backoff::new()),
         }
     }
 
@@ -537,17 +627,28 @@ impl RmcpUpstream {
             startup_timeout,
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
             restarts: std::sync::atomic::AtomicU64::new(0),
+            backoff: std::sync::Mutex::new(Backoff::new()),
         })
     }
 
-    /// The live client, reconnecting first if the last one failed or its transport closed.
-    /// A reconnection failure means nothing was sent ([`UpstreamError::Call`]).
+    fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        self.backoff
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The live client, reconnecting first if the last one failed or its transport closed
+    /// (not before the backoff allows: [`UpstreamError::Unavailable`] until then). A
+    /// reconnection failure means nothing was sent ([`UpstreamError::Call`]).
     async fn client(&self) -> Result<Arc<Client>, UpstreamError> {
         let mut slot = self.client.lock().await;
-        if let Some(c) = slot.as_ref()
-            && !c.peer().is_transport_closed()
-        {
-            return Ok(c.clone());
+        if let Some(c) = slot.as_ref() {
+            if !c.peer().is_transport_closed() {
+                return Ok(c.clone());
+            }
+            // Closed without a failed request noticing (the process exited between calls).
+            *slot = None;
+            self.backoff().lost(std::time::Instant::now());
         }
         let Some(spec) = &self.spec else {
             return Err(UpstreamError::Call {
@@ -555,14 +656,28 @@ impl RmcpUpstream {
                 message: "connection closed".into(),
             });
         };
+        if let Some(wait) = self.backoff().wait(std::time::Instant::now()) {
+            return Err(UpstreamError::Unavailable {
+                id: self.id.clone(),
+                retry_after_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1),
+            });
+        }
         tracing::warn!(upstream = %self.id, "connecting to the upstream again after a failure");
-        let (fresh, _) =
-            open(spec, self.startup_timeout)
-                .await
-                .map_err(|e| UpstreamError::Call {
+        let fresh = match open(spec, self.startup_timeout).await {
+            Ok((fresh, _)) => fresh,
+            Err(e) => {
+                let mut backoff = self.backoff();
+                backoff.failed(std::time::Instant::now());
+                let delay = Backoff::delay(backoff.failures);
+                drop(backoff);
+                tracing::warn!(upstream = %self.id, retry_in_ms = delay.as_millis(), "reconnection failed");
+                return Err(UpstreamError::Call {
                     id: self.id.clone(),
                     message: format!("reconnection failed: {e}"),
-                })?;
+                });
+            }
+        };
+        self.backoff().connected();
         let fresh = Arc::new(fresh);
         *slot = Some(fresh.clone());
         self.restarts
@@ -576,6 +691,7 @@ impl RmcpUpstream {
         let mut slot = self.client.lock().await;
         if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
             *slot = None;
+            self.backoff().lost(std::time::Instant::now());
         }
     }
 
@@ -584,6 +700,8 @@ impl RmcpUpstream {
         let id = self.id.clone();
         let message = err.to_string();
         if matches!(err, ServiceError::McpError(_)) {
+            // An answer: the upstream is up.
+            self.backoff().answered();
             return UpstreamError::Call { id, message };
         }
         if not_dispatched(&err) {
@@ -634,7 +752,10 @@ impl Upstream for RmcpUpstream {
         Box::pin(async move {
             let client = self.client().await?;
             match client.peer().list_all_tools().await {
-                Ok(tools) => Ok(tools.into_iter().map(convert_tool).collect()),
+                Ok(tools) => {
+                    self.backoff().answered();
+                    Ok(tools.into_iter().map(convert_tool).collect())
+                }
                 Err(e) => Err(self.failed(&client, e).await),
             }
         })
@@ -653,6 +774,7 @@ impl Upstream for RmcpUpstream {
                 Ok(r) => r,
                 Err(e) => return Err(self.failed(&client, e).await),
             };
+            self.backoff().answered();
             match response {
                 CallToolResponse::Complete(result) => {
                     let content = result
@@ -753,6 +875,66 @@ pub async fn startup_tools(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Instant;
+
+    /// Issue 12 item 4: a failed reconnection is retried after 0.5 s, doubling to a 30 s cap;
+    /// until then calls are refused without an attempt. Times are passed in: nothing waits.
+    #[test]
+    fn reconnection_backs_off_from_half_a_second_to_thirty() {
+        let t0 = Instant::now();
+        let mut b = Backoff::new();
+        // A proven connection is lost: the first reconnection is tried at once.
+        b.lost(t0);
+        assert_eq!(b.wait(t0), None);
+        let mut now = t0;
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            b.failed(now);
+            let wait = b.wait(now).unwrap();
+            seen.push(wait.as_millis());
+            // Refused just before the delay is over, allowed when it is.
+            assert!(b.wait(now + wait - Duration::from_millis(1)).is_some());
+            assert_eq!(b.wait(now + wait), None);
+            now += wait;
+        }
+        assert_eq!(
+            seen,
+            [
+                500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000, 30000
+            ]
+        );
+        // Many more failures stay at the cap (no overflow).
+        for _ in 0..100 {
+            b.failed(now);
+        }
+        assert_eq!(b.wait(now), Some(RECONNECT_MAX_DELAY));
+        // Positive control: an answer resets everything.
+        b.answered();
+        assert_eq!(b, Backoff::new());
+        assert_eq!(b.wait(now), None);
+    }
+
+    /// An upstream that crashes right after each start is not respawned on every call: losing
+    /// a connection that never answered counts as a failure; losing one that did does not.
+    #[test]
+    fn a_connection_lost_before_any_answer_counts_as_a_failure() {
+        let t0 = Instant::now();
+        let mut b = Backoff::new();
+        b.lost(t0);
+        b.connected();
+        b.lost(t0);
+        assert_eq!(b.wait(t0), Some(RECONNECT_FIRST_DELAY));
+        let t1 = t0 + RECONNECT_FIRST_DELAY;
+        b.connected();
+        b.lost(t1);
+        assert_eq!(b.wait(t1), Some(RECONNECT_FIRST_DELAY * 2));
+        // Positive control: a fresh connection that answers, then is lost, reconnects at once.
+        let t2 = t1 + RECONNECT_FIRST_DELAY * 2;
+        b.connected();
+        b.answered();
+        b.lost(t2);
+        assert_eq!(b.wait(t2), None);
+    }
 
     /// Red-team F12 (tool poisoning): an upstream's tool title, description and schema prose
     /// reach the runtime scrubbed — secrets, identifiers and injection markers replaced —

@@ -652,3 +652,93 @@ fn confusable_names_are_refused() {
     )
     .unwrap();
 }
+
+/// Issue 12 item 5: names that differ only by letters from another script (the UTS #39
+/// confusable skeleton, not only NFKC) stop start-up naming both upstreams, and a look-alike
+/// of another upstream's namespace is refused like the namespace itself.
+#[test]
+fn mixed_script_look_alikes_are_refused() {
+    // `bаnk__transfer` with a Cyrillic `а` (U+0430), beside upstream `bank`'s `transfer`.
+    let cyrillic = "b\u{430}nk__transfer";
+    assert_ne!(cyrillic, "bank__transfer");
+    let err = build_err(&[
+        (spec("bank", true), None, tools(&["transfer"])),
+        (spec("shady", false), None, tools(&[cyrillic])),
+    ]);
+    let msg = err.to_string();
+    assert!(
+        matches!(&err, CatalogError::ForeignNamespace { upstream, owner, .. }
+            if upstream == "shady" && owner == "bank"),
+        "{msg}"
+    );
+    // Also when `bank` lists no such tool: the name still looks like `bank`'s namespace.
+    let err = build_err(&[
+        (spec("bank", true), None, tools(&["balance"])),
+        (spec("shady", false), None, tools(&[cyrillic])),
+    ]);
+    assert!(
+        matches!(err, CatalogError::ForeignNamespace { .. }),
+        "{err}"
+    );
+    // Two non-namespaced upstreams: `transfer` and `trаnsfer` (Cyrillic `а`), `pay` and `pаy`
+    // (Cyrillic `а`), `config` and `cοnfig` (Greek omicron): both upstreams are named.
+    for look_alike in ["tr\u{430}nsfer", "p\u{430}y", "c\u{3bf}nfig"] {
+        let original: String = look_alike
+            .chars()
+            .map(|c| match c {
+                '\u{430}' => 'a',
+                '\u{3bf}' => 'o',
+                c => c,
+            })
+            .collect();
+        let err = build_err(&[
+            (spec("bank", false), None, tools(&[original.as_str()])),
+            (spec("shady", false), None, tools(&[look_alike])),
+        ]);
+        let msg = err.to_string();
+        assert!(
+            matches!(&err, CatalogError::Confusable { first_upstream, second_upstream, .. }
+                if first_upstream == "bank" && second_upstream == "shady"),
+            "{look_alike}: {msg}"
+        );
+        assert!(
+            msg.contains(&format!("`{original}`"))
+                && msg.contains(&format!("`{look_alike}`"))
+                && msg.contains("`bank`")
+                && msg.contains("`shady`"),
+            "{msg}"
+        );
+    }
+    // Within one namespaced upstream too.
+    let err = build_err(&[(
+        spec("bank", true),
+        None,
+        tools(&["transfer", "tr\u{430}nsfer"]),
+    )]);
+    assert!(matches!(err, CatalogError::Confusable { .. }), "{err}");
+    // Positive controls: a name in another script with no look-alike, a mixed-script name with
+    // no look-alike (only flagged in the log), and the real `bank__transfer` alone.
+    Catalog::build(
+        &[
+            (spec("bank", true), None, tools(&["transfer"])),
+            (
+                spec("ru", true),
+                None,
+                tools(&[
+                    "\u{43f}\u{435}\u{440}\u{435}\u{432}\u{43e}\u{434}",
+                    "b\u{430}lance_report",
+                ]),
+            ),
+        ],
+        &[],
+    )
+    .unwrap();
+    Catalog::build(
+        &[
+            (spec("bank", true), None, tools(&["transfer"])),
+            (spec("shady", false), None, tools(&["bank_transfer_report"])),
+        ],
+        &[],
+    )
+    .unwrap();
+}

@@ -163,7 +163,16 @@ impl FromRequestParts<ApiState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        operator(state, &parts.headers).map(|()| Self)
+        match operator(state, &parts.headers) {
+            Ok(()) => Ok(Self),
+            Err(e) => {
+                state
+                    .gateway
+                    .audit_unauthenticated_rejection("http-api", "bad_operator_token")
+                    .await;
+                Err(e)
+            }
+        }
     }
 }
 
@@ -174,7 +183,18 @@ impl FromRequestParts<ApiState> for RuntimeSession {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
-        session_from(&state.gateway, &parts.headers).await.map(Self)
+        match session_from(&state.gateway, &parts.headers).await {
+            Ok(s) => Ok(Self(s)),
+            Err(e) => {
+                if e.status == StatusCode::UNAUTHORIZED {
+                    state
+                        .gateway
+                        .audit_unauthenticated_rejection("http-api", "bad_token")
+                        .await;
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -241,16 +261,21 @@ async fn scan_body(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    // Refusals are audited in the session the bearer token names (an operator or
-    // unauthenticated request is only logged: no peer can grow the audit log without a
-    // session).
+    // Refusals are audited in the session the bearer token names; an operator or
+    // unauthenticated request's are coalesced (at most one record per second: no peer can
+    // grow the audit log at will without a session).
     let audit = async |reason: &str| match session_from(&gateway, &parts.headers).await {
         Ok(s) => {
             gateway
                 .audit_rejection("http-api", reason, Some(&s), None)
                 .await;
         }
-        Err(_) => tracing::info!(reason, "refused an HTTP API request"),
+        Err(_) => {
+            tracing::info!(reason, "refused an HTTP API request");
+            gateway
+                .audit_unauthenticated_rejection("http-api", reason)
+                .await;
+        }
     };
     let bytes = match axum::body::to_bytes(body, body_limit).await {
         Ok(bytes) => bytes,

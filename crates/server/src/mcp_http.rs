@@ -14,6 +14,10 @@
 //!   the token must name a live gateway session.
 //! - **No re-initialization.** An `initialize` naming a live session is refused (`400`, a
 //!   JSON-RPC error with the request's id).
+//! - **One answer per body.** Every `POST` gets a JSON-RPC answer, never plain text: a body
+//!   that is not JSON is `-32700` with id `null`; one nested too deep or larger than the limit
+//!   (`413`) is `-32600` with the request's id when it can be read from the bytes (before the
+//!   limit), `null` otherwise; a key twice is `-32602`; a batch is `-32600`.
 //! - **One reply per request.** A JSON-RPC request whose id is already in flight on the same
 //!   session is refused (`409`, JSON-RPC error `-32600` with that id) and never dispatched. An id
 //!   is in flight until its response body has been sent (or dropped).
@@ -122,8 +126,8 @@ fn jsonrpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Res
 }
 
 /// Audit a refused request (metadata only) in the session its bearer token names. A request
-/// without a live session's token is only logged: an unauthenticated peer must not be able
-/// to grow the audit log.
+/// without a live session's token is audited coalesced (at most one record per second, with
+/// a count: an unauthenticated peer must not be able to grow the audit log at will).
 async fn audit_rejection(guard: &Guard, headers: &HeaderMap, reason: &str) {
     let session = match bearer(headers) {
         Some(t) => guard.gateway.session(t).await.ok().flatten(),
@@ -136,7 +140,49 @@ async fn audit_rejection(guard: &Guard, headers: &HeaderMap, reason: &str) {
                 .audit_rejection("mcp-http", reason, Some(&s), None)
                 .await;
         }
-        None => tracing::info!(reason, "refused an MCP request without a session"),
+        None => {
+            tracing::info!(reason, "refused an MCP request without a session");
+            guard
+                .gateway
+                .audit_unauthenticated_rejection("mcp-http", reason)
+                .await;
+        }
+    }
+}
+
+/// Why a request body was not read whole.
+enum BodyError {
+    /// Longer than the limit: its first bytes (at most the limit), to recover the id from.
+    TooLarge(Vec<u8>),
+    /// It did not arrive in time (the connection's body read timeout).
+    Timeout,
+    /// The connection broke.
+    Broken,
+}
+
+/// Read `body` whole if it is at most `limit` bytes. Reading stops at the limit, so a body
+/// of any size costs at most `limit` bytes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            None => return Ok(Bytes::from(buf)),
+            Some(Err(e)) if crate::conn::is_body_read_timeout(&e) => {
+                return Err(BodyError::Timeout);
+            }
+            Some(Err(_)) => return Err(BodyError::Broken),
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if buf.len().saturating_add(data.len()) > limit {
+                    let room = limit.saturating_sub(buf.len());
+                    buf.extend_from_slice(data.get(..room).unwrap_or_default());
+                    return Err(BodyError::TooLarge(buf));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
     }
 }
 
@@ -197,9 +243,9 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         .map(str::to_owned);
     let (request, message) = if request.method() == Method::POST {
         let (parts, body) = request.into_parts();
-        let bytes = match axum::body::to_bytes(body, guard.max_body).await {
+        let bytes = match read_body(body, guard.max_body).await {
             Ok(b) => b,
-            Err(e) if crate::conn::is_body_read_timeout(&e) => {
+            Err(BodyError::Timeout) => {
                 audit_rejection(&guard, &parts.headers, "body_read_timeout").await;
                 return jsonrpc_error(
                     StatusCode::REQUEST_TIMEOUT,
@@ -208,9 +254,28 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                     "invalid request: the body did not arrive in time",
                 );
             }
-            Err(_) => {
+            Err(BodyError::TooLarge(prefix)) => {
                 audit_rejection(&guard, &parts.headers, "request_too_large").await;
-                return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+                // The id, when the body names it before the limit.
+                let id = secureclaw_core::rawjson::recover_id(&prefix).unwrap_or(Value::Null);
+                return jsonrpc_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    id,
+                    -32600,
+                    &format!(
+                        "invalid request: the body is larger than {} bytes",
+                        guard.max_body
+                    ),
+                );
+            }
+            Err(BodyError::Broken) => {
+                audit_rejection(&guard, &parts.headers, "body_unreadable").await;
+                return jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32600,
+                    "invalid request: the body could not be read",
+                );
             }
         };
         let message = serde_json::from_slice::<Value>(&bytes).ok();
@@ -275,27 +340,28 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
     // (the lock is not held across an await).
     let checked: Result<Option<String>, &'static str> = {
         let mut sessions = guard.sessions();
-        let Some(session) = sessions.get_mut(&session_id) else {
-            return not_found();
-        };
-        if !same_owner(&session.owner, &owner) {
-            return not_found();
-        }
-        session.last_used = std::time::Instant::now();
-        if is_initialize {
-            Err("reinitialize")
-        } else {
-            // A request (method and id) must not reuse an id that is still in flight.
-            match (&id, message.as_ref().and_then(|m| m.get("method"))) {
-                (Some(id), Some(_)) => {
-                    let key = id.to_string();
-                    if session.in_flight.insert(key.clone()) {
-                        Ok(Some(key))
-                    } else {
-                        Err("duplicate_id")
+        match sessions.get_mut(&session_id) {
+            // Unknown and foreign sessions get the same answer (`404`).
+            None => Err("unknown_mcp_session"),
+            Some(session) if !same_owner(&session.owner, &owner) => Err("foreign_mcp_session"),
+            Some(session) => {
+                session.last_used = std::time::Instant::now();
+                if is_initialize {
+                    Err("reinitialize")
+                } else {
+                    // A request (method and id) must not reuse an id that is still in flight.
+                    match (&id, message.as_ref().and_then(|m| m.get("method"))) {
+                        (Some(id), Some(_)) => {
+                            let key = id.to_string();
+                            if session.in_flight.insert(key.clone()) {
+                                Ok(Some(key))
+                            } else {
+                                Err("duplicate_id")
+                            }
+                        }
+                        _ => Ok(None),
                     }
                 }
-                _ => Ok(None),
             }
         }
     };
@@ -303,7 +369,9 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         Ok(key) => key,
         Err(reason) => {
             audit_rejection(&guard, request.headers(), reason).await;
-            return if reason == "reinitialize" {
+            return if reason == "unknown_mcp_session" || reason == "foreign_mcp_session" {
+                not_found()
+            } else if reason == "reinitialize" {
                 jsonrpc_error(
                     StatusCode::BAD_REQUEST,
                     id.unwrap_or(Value::Null),
@@ -357,6 +425,7 @@ async fn initialize(
     let id = id.unwrap_or(Value::Null);
     match bearer(request.headers()) {
         None if guard.require_token => {
+            audit_rejection(guard, request.headers(), "missing_token").await;
             return jsonrpc_error(
                 StatusCode::UNAUTHORIZED,
                 id,
@@ -368,6 +437,7 @@ async fn initialize(
         Some(token) => match guard.gateway.session(token).await {
             Ok(Some(_)) => {}
             Ok(None) => {
+                audit_rejection(guard, request.headers(), "bad_token").await;
                 return jsonrpc_error(
                     StatusCode::UNAUTHORIZED,
                     id,

@@ -79,6 +79,7 @@ impl Upstream for Office {
 
 struct Env {
     app: axum::Router,
+    gw: Gateway,
     office: Arc<Office>,
     _dir: tempfile::TempDir,
 }
@@ -138,7 +139,7 @@ async fn env() -> Env {
         );
     let app = router(
         ApiState {
-            gateway: gw,
+            gateway: gw.clone(),
             operator_token: Arc::new(OPERATOR.into()),
         },
         128 * 1024,
@@ -146,6 +147,7 @@ async fn env() -> Env {
     .nest_service("/mcp", mcp);
     Env {
         app,
+        gw,
         office,
         _dir: dir,
     }
@@ -535,6 +537,88 @@ async fn bad_bodies_get_clear_errors() {
     assert_eq!(b["recovery"]["reason"], "unknown_tool");
     assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
     // Still serving.
+    let (_, b) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(json!({"tool": "office__lookup", "arguments": {}})),
+    )
+    .await;
+    assert_eq!(b["status"], "completed");
+}
+
+/// Issue 12 item 8: refusals at the HTTP API are audited with metadata only — in the session
+/// the bearer token names (a key twice, a body over the limit), or without a session for a
+/// bad token (coalesced, with a count). Read back through the store.
+#[tokio::test]
+async fn api_refusals_are_audited_with_metadata_only() {
+    let e = env().await;
+    let sid = session(&e.app, "task").await;
+    let post = |token: &str, body: String| {
+        Request::builder()
+            .method("POST")
+            .uri("/v1/call")
+            .header("host", "localhost")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let dup =
+        r#"{"tool":"office__send","arguments":{"to":"secret@corp.example","to":"x@evil.example"}}"#;
+    let (s, b) = raw(&e.app, post(&sid, dup.into())).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    let big = json!({"tool": "office__send", "arguments": {"body": "secret-pad".repeat(20_000)}});
+    let (s, _) = raw(&e.app, post(&sid, big.to_string())).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let (s, _) = raw(
+        &e.app,
+        post(
+            "ses_secret-guess",
+            json!({"tool": "office__lookup", "arguments": {}}).to_string(),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+    let records = e.gw.audit_records(1, 10_000).await.unwrap();
+    let rejected: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Rejection)
+        .collect();
+    let audit_sid = secureclaw_gateway::audit_session_id(&sid);
+    let in_session: Vec<&str> = rejected
+        .iter()
+        .filter(|r| r.event.session.as_deref() == Some(audit_sid.as_str()))
+        .map(|r| r.event.detail["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        in_session,
+        ["duplicate_key", "request_too_large"],
+        "{rejected:?}"
+    );
+    let unauthenticated: Vec<_> = rejected
+        .iter()
+        .filter(|r| r.event.session.is_none())
+        .collect();
+    assert_eq!(unauthenticated.len(), 1, "{rejected:?}");
+    assert_eq!(unauthenticated[0].event.detail["reason"], "bad_token");
+    assert_eq!(unauthenticated[0].event.detail["front_end"], "http-api");
+    assert_eq!(unauthenticated[0].event.detail["count"], 1);
+    assert!(
+        rejected
+            .iter()
+            .all(|r| r.event.detail["front_end"] == "http-api")
+    );
+    let dump = serde_json::to_string(&records).unwrap();
+    assert!(
+        !dump.contains("secret@corp.example")
+            && !dump.contains("secret-pad")
+            && !dump.contains("secret-guess"),
+        "request content reached the audit log"
+    );
+    // Positive control: a good call in the same session is served and audited as a call.
     let (_, b) = send(
         &e.app,
         "POST",

@@ -235,7 +235,7 @@ async fn request_raw(
     session: Option<&str>,
     body: &str,
 ) -> Reply {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -250,12 +250,24 @@ async fn request_raw(
     }
     head.push_str("\r\n");
     head.push_str(body);
-    s.write_all(head.as_bytes()).await.unwrap();
+    // Written beside the read: a server refusing a body over its limit answers before it has
+    // read all of it.
+    let (mut rd, mut wr) = s.into_split();
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(head.as_bytes()).await;
+        wr
+    });
     let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
-        .await
-        .expect("response within 30 s")
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let mut chunk = [0u8; 8192];
+        // Until the server closes (or resets) the connection; what arrived before counts.
+        while let Ok(n @ 1..) = rd.read(&mut chunk).await {
+            raw.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("response within 30 s");
+    drop(writer.await);
     let raw = String::from_utf8_lossy(&raw).into_owned();
     let (headers, payload) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status: u16 = headers.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -479,14 +491,115 @@ async fn rejections(gw: &Gateway) -> Vec<(String, String)> {
         .unwrap()
         .into_iter()
         .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Rejection)
+        .filter(|r| r.event.session.is_some())
         .map(|r| {
-            assert!(r.event.session.is_some(), "{r:?}");
             (
                 r.event.detail["front_end"].as_str().unwrap().to_owned(),
                 r.event.detail["reason"].as_str().unwrap().to_owned(),
             )
         })
         .collect()
+}
+
+/// Issue 12 item 2: a body over the limit gets one JSON-RPC error (`413`, `-32600`), never
+/// plain text, with the request's id when the body names it before the limit and `null`
+/// otherwise. Both are audited (reason only) and nothing is dispatched.
+#[tokio::test]
+async fn an_oversized_body_gets_a_json_rpc_error_with_its_id() {
+    let s = server(true).await;
+    let alice = s.token("alice").await;
+    let sid = open(&s, Some(&alice)).await;
+    // The limit is 128 KiB; the padding makes each body 1 KiB longer.
+    let pad = "secret-pad-".repeat(129 * 1024 / 11);
+    let id_first = format!(
+        r#"{{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{{"name":"office__send","arguments":{{"body":"{pad}"}}}}}}"#
+    );
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), &id_first).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.messages.len(), 1, "{r:?}");
+    assert_eq!(r.messages[0]["jsonrpc"], "2.0", "{r:?}");
+    assert_eq!(r.messages[0]["id"], 12, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    // The id after the padding, past the limit: it cannot be read, so `null`.
+    let id_last = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"office__send","arguments":{{"body":"{pad}"}}}},"id":13}}"#
+    );
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), &id_last).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    assert!(r.messages[0]["id"].is_null(), "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a call ran");
+    assert_eq!(
+        rejections(&s.gw).await,
+        [
+            ("mcp-http".to_owned(), "request_too_large".to_owned()),
+            ("mcp-http".to_owned(), "request_too_large".to_owned())
+        ]
+    );
+    let dump = serde_json::to_string(&s.gw.audit_records(1, 10_000).await.unwrap()).unwrap();
+    assert!(
+        !dump.contains("secret-pad"),
+        "the body reached the audit log"
+    );
+    // Positive control: a call just under the limit, on the same session, runs.
+    let r = call(&s, Some(&alice), &sid, 14, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+}
+
+/// Issue 12 item 8: refusals without a live session's token (no token, an unknown one) and
+/// another token's use of a session are audited too, metadata only; the unauthenticated ones
+/// at most once per second, with a count, so that no peer can grow the audit log at will.
+#[tokio::test]
+async fn refusals_without_a_session_and_foreign_sessions_are_audited() {
+    let s = server(true).await;
+    let alice = s.token("alice").await;
+    let sid = open(&s, Some(&alice)).await;
+    let bob = s.token("bob").await;
+    // Bob's valid token on Alice's session: 404, audited in Bob's session.
+    let r = call(&s, Some(&bob), &sid, 1, "office__send").await;
+    assert_eq!(r.status, 404, "{r:?}");
+    // `initialize` without a token and with a made-up one: 401.
+    for token in [None, Some("ses_secret-guess")] {
+        let r = request(s.addr, "POST", token, None, Some(&initialize_body(2))).await;
+        assert_eq!(r.status, 401, "{r:?}");
+        assert_eq!(r.messages[0]["id"], 2, "{r:?}");
+    }
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0);
+    let records = s.gw.audit_records(1, 10_000).await.unwrap();
+    let rejected: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Rejection)
+        .collect();
+    let bob_audit = secureclaw_gateway::audit_session_id(&bob);
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.event.session.as_deref() == Some(bob_audit.as_str())
+                && r.event.detail["reason"] == "foreign_mcp_session"),
+        "{rejected:?}"
+    );
+    // The unauthenticated ones: at least the first is recorded, without a session; every
+    // record stands for one or more refusals.
+    let unauthenticated: Vec<_> = rejected
+        .iter()
+        .filter(|r| r.event.session.is_none())
+        .collect();
+    assert!(!unauthenticated.is_empty(), "{rejected:?}");
+    assert_eq!(unauthenticated[0].event.detail["reason"], "missing_token");
+    assert!(
+        unauthenticated
+            .iter()
+            .all(|r| r.event.detail["front_end"] == "mcp-http"
+                && r.event.detail["count"].as_u64().is_some_and(|n| n >= 1))
+    );
+    let dump = serde_json::to_string(&records).unwrap();
+    assert!(
+        !dump.contains("secret-guess"),
+        "a token reached the audit log"
+    );
+    // Positive control: Alice's own session still serves her.
+    let r = call(&s, Some(&alice), &sid, 3, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
 }
 
 /// Issue 12 item 8: refusals in a session are audited (reason only), including a batch.

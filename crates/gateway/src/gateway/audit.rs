@@ -58,6 +58,23 @@ impl Gateway {
         let _ = self.audit(ev).await;
     }
 
+    /// Audit a request a front end refused before any session was known — no token, an
+    /// unknown or expired one, a wrong operator token (issue 12 item 8): `front_end` and a
+    /// `reason` code, nothing from the request. An unauthenticated peer must not be able to
+    /// grow the audit log at will, so at most one such record is written per front end and
+    /// second; it carries `count`, how many refusals it stands for (itself included).
+    pub async fn audit_unauthenticated_rejection(&self, front_end: &str, reason: &str) {
+        let now = self.now();
+        // Session ids start with `ses_`: this key cannot be one.
+        let key = format!("unauthenticated {front_end}");
+        let Some(count) = self.inner.rates.rejected(&key, now) else {
+            return;
+        };
+        let mut ev = AuditEvent::new(AuditKind::Rejection, now);
+        ev.detail = json!({"front_end": front_end, "reason": reason, "count": count});
+        let _ = self.audit(ev).await;
+    }
+
     /// Up to `limit` audit records with `seq >= from_seq`, in order (audit export).
     ///
     /// # Errors
