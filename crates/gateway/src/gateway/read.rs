@@ -43,26 +43,7 @@ fn scrub_resolved(output: &mut ToolOutput, resolved: &[(String, HandleId)]) {
             acc.replace(value.as_str(), &id.0)
         })
     };
-    fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
-        match v {
-            Value::String(s) => *s = fix(s),
-            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, fix)),
-            Value::Object(map) => {
-                let old = std::mem::take(map);
-                for (k, mut val) in old {
-                    walk(&mut val, fix);
-                    map.insert(fix(&k), val);
-                }
-            }
-            Value::Null | Value::Bool(_) | Value::Number(_) => {}
-        }
-    }
-    for block in &mut output.content {
-        walk(block, &fix);
-    }
-    if let Some(st) = output.structured.as_mut() {
-        walk(st, &fix);
-    }
+    rewrite_strings(output, &fix);
 }
 
 /// The handle resolutions prepared by [`Gateway::resolve_handles`], handed to the executor's
@@ -112,6 +93,12 @@ fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
         out.push_str(&fix_plain(text.get(at..).unwrap_or_default()));
         out
     };
+    rewrite_strings(output, &fix);
+}
+
+/// Apply `fix` to every string of a result — values and object keys, at any depth, in the
+/// content blocks and the structured content (the walk both scrubs share).
+fn rewrite_strings(output: &mut ToolOutput, fix: &dyn Fn(&str) -> String) {
     fn walk(v: &mut Value, fix: &dyn Fn(&str) -> String) {
         match v {
             Value::String(s) => *s = fix(s),
@@ -127,10 +114,10 @@ fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
         }
     }
     for block in &mut output.content {
-        walk(block, &fix);
+        walk(block, fix);
     }
     if let Some(st) = output.structured.as_mut() {
-        walk(st, &fix);
+        walk(st, fix);
     }
 }
 
