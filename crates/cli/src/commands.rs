@@ -49,6 +49,11 @@ pub struct WrapArgs {
     /// default approvals go through `secureclaw approvals` or the operator HTTP API.
     #[arg(long)]
     trust_client_confirmation: bool,
+    /// Open a new session even if an earlier `wrap` with the same state directory, caller,
+    /// task, trusted targets, grants and upstream command left one that is still valid (by
+    /// default that session is served again, so approvals survive a client restart).
+    #[arg(long)]
+    new_session: bool,
     /// Kept for compatibility: elicitation is off unless `--trust-client-confirmation` is given.
     #[arg(long, hide = true)]
     no_elicitation: bool,
@@ -156,23 +161,34 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
     let store_url = store_url.or(config.store.url.as_deref());
     let message_limit = message_limit(&config.gateway.limits);
-    let gw = stack::start(state_dir, store_url, &policies, config.gateway, vec![spec]).await?;
-    let session = gw
-        .open_session(
-            &args.caller,
-            TaskEnvelope {
-                request: args.task,
-                trusted_targets: args.trusted_targets,
-                granted_tools: args.granted_tools,
-                max_amount: None,
-            },
-        )
-        .await?;
+    let gw = stack::start(state_dir, store_url, &policies, config.gateway, vec![spec.clone()]).await?;
+    let envelope = TaskEnvelope {
+        request: args.task,
+        trusted_targets: args.trusted_targets,
+        granted_tools: args.granted_tools,
+        max_amount: None,
+    };
+    let (session, resumed) = wrap_session(
+        &gw,
+        state_dir,
+        store_url,
+        &args.caller,
+        envelope,
+        &spec,
+        args.new_session,
+    )
+    .await?;
     gw.set_approve_command(state_dir, store_option(store_url).as_deref());
     warn_unmatched_rules(&gw);
+    // The raw session id is the session's bearer credential (valid on `serve` over the same
+    // store): only its audit digest is printed (new-user finding).
     crate::say(&format!(
-        "serving on stdio; session {} ({} in the audit log and approvals); state directory {}; approvals: {} list",
-        session.id,
+        "serving on stdio; {} session {} (as the audit log and approvals name it); state directory {}; approvals: {} list",
+        if resumed {
+            "resumed the earlier"
+        } else {
+            "new"
+        },
         secureclaw_gateway::audit_session_id(&session.id),
         state_dir.display(),
         approvals_command(state_dir, store_url)
@@ -183,6 +199,60 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         .serve_stdio()
         .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The session `wrap` serves, and whether it was resumed (issue 15: approvals survive a
+/// restart of the client). An MCP client starts a new `wrap` for each connection (the MCP
+/// Inspector's CLI for each call), so by default the session an earlier `wrap` opened with
+/// the same state directory and store, caller, task envelope and upstream command is served
+/// again while it is valid: its pending and approved actions, grant uses, protected objects
+/// and written values carry over (a restart no longer resets a counted grant). Otherwise, or
+/// with `--new-session`, a new session is opened.
+///
+/// The session id is the session's bearer credential, so it is kept in the state directory
+/// (which the upstream-state guard keeps away from upstreams), in
+/// `wrap-sessions/KEY` with mode 0600, where KEY is the SHA-256 (hex) of those inputs. A
+/// stored id whose session is gone, expired, or has another caller or envelope is replaced.
+///
+/// # Errors
+/// The store's errors opening or looking up a session; the file system's writing the id.
+async fn wrap_session(
+    gw: &secureclaw_gateway::Gateway,
+    state_dir: &Path,
+    store_url: Option<&str>,
+    caller: &str,
+    envelope: TaskEnvelope,
+    spec: &UpstreamSpec,
+    new_session: bool,
+) -> Result<(secureclaw_core::store::SessionRecord, bool)> {
+    use sha2::Digest as _;
+    let inputs = serde_json::json!({
+        "store": store_url,
+        "caller": caller,
+        "envelope": &envelope,
+        "upstream": spec.id,
+        "transport": serde_json::to_value(&spec.transport).unwrap_or_default(),
+    });
+    let key = hex::encode(sha2::Sha256::digest(inputs.to_string().as_bytes()));
+    let dir = state_dir.join("wrap-sessions");
+    let path = dir.join(&key);
+    if !new_session
+        && let Ok(id) = std::fs::read_to_string(&path)
+        && let Some(session) = gw.session(id.trim()).await?
+        && session.caller == caller
+        && session.envelope == envelope
+    {
+        return Ok((session, true));
+    }
+    let session = gw.open_session(caller, envelope).await?;
+    crate::state::ensure_dir(&dir)?;
+    // Written beside and renamed over the old id, so that a concurrent `wrap` reads either.
+    let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    crate::state::write_private(&tmp, session.id.as_bytes())?;
+    std::fs::rename(&tmp, &path)
+        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    Ok((session, false))
 }
 
 /// Warn about every rule that applies to no listed tool (issue 15: a misspelt rule was
@@ -440,7 +510,7 @@ pub async fn approvals(
             } else {
                 Some(ApprovalState::Pending)
             };
-            let list = secureclaw_gateway::list_for_approver(store.as_ref(), state).await?;
+            let list = secureclaw_gateway::list_for_approver(store.as_ref(), state, now()).await?;
             if list.is_empty() {
                 println!(
                     "no {}approvals in {place}",
@@ -449,12 +519,17 @@ pub async fn approvals(
             }
             for v in list {
                 println!(
-                    "{}  {:<8}  {}  (session {}, caller {})",
+                    "{}  {:<8}  {}  (session {}{}, caller {})",
                     v.approval.action_id,
                     v.approval.state.as_str(),
                     v.call,
                     // Never the raw session id: it is the runtime's bearer credential.
                     v.session,
+                    if v.session_ended {
+                        " — ended: its runtime can no longer re-issue the call"
+                    } else {
+                        ""
+                    },
                     v.caller
                 );
             }

@@ -24,9 +24,11 @@ use std::process::ExitCode;
 /// `secureclaw demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Directory for the demo's state (keys, database, office state). Default: the global
-    /// --state-dir if given, else a new directory under the system temp dir, kept afterwards
-    /// so the audit log can be checked.
+    /// Directory for the demo's state (keys, database, office state). Default: a new
+    /// directory under the system temp dir, kept afterwards so the audit log can be checked.
+    /// Never the gateway's own state directory (the global --state-dir or
+    /// $SECURECLAW_STATE_DIR): the demo's office, sessions and approvals would mix with the
+    /// gateway's. Running the demo again in the same DIR starts its office afresh.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Run the Ghost Tool Calls demo instead: a speculative fan-out for "What's the penalty
@@ -146,7 +148,13 @@ async fn approve(gw: &Gateway, action: &str, yes: bool) -> Result<()> {
 
 /// Run the demo; exit 0 when every step behaved as expected.
 pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode> {
-    let dir = match args.dir.or(state_dir) {
+    if let (None, Some(ignored)) = (&args.dir, &state_dir) {
+        crate::say(&format!(
+            "the demo keeps its own state: {} (the state directory) is not used; pass --dir DIR to choose where",
+            ignored.display()
+        ));
+    }
+    let dir = match args.dir {
         Some(d) => d,
         None => std::env::temp_dir().join(format!(
             "secureclaw-demo-{}-{}",
@@ -159,6 +167,13 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
         return crate::demo_speculative::run(&dir).await;
     }
     let office = dir.join("office.json");
+    // A fresh office each run: the demo's checks count what this run sent (new-user finding:
+    // a second run in the same directory failed on the first run's e-mails).
+    match std::fs::remove_file(&office) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot reset {}", office.display())),
+    }
     let exe = std::env::current_exe().context("cannot locate the secureclaw binary")?;
     let spec = UpstreamSpec {
         id: "office".into(),

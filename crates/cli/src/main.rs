@@ -158,7 +158,7 @@ enum Command {
     #[command(hide = true)]
     FaultUpstream {
         /// The fault: ok, die-after-effect, 404-after-effect, hang-call, hang-list,
-        /// endless-line, deep-schema, wrong-id, duplicate-reply.
+        /// endless-line, deep-schema, wrong-id, duplicate-reply, input-required.
         #[arg(long)]
         mode: String,
         /// Every effect (`pay`) appends a line here before the fault.

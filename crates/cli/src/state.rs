@@ -147,11 +147,17 @@ pub fn operator_token(dir: &Path) -> Result<String> {
     Ok(token)
 }
 
-/// Register the operator token (and its body without `sco_`) with the detectors.
+/// Register the operator token (and its body without `sco_`) with the detectors: a token this
+/// program generated (`sco_` + base32) is random, so its fragments are found too
+/// ([`secureclaw_core::detect::add_random_secret`]); one the operator chose is found whole.
 fn mask_operator_token(token: &str) {
-    secureclaw_core::detect::add_exact_secret(token);
-    if let Some(body) = token.strip_prefix("sco_") {
-        secureclaw_core::detect::add_exact_secret(body);
+    use secureclaw_core::detect::{add_exact_secret, add_random_secret};
+    match token.strip_prefix("sco_") {
+        Some(body) => {
+            add_random_secret(token);
+            add_random_secret(body);
+        }
+        None => add_exact_secret(token),
     }
 }
 
@@ -176,7 +182,7 @@ pub fn register_own_secrets(
         mask_operator_token(&token);
     }
     for key in keys.to_file().keys {
-        add_exact_secret(&key.secret_hex);
+        secureclaw_core::detect::add_random_secret(&key.secret_hex);
     }
     if let Some(password) = store_url
         .and_then(|u| u.parse::<tokio_postgres::Config>().ok())

@@ -145,7 +145,7 @@ const WRAP_PEEK: &str = "peek";
 
 struct Wrapped {
     _child: Proc,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
     state: PathBuf,
     effects: PathBuf,
@@ -154,9 +154,14 @@ struct Wrapped {
 
 impl Wrapped {
     fn start(mode: &str) -> Self {
+        Self::start_with(mode, TIMEOUT_MS)
+    }
+
+    /// [`Wrapped::start`] with calls timing out after `call_ms`.
+    fn start_with(mode: &str, call_ms: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let effects = dir.path().join("effects.jsonl");
-        let config = write_config(dir.path(), free_port(), "", TIMEOUT_MS, PATIENT_MS);
+        let config = write_config(dir.path(), free_port(), "", call_ms, PATIENT_MS);
         let state = dir.path().join("state");
         let mut child = Command::new(EXE)
             .arg("--state-dir")
@@ -193,7 +198,7 @@ impl Wrapped {
         });
         let mut w = Self {
             _child: Proc(child),
-            stdin,
+            stdin: Some(stdin),
             lines: rx,
             state,
             effects,
@@ -208,9 +213,15 @@ impl Wrapped {
     }
 
     fn send(&mut self, v: &Value) {
-        self.stdin.write_all(v.to_string().as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("input still open");
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Close the gateway's input, as a client that exits does.
+    fn close_input(&mut self) {
+        self.stdin = None;
     }
 
     fn call(&mut self, id: i64, name: &str, args: Value) {
@@ -280,6 +291,45 @@ fn wrap_upstream_dies_after_the_effect() {
     assert!(text_of(&r).contains("peek 1"), "{r}");
     w.quiet(300);
     assert_eq!(effects(&w.effects).len(), 1, "the effect was never re-sent");
+    assert_recorded_outcome_unknown(&w.state);
+}
+
+/// Red-team (2026-12-03): a client that writes a call and closes its input (a one-shot
+/// client) still gets the call's one reply, and its outcome is recorded, when the call runs
+/// longer than rmcp's five-second grace after the input ends; then `wrap` exits.
+#[test]
+fn wrap_answers_a_call_still_running_when_its_input_closes() {
+    let mut w = Wrapped::start_with("hang-call", 7_000);
+    w.call(2, WRAP_PAY, json!({"ref": "a"}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while effects(&w.effects).is_empty() {
+        assert!(Instant::now() < deadline, "the effect never reached the upstream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.close_input();
+    let r = w.replies(&[2]).remove(0);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_outcome_unknown_text(&text_of(&r));
+    assert_eq!(effects(&w.effects).len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while w._child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "wrap did not exit after its input closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_recorded_outcome_unknown(&w.state);
+}
+
+/// Red-team (2026-12-03): an upstream that answers a dispatched effect with an MRTR
+/// `input_required` may have acted: `outcome_unknown`, never "try again", one effect.
+#[test]
+fn wrap_upstream_answers_an_effect_with_input_required() {
+    let mut w = Wrapped::start("input-required");
+    w.call(2, WRAP_PAY, json!({"ref": "a"}));
+    let r = w.replies(&[2]).remove(0);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_outcome_unknown_text(&text_of(&r));
+    w.quiet(300);
+    assert_eq!(effects(&w.effects).len(), 1);
     assert_recorded_outcome_unknown(&w.state);
 }
 

@@ -19,7 +19,7 @@ struct Wrapped {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Wrapped {
@@ -29,7 +29,18 @@ impl Wrapped {
 
     /// `wrap` with extra options (before `--`), environment and stderr.
     fn start_with(task: &str, options: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), task, options, env, stderr)
+    }
+
+    /// `wrap` with its state (and the office's) in `dir`: a second `wrap` started in the
+    /// directory a first one was stopped in ([`Wrapped::stop`]) is a restart of the client.
+    fn start_in(
+        dir: tempfile::TempDir,
+        task: &str,
+        options: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let exe = env!("CARGO_BIN_EXE_secureclaw");
         let office = dir.path().join("office.json");
         let mut child = Command::new(exe)
@@ -62,7 +73,7 @@ impl Wrapped {
             child,
             stdin,
             lines: rx,
-            _dir: dir,
+            _dir: Some(dir),
         }
     }
 
@@ -112,7 +123,7 @@ impl Wrapped {
     fn audit(&self) -> Vec<Value> {
         let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
             .arg("--state-dir")
-            .arg(self._dir.path().join("state"))
+            .arg(self.dir().join("state"))
             .args(["audit", "export"])
             .output()
             .unwrap();
@@ -126,6 +137,19 @@ impl Wrapped {
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].clone())
             .collect()
+    }
+}
+
+impl Wrapped {
+    fn dir(&self) -> &std::path::Path {
+        self._dir.as_ref().unwrap().path()
+    }
+
+    /// Kill this `wrap` (as a client that exits does) and hand back its directory.
+    fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self._dir.take().unwrap()
     }
 }
 
@@ -191,7 +215,7 @@ fn wrap_serves_a_stdio_upstream_with_handles_and_policy() {
     // runtime's bearer token, `ses_…`).
     let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
         .arg("--state-dir")
-        .arg(w._dir.path().join("state"))
+        .arg(w.dir().join("state"))
         .args(["approvals", "list"])
         .output()
         .unwrap();
@@ -511,7 +535,7 @@ fn no_protected_value_in_the_log_at_trace_level() {
 impl Wrapped {
     /// The state directory of this `wrap`.
     fn state(&self) -> std::path::PathBuf {
-        self._dir.path().join("state")
+        self.dir().join("state")
     }
 
     fn tool_names(&mut self, id: i64) -> Vec<String> {
@@ -706,4 +730,91 @@ fn branch_tools_are_listed_with_speculation_on() {
             && names.contains(&"secureclaw.abandon_branch".to_owned()),
         "{names:?}"
     );
+}
+
+/// Issue 15: approvals survive a restart of the client. A payment goes pending, the client
+/// exits, the operator approves, and a new `wrap` started with the same state directory,
+/// caller, task and upstream serves the same session: the re-issued call runs once. With
+/// `--new-session` the approval belongs to another session (`approval_session_mismatch`),
+/// and another task opens another session too.
+#[test]
+fn approvals_survive_a_restart_of_the_client() {
+    let conf = tempfile::tempdir().unwrap();
+    let config = conf.path().join("secureclaw.toml");
+    std::fs::write(&config, OFFICE_CONFIG).unwrap();
+    let opts = ["--config", config.to_str().unwrap()];
+    let task = "Pay invoice INV-42";
+    let mut w = Wrapped::start_with(task, &opts, &[], Stdio::null());
+    w.initialize();
+    let r = w.call(2, "read_invoice", json!({"invoice_id": "INV-42"}));
+    let pay = json!({
+        "invoice_id": "INV-42",
+        "iban": r["result"]["structuredContent"]["iban"].clone(),
+        "amount_cents": r["result"]["structuredContent"]["amount_cents"].clone(),
+    });
+    let r = w.call(3, "pay_invoice", pay.clone());
+    let recovery = &r["result"]["structuredContent"]["recovery"];
+    assert_eq!(recovery["reason"], "confirmation_required", "{r}");
+    let action = recovery["action_id"].as_str().unwrap().to_owned();
+    let state = w.state();
+    let dir = w.stop();
+    // Listed as a live session while its session is valid.
+    let list = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["approvals", "list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.contains(&action) && !list.contains("ended"), "{list}");
+    let out = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["approvals", "approve", &action])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reissue = |w: &mut Wrapped, id: i64| {
+        w.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "pay_invoice", "arguments": pay, "_meta": {"dev.secureclaw/approval": action}}}));
+        w.response(id).expect("tools/call answered")
+    };
+    // Another task is another session: the approval does not carry over.
+    let mut other = Wrapped::start_in(dir, "Pay invoice INV-43", &opts, &[], Stdio::null());
+    other.initialize();
+    let r = reissue(&mut other, 2);
+    assert_eq!(
+        r["result"]["structuredContent"]["recovery"]["reason"], "approval_session_mismatch",
+        "{r}"
+    );
+    let dir = other.stop();
+    // The same client started again: the earlier session is served, the call runs once.
+    let mut again = Wrapped::start_in(dir, task, &opts, &[], Stdio::null());
+    again.initialize();
+    let r = reissue(&mut again, 2);
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert_eq!(r["result"]["structuredContent"]["status"], "paid", "{r}");
+    let r = reissue(&mut again, 3);
+    assert_eq!(r["result"]["isError"], true, "single use across restarts: {r}");
+    let dir = again.stop();
+    // `--new-session` starts over: the approval belongs to the earlier session.
+    let mut fresh = Wrapped::start_in(
+        dir,
+        task,
+        &[opts[0], opts[1], "--new-session"],
+        &[],
+        Stdio::null(),
+    );
+    fresh.initialize();
+    let r = reissue(&mut fresh, 2);
+    assert_eq!(
+        r["result"]["structuredContent"]["recovery"]["reason"], "approval_session_mismatch",
+        "{r}"
+    );
+    let paid = fresh
+        .audit()
+        .iter()
+        .filter(|e| e["kind"] == "commit")
+        .count();
+    assert_eq!(paid, 1);
 }

@@ -73,6 +73,11 @@ pub struct CommitAttempt<'a> {
     pub now: UnixMillis,
     /// Allowed clock skew in milliseconds for artifacts dated in the future.
     pub max_skew_ms: u64,
+    /// How long a confirmation counts after it was given, in milliseconds (the gateway's
+    /// `confirmation_ttl_ms`), whatever expiry its confirmer sealed into it: a confirmer that
+    /// does not know the gateway's configuration (the `approvals` CLI run without the config)
+    /// cannot make an approval outlive it.
+    pub max_confirmation_age_ms: u64,
 }
 
 /// Proof that one commit passed every check. Consumed by the executor's effectful call.
@@ -277,6 +282,7 @@ pub async fn accept(
             || &c.action_id != attempt.action_id
             || c.binding != artifact.binding
             || attempt.now > c.expires_at
+            || attempt.now > c.confirmed_at.plus_millis(attempt.max_confirmation_age_ms)
         {
             return reject(ReasonCode::ConfirmationInvalid);
         }

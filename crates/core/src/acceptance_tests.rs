@@ -52,6 +52,8 @@ impl SingleUseLedger for MemLedger {
 const NOW: UnixMillis = UnixMillis(1_800_000_000_000);
 const TTL: u64 = 60_000;
 const SKEW: u64 = 5_000;
+/// The gateway's `confirmation_ttl_ms` in these tests (an hour, the default).
+const CONFIRMATION_AGE: u64 = 3_600_000;
 
 fn ring() -> KeyRing {
     let mut n = 7u8;
@@ -140,6 +142,7 @@ fn attempt<'a>(p: &'a Preview, req: &'a CanonicalRequest) -> CommitAttempt<'a> {
         confirmation: None,
         now: NOW.plus_millis(1_000),
         max_skew_ms: SKEW,
+        max_confirmation_age_ms: CONFIRMATION_AGE,
     }
 }
 
@@ -205,6 +208,7 @@ fn proof_carries_the_canonical_form_not_the_runtime_spelling() {
             confirmation: None,
             now: NOW,
             max_skew_ms: SKEW,
+            max_confirmation_age_ms: CONFIRMATION_AGE,
         };
         let proof = accept(&keys, &MemLedger::default(), &a).unwrap();
         let sent = &proof.request().inputs.arguments;
@@ -558,6 +562,31 @@ fn confirmation_outlives_a_slow_human_only_through_its_own_ttl() {
         ..attempt(&p, &req)
     };
     assert!(accept(&p.keys, &MemLedger::default(), &a).is_ok());
+}
+
+/// A confirmer that seals a longer expiry than the gateway's `confirmation_ttl_ms` (the
+/// `approvals` CLI run without the config uses the default hour) cannot make the approval
+/// outlive the gateway's setting: age is counted from `confirmed_at`.
+#[test]
+fn confirmation_older_than_the_gateways_ttl_is_invalid_whatever_it_sealed() {
+    let p = preview_with(ring(), true, ArtifactDecision::Allow, NOW.plus_millis(60_000));
+    let req = request();
+    // Sealed for a day, given at NOW.
+    let c = confirm(&p, |c| c.expires_at = NOW.plus_millis(86_400_000));
+    let at = |now: UnixMillis, age: u64| CommitAttempt {
+        confirmation: Some(&c),
+        now,
+        max_confirmation_age_ms: age,
+        ..attempt(&p, &req)
+    };
+    // The gateway counts 60 s: 61 s after the confirmation it no longer holds.
+    assert_eq!(
+        reason(&p.keys, &at(NOW.plus_millis(61_000), 60_000)),
+        ReasonCode::ConfirmationInvalid
+    );
+    // Positive controls: within the gateway's TTL, and with the default hour.
+    assert!(accept(&p.keys, &MemLedger::default(), &at(NOW.plus_millis(59_000), 60_000)).is_ok());
+    assert!(accept(&p.keys, &MemLedger::default(), &at(NOW.plus_millis(61_000), CONFIRMATION_AGE)).is_ok());
 }
 
 #[test]

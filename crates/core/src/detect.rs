@@ -749,23 +749,65 @@ static B64_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| compile(r"[A-Za-z0-9+
 static B32_RUN: LazyLock<Option<Regex>> =
     LazyLock::new(|| compile(r"[a-z2-7]{26,}={0,6}|[A-Z2-7]{26,}={0,6}"));
 
-/// Exact secrets of this process ([`add_exact_secret`]) and their matcher.
-static EXACT_SECRETS: std::sync::RwLock<(Vec<String>, Option<AhoCorasick>)> =
-    std::sync::RwLock::new((Vec::new(), None));
+/// Exact secrets of this process ([`add_exact_secret`], [`add_random_secret`]) and their
+/// matchers.
+#[derive(Default)]
+struct ExactSecrets {
+    /// The secrets as registered.
+    secrets: Vec<String>,
+    /// Finds a secret verbatim (ASCII case-insensitive).
+    whole: Option<AhoCorasick>,
+    /// The patterns of `squashed`: each secret without separators ([`is_secret_separator`]),
+    /// and every [`SECRET_FRAGMENT_LEN`]-character fragment of a random secret.
+    squashed_patterns: Vec<String>,
+    /// Finds a pattern in text with its separators removed.
+    squashed: Option<AhoCorasick>,
+}
+
+static EXACT_SECRETS: std::sync::RwLock<Option<ExactSecrets>> = std::sync::RwLock::new(None);
 
 /// Shortest exact secret [`add_exact_secret`] accepts (bytes): shorter strings would match
 /// ordinary text.
 pub const MIN_EXACT_SECRET_LEN: usize = 12;
 
-/// Register a secret this process holds (the operator token, its body without the `sco_`
-/// prefix, a key's hex, a database password) so that [`detect`] finds it verbatim, ASCII
-/// case-insensitively, in any text from then on, whatever its format. This is the gateway's
+/// Length (characters, separators removed) of the fragments of a random secret that are
+/// found on their own ([`add_random_secret`]): 10 base32 characters are 50 bits, which
+/// ordinary text never holds by chance.
+pub const SECRET_FRAGMENT_LEN: usize = 10;
+
+/// Characters removed before the separator-insensitive match (red-team M1 of 2026-12-03: the
+/// operator token grouped by spaces or dashes, or split across lines, came back in clear).
+fn is_secret_separator(c: char) -> bool {
+    c.is_whitespace() || "-_.:,;|/\\'\"`+".contains(c)
+}
+
+fn squash(text: &str) -> String {
+    text.chars().filter(|c| !is_secret_separator(*c)).collect()
+}
+
+/// Register a secret this process holds (an operator token the operator chose, a database
+/// password) so that [`detect`] finds it from then on in any text, whatever its format:
+/// verbatim, ASCII case-insensitively, and with separators (white space, line breaks, `-`,
+/// `_`, `.`, `:` and other punctuation) inserted or removed anywhere. This is the gateway's
 /// `add-mask`: format detectors cannot know a token chosen by the operator
 /// (`$SECURECLAW_OPERATOR_TOKEN`) or a password (issue 11 item 7, red-team F6).
 ///
 /// Process-wide and append-only; strings shorter than [`MIN_EXACT_SECRET_LEN`] bytes and
-/// repeats are ignored. Registering is rare (start-up), so the matcher is rebuilt each time.
+/// repeats are ignored. Registering is rare (start-up), so the matchers are rebuilt each time.
 pub fn add_exact_secret(secret: &str) {
+    register_secret(secret, false);
+}
+
+/// [`add_exact_secret`] for a secret this process generated at random (the operator token it
+/// created, a key's hex): besides the whole secret, every fragment of
+/// [`SECRET_FRAGMENT_LEN`] characters (separators removed) is found on its own, so a token
+/// split across lines or cut short leaks no more than a few characters. Not for secrets made
+/// of words (their fragments occur in ordinary text).
+pub fn add_random_secret(secret: &str) {
+    register_secret(secret, true);
+}
+
+fn register_secret(secret: &str, random: bool) {
     let secret = secret.trim();
     if secret.len() < MIN_EXACT_SECRET_LEN {
         return;
@@ -774,13 +816,41 @@ pub fn add_exact_secret(secret: &str) {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     };
-    if guard.0.iter().any(|s| s.eq_ignore_ascii_case(secret)) {
+    let set = guard.get_or_insert_with(ExactSecrets::default);
+    let squashed = squash(secret).to_ascii_lowercase();
+    let mut new_patterns = Vec::new();
+    if squashed.len() >= MIN_EXACT_SECRET_LEN {
+        new_patterns.push(squashed.clone());
+    }
+    if random && squashed.is_ascii() {
+        for i in 0..=squashed.len().saturating_sub(SECRET_FRAGMENT_LEN) {
+            if let Some(f) = squashed.get(i..i + SECRET_FRAGMENT_LEN) {
+                new_patterns.push(f.to_owned());
+            }
+        }
+    }
+    let known = set.secrets.iter().any(|s| s.eq_ignore_ascii_case(secret));
+    let mut changed = false;
+    if !known {
+        set.secrets.push(secret.to_owned());
+        changed = true;
+    }
+    for p in new_patterns {
+        if !set.squashed_patterns.contains(&p) {
+            set.squashed_patterns.push(p);
+            changed = true;
+        }
+    }
+    if !changed {
         return;
     }
-    guard.0.push(secret.to_owned());
-    guard.1 = AhoCorasick::builder()
+    set.whole = AhoCorasick::builder()
         .ascii_case_insensitive(true)
-        .build(&guard.0)
+        .build(&set.secrets)
+        .ok();
+    set.squashed = AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(&set.squashed_patterns)
         .ok();
 }
 
@@ -789,9 +859,33 @@ fn scan_exact_secrets(text: &str, out: &mut Vec<Finding>) {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     };
-    if let Some(matcher) = guard.1.as_ref() {
+    let Some(set) = guard.as_ref() else {
+        return;
+    };
+    if let Some(matcher) = set.whole.as_ref() {
         for m in matcher.find_overlapping_iter(text) {
             push(out, IdentifierKind::Secret, m.start(), m.end());
+        }
+    }
+    if let Some(matcher) = set.squashed.as_ref() {
+        // The text without separators, and where each of its characters came from.
+        let mut squashed = String::with_capacity(text.len());
+        let mut origin: Vec<(usize, usize)> = Vec::with_capacity(text.len());
+        for (i, c) in text.char_indices() {
+            if !is_secret_separator(c) {
+                squashed.push(c);
+                for _ in 0..c.len_utf8() {
+                    origin.push((i, i + c.len_utf8()));
+                }
+            }
+        }
+        for m in matcher.find_overlapping_iter(&squashed) {
+            if let (Some((start, _)), Some((_, end))) = (
+                origin.get(m.start()),
+                m.end().checked_sub(1).and_then(|e| origin.get(e)),
+            ) {
+                push(out, IdentifierKind::Secret, *start, *end);
+            }
         }
     }
 }
@@ -1223,6 +1317,10 @@ fn phone_plausible(text: &str, start: usize, end: usize) -> bool {
     if next.is_some_and(|n| matches!(n, b'.' | b',' | b'-' | b'/'))
         && byte_at(text, end + 1).is_some_and(|d| d.is_ascii_digit())
     {
+        return false;
+    }
+    // Nor by a time (`Dec 03 2026 10:33:00`: the hour ends the candidate; red-team L1).
+    if next == Some(b':') && byte_at(text, end + 1).is_some_and(|d| d.is_ascii_digit()) {
         return false;
     }
 
@@ -1690,6 +1788,81 @@ mod tests {
             &b64
         ));
         assert!(kinds("a short word").is_empty());
+    }
+
+    /// Red-team M1 (2026-12-03): a registered secret is found with separators inserted
+    /// (grouped by spaces or dashes, split across lines), and a random secret's fragments
+    /// are found on their own; a secret made of words does not flag its words.
+    #[test]
+    fn registered_secrets_are_found_through_separators_and_in_fragments() {
+        let token = "sco_fnwse32j43vgq7xkmz2bt6hpa5rd";
+        add_random_secret(token);
+        let body = &token[4..];
+        let grouped: Vec<String> = body
+            .as_bytes()
+            .chunks(4)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect();
+        let split_at = 14;
+        for leak in [
+            format!("sco_ {}", grouped.join(" ")),
+            grouped.join("-"),
+            format!("TOKEN_A={}\nTOKEN_B={}", &body[..split_at], &body[split_at..]),
+            format!("first part {}", &body[..11]),
+        ] {
+            let f = detect(&leak);
+            let covered: String = f.iter().map(|f| &leak[f.start..f.end]).collect();
+            let kept: String = squash(&leak.replace(&covered, ""));
+            assert!(
+                f.iter().all(|f| f.kind == IdentifierKind::Secret) && !f.is_empty(),
+                "{leak}: {f:?}"
+            );
+            for i in 0..body.len().saturating_sub(6) {
+                assert!(
+                    !squash(&redact(&leak, &f)).to_ascii_lowercase().contains(&body[i..i + 7]),
+                    "{leak}: a 7-character piece survives ({kept})"
+                );
+            }
+        }
+        // A secret made of words: found whole, with or without separators, but its words
+        // are not flagged in ordinary text.
+        add_exact_secret("summer-vacation-plans-2031");
+        assert!(!detect("summer vacation plans 2031").is_empty());
+        assert!(!detect("SummerVacationPlans2031").is_empty());
+        assert!(detect("our summer vacation was great").is_empty());
+    }
+
+    fn redact(text: &str, findings: &[Finding]) -> String {
+        let mut out = String::new();
+        let mut at = 0;
+        for f in findings {
+            out.push_str(&text[at..f.start]);
+            out.push('#');
+            at = f.end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+
+    /// Red-team L1 (2026-12-03): the times in a file server's `get_file_info` are not phone
+    /// numbers (a phone handle replaced `10:33:00`).
+    #[test]
+    fn timestamps_are_not_phone_numbers() {
+        for t in [
+            "modified: Thu Dec 03 2026 10:33:00 GMT+0000 (Coordinated Universal Time)",
+            "mtime: 2026-12-03T10:33:00.000Z",
+            "created: 2026-12-03 10:33:00",
+            "at 10:33:00.123456 UTC",
+            "Wed, 03 Dec 2026 10:33:00 +0000",
+        ] {
+            assert!(
+                !kinds(t).iter().any(|(k, _)| *k == IdentifierKind::Phone),
+                "{t}: {:?}",
+                kinds(t)
+            );
+        }
+        // Positive control.
+        assert!(found("call +49 30 1234567 now", IdentifierKind::Phone, "+49 30 1234567"));
     }
 
     #[test]

@@ -256,6 +256,41 @@ pub fn match_keys(identifier: &str) -> Vec<String> {
     }
 }
 
+/// The keys under which a store effect that relocated content (a move, a copy, an extract:
+/// an effect naming several objects) or resolved a handle into an object records
+/// `identifier` as the root of a protected **subtree**: [`protect_keys`] under a `tree:`
+/// prefix. Everything below the name is protected too (red-team H1 of 2026-12-03: a
+/// directory holding a withheld file was moved onto the parent of a name the session had
+/// seen, and a blind edit of that name showed the secret in its diff).
+#[must_use]
+pub fn subtree_protect_keys(identifier: &str) -> Vec<String> {
+    protect_keys(identifier)
+        .into_iter()
+        .map(|k| format!("tree:{k}"))
+        .collect()
+}
+
+/// The keys to look up for an effect naming `identifier` whose object may lie in a protected
+/// subtree ([`subtree_protect_keys`]): [`match_keys`] of the identifier and of each of its
+/// ancestors (not the root), under the `tree:` prefix. Quadratic in the path's depth, which
+/// [`MAX_SEGMENTS`] bounds.
+#[must_use]
+pub fn subtree_match_keys(identifier: &str) -> Vec<String> {
+    let (absolute, parts) = segments(identifier);
+    let deepest = parts.len().min(MAX_SEGMENTS);
+    let mut out = Vec::new();
+    for n in 1..=deepest {
+        let prefix = parts.get(..n).unwrap_or_default().join("/");
+        let spelled = if absolute { format!("/{prefix}") } else { prefix };
+        out.extend(
+            match_keys(&spelled)
+                .into_iter()
+                .map(|k| format!("tree:{k}")),
+        );
+    }
+    out
+}
+
 /// Keyed digests of `keys` for `session`, as stored: `pobj:<key id>:<hex HMAC>` under the
 /// active handle key (`all_keys = false`, for recording) or under every non-retired handle key
 /// (`all_keys = true`, for lookups, so that a rotation does not forget protections recorded
@@ -399,6 +434,36 @@ mod tests {
     fn protected(id: &str, candidate: &str) -> bool {
         let keys = protect_keys(id);
         match_keys(candidate).iter().any(|k| keys.contains(k))
+    }
+
+    /// Whether a subtree protected at `root` covers an effect naming `candidate`.
+    fn below(root: &str, candidate: &str) -> bool {
+        let stored = subtree_protect_keys(root);
+        subtree_match_keys(candidate)
+            .iter()
+            .any(|k| stored.contains(k))
+    }
+
+    /// Red-team H1 (2026-12-03): a directory moved onto `/r/pub/d` protects every name below
+    /// it, in any spelling; siblings and look-alike prefixes stay unprotected.
+    #[test]
+    fn a_relocated_subtree_protects_every_name_below_it() {
+        for c in [
+            "/r/pub/d/key.txt",
+            "/r/pub/d",
+            "/R/pub/./d/x/../key.txt",
+            "/r/pub/d/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q/key.txt",
+            "pub/d/key.txt",
+            "d/key.txt",
+        ] {
+            assert!(below("/r/pub/d", c), "{c}");
+        }
+        for c in ["/r/pub/key.txt", "/r/pub/dd/key.txt", "/r/pub", "/r/other/d2/key.txt"] {
+            assert!(!below("/r/pub/d", c), "{c}");
+        }
+        // Subtree keys never match plain protection lookups, nor the reverse.
+        assert!(!match_keys("/r/pub/d").iter().any(|k| subtree_protect_keys("/r/pub/d").contains(k)));
+        assert!(!subtree_match_keys("/r/pub/d").iter().any(|k| protect_keys("/r/pub/d").contains(k)));
     }
 
     #[test]

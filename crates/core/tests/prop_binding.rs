@@ -103,6 +103,7 @@ fn commit(
         confirmation: None,
         now: NOW.plus_millis(1),
         max_skew_ms: 5_000,
+        max_confirmation_age_ms: u64::MAX,
     };
     match ready(accept(&KEYS, &MemLedger::default(), &attempt)) {
         Ok(proof) => {

@@ -53,6 +53,8 @@ pub enum FaultMode {
     WrongId,
     /// Answer `pay` (after its effect) twice with the same id.
     DuplicateReply,
+    /// Answer `pay` (after its effect) with an MRTR `input_required` result (MCP 2026-07-28).
+    InputRequired,
 }
 
 impl FromStr for FaultMode {
@@ -69,6 +71,7 @@ impl FromStr for FaultMode {
             "deep-schema" => Self::DeepSchema,
             "wrong-id" => Self::WrongId,
             "duplicate-reply" => Self::DuplicateReply,
+            "input-required" => Self::InputRequired,
             other => return Err(format!("unknown fault mode `{other}`")),
         })
     }
@@ -224,6 +227,14 @@ impl FaultServer {
                             json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("paid {n}"))}),
                             json!({"jsonrpc": "2.0", "id": id, "result": text(&format!("paid {n} again"))}),
                         ]),
+                        FaultMode::InputRequired => ok(
+                            &id,
+                            json!({"resultType": "input_required", "inputRequests": {
+                                "confirm": {"method": "elicitation/create", "params": {
+                                    "message": "confirm", "requestedSchema": {
+                                        "type": "object", "properties": {}}}}},
+                                "requestState": "opaque"}),
+                        ),
                         FaultMode::Ok | FaultMode::HangList | FaultMode::DeepSchema => {
                             ok(&id, text(&format!("paid {n}")))
                         }

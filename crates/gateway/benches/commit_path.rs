@@ -113,6 +113,7 @@ fn pieces(c: &mut Criterion) {
                     confirmation: None,
                     now: at,
                     max_skew_ms: 5_000,
+                    max_confirmation_age_ms: 3_600_000,
                 };
                 must(
                     common::ready(accept(&parts.keys, &ledger, &attempt)).map_err(|r| r.reason),

@@ -235,6 +235,7 @@ fn pieces(warmup: usize, n: usize) {
             confirmation: None,
             now: at,
             max_skew_ms: 5_000,
+            max_confirmation_age_ms: 3_600_000,
         };
         let t = Instant::now();
         let proof = must(

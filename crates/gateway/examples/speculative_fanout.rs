@@ -24,7 +24,7 @@ use secureclaw_core::contract::{ArgLabel, Contract, DestinationLabel, Mode, Shad
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::labeler::DestinationRule;
 use secureclaw_core::policy::EffectClass;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::{
     BoxFuture, CallMeta, CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream,
     UpstreamError, UpstreamSpec, UpstreamTool, UpstreamTransport, system_clock,

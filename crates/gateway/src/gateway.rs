@@ -320,6 +320,35 @@ fn class(entry: Option<&ToolEntry>) -> ActionClass {
 }
 
 impl Gateway {
+    /// Run `work` (a call or commit) on its own task and wait for it, so that it runs to its
+    /// end even if the caller's future is dropped: a client that closes its connection while
+    /// the effect runs (an HTTP timeout shorter than the upstream's) can no longer leave a
+    /// dispatched effect `reserved` in the ledger without its outcome, so that the identical
+    /// re-issue ran again (red-team of 2026-12-03, `/v1/call`). Every front end is covered
+    /// here, not only those whose library happens to spawn a task per request. A panic in
+    /// `work` is answered `internal` (the ledger then holds the reservation, which start-up
+    /// reports as `crash_recovery`).
+    async fn detached(
+        tool: &str,
+        work: impl std::future::Future<Output = CallOutcome> + Send + 'static,
+    ) -> CallOutcome {
+        use tracing::Instrument as _;
+        match tokio::spawn(work.in_current_span()).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                tracing::error!(error = %e, "a call's task failed");
+                CallOutcome::Denied(Recovery::new(
+                    ReasonCode::Internal,
+                    secureclaw_core::recovery::ActionClass::Effect,
+                    tool,
+                    None,
+                ))
+            }
+        }
+    }
+}
+
+impl Gateway {
     /// Start a gateway: connect every upstream of `upstreams` with `connector`, list their
     /// tools and build the catalog.
     ///
@@ -467,6 +496,14 @@ impl Gateway {
         self.inner.policy.digest()
     }
 
+    /// How long an upstream call may take (the configured `upstream_timeout_ms`): a front end
+    /// that closes waits this long (and a little more) for calls still running, so that each
+    /// gets its reply and its outcome is recorded.
+    #[must_use]
+    pub fn upstream_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.inner.config.limits.upstream_timeout_ms)
+    }
+
     /// The key ring.
     #[must_use]
     pub fn keys(&self) -> &Arc<KeyRing> {
@@ -515,7 +552,13 @@ impl Gateway {
         ev.action_id = action.map(|a| a.0.clone());
         // A failed audit append cannot make a denial less safe; it is logged.
         let _ = self.audit(ev).await;
-        tracing::debug!(tool, reason = %reason, "denied");
+        // Runtime-supplied text stays out of the log: a name no upstream provides is `unknown`.
+        let logged = if self.inner.catalog.get(tool).is_some() {
+            tool
+        } else {
+            "unknown"
+        };
+        tracing::debug!(tool = logged, reason = %reason, "denied");
         CallOutcome::Denied(self.recovery(reason, class(entry), tool, action.map(|a| a.0.as_str())))
     }
 

@@ -14,6 +14,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod danger;
 mod declassify;
 pub mod executor;
 mod gateway;
@@ -25,7 +26,7 @@ pub mod upstream;
 pub use catalog::{CatalogError, ToolEntry};
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
-pub use gateway::approvals::{ApprovalView, list_for_approver};
+pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
     META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,
@@ -34,5 +35,5 @@ pub use gateway::{
 };
 pub use upstream::{
     BoxFuture, Connector, RmcpConnector, RmcpUpstream, ToolOutput, Upstream, UpstreamError,
-    UpstreamTool, in_process,
+    UpstreamTool,
 };

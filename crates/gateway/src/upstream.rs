@@ -275,27 +275,6 @@ where
     }
 }
 
-/// The specs of `pairs` and a connector that hands the gateway each in-process upstream by
-/// its spec's id (the caller keeps its own handle on the upstream, e.g. to inspect a fake).
-/// For tests, benchmarks, examples and harnesses that run their upstreams in the same process;
-/// a spec without a pair fails to connect ([`UpstreamError::Start`]).
-pub fn in_process(
-    pairs: Vec<(UpstreamSpec, Arc<dyn Upstream>)>,
-) -> (Vec<UpstreamSpec>, impl Connector) {
-    let specs = pairs.iter().map(|(s, _)| s.clone()).collect();
-    let connector = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
-        pairs
-            .iter()
-            .find(|(s, _)| s.id == spec.id)
-            .map(|(_, u)| Box::new(Arc::clone(u)) as Box<dyn Upstream>)
-            .ok_or_else(|| UpstreamError::Start {
-                id: spec.id.clone(),
-                message: "no in-process upstream".into(),
-            })
-    };
-    (specs, connector)
-}
-
 /// The production connector: an [`RmcpUpstream`] per spec, started (stdio) or connected
 /// (Streamable HTTP) with [`RmcpUpstream::connect`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -794,7 +773,15 @@ impl Upstream for RmcpUpstream {
                     message: "the upstream answered with a task, which the gateway does not follow"
                         .into(),
                 }),
-                _ => Err(UpstreamError::Unsupported(self.id.clone())),
+                // Any other answer (an MRTR `input_required`, a result type of a later
+                // version): the call reached the upstream, which may have acted before it
+                // asked for more, so an effect's outcome is unknown and it is never repeated
+                // (red-team of 2026-12-03: an `input_required` after the effect was recorded
+                // `failed` and the runtime told to try again).
+                _ => Err(UpstreamError::OutcomeUnknown {
+                    id: self.id.clone(),
+                    message: "the upstream answered with a result type the gateway does not follow (such as input_required)".into(),
+                }),
             }
         })
     }

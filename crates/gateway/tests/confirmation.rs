@@ -350,3 +350,75 @@ async fn draft_step_names_an_existing_draft_tool_or_is_dropped() {
         visible(&o)
     );
 }
+
+/// A confirmer outside the gateway (the `approvals` CLI run without the gateway's config
+/// seals the default hour) cannot make an approval outlive the gateway's own
+/// `confirmation_ttl_ms`: the commit counts the confirmation's age from when it was given.
+#[tokio::test]
+async fn an_out_of_process_confirmer_cannot_outlive_the_gateways_ttl() {
+    let mut config = test_config();
+    config.limits.confirmation_ttl_ms = 60_000;
+    let h = Harness::with_config(config).await;
+    let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    // Decided directly on the store, as `secureclaw approvals approve` does, with a day.
+    secureclaw_gateway::decide_approval(
+        &h.keys,
+        h.store.as_ref(),
+        secureclaw_core::time::UnixMillis(h.clock.now()),
+        86_400_000,
+        &a,
+        true,
+        "cli",
+    )
+    .await
+    .unwrap();
+    h.clock.advance(60_001);
+    let o = h.call(&h.session, SEND, copy_to_finance(), Some(&a)).await;
+    assert_denied(&o, ReasonCode::ConfirmationInvalid);
+    assert_eq!(h.sent(), 0);
+    // Positive control: within the gateway's TTL the same kind of approval runs.
+    let b = assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "second copy"), None)
+            .await,
+    );
+    secureclaw_gateway::decide_approval(
+        &h.keys,
+        h.store.as_ref(),
+        secureclaw_core::time::UnixMillis(h.clock.now()),
+        86_400_000,
+        &b,
+        true,
+        "cli",
+    )
+    .await
+    .unwrap();
+    h.clock.advance(59_000);
+    completed(
+        &h.call(&h.session, SEND, email(FINANCE, "second copy"), Some(&b))
+            .await,
+    );
+    assert_eq!(h.sent(), 1);
+}
+
+/// Issue 15: approval listings mark the entries whose session has ended (its runtime can no
+/// longer re-issue the call), and only those.
+#[tokio::test]
+async fn approvals_of_ended_sessions_are_marked() {
+    let h = Harness::new().await;
+    let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    let list = h
+        .gw
+        .approvals_for_approver(Some(ApprovalState::Pending))
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].approval.action_id, a);
+    assert!(!list[0].session_ended, "live session marked ended");
+    h.clock.advance(h.config.limits.session_ttl_ms + 1);
+    let list = h
+        .gw
+        .approvals_for_approver(Some(ApprovalState::Pending))
+        .await
+        .unwrap();
+    assert!(list[0].session_ended, "expired session not marked");
+}

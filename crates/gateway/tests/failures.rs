@@ -459,3 +459,55 @@ async fn hidden_tools_are_unknown() {
     );
     assert_eq!(h.payments(), 0);
 }
+
+/// Red-team (2026-12-03): a caller that stops waiting while the effect runs (an HTTP client
+/// that closes its connection: the front end's future is dropped) does not leave the effect
+/// unrecorded. The call runs to its end on its own task: the ledger says `executed`, and the
+/// identical re-issue is a new action, not a repeat of a `reserved` one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_stops_waiting_mid_effect_leaves_it_recorded() {
+    let h = Harness::new().await;
+    let gw = h.gw.clone();
+    let session = h.session.clone();
+    let caller = tokio::spawn(async move {
+        gw.call(
+            &session,
+            "test__gated",
+            args(json!({})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.test.effects() == 0 {
+        assert!(Instant::now() < deadline, "the gated tool was never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The caller goes away mid-effect; the upstream then finishes.
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    h.test.open_gate();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let action = h
+        .store
+        .audit_records(0, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.event.kind == secureclaw_core::audit::AuditKind::Preview)
+        .and_then(|r| r.event.action_id)
+        .expect("the call was previewed");
+    let action = secureclaw_core::artifact::ActionId(action);
+    loop {
+        let state = h.store.ledger_entry(&action).unwrap().map(|e| e.state);
+        if state == Some(LedgerState::Executed) {
+            break;
+        }
+        let states = state;
+        assert!(
+            Instant::now() < deadline,
+            "the effect's outcome was never recorded: {states:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.test.effects(), 1);
+}

@@ -248,13 +248,31 @@ impl Upstream for FsUpstream {
                 let (Some(from), Some(to)) = (arg("source"), arg("destination")) else {
                     return Ok(tool_error("missing source or destination"));
                 };
-                return Ok(match files.remove(&from) {
-                    Some(text) => {
-                        files.insert(to.clone(), text);
-                        text_output(format!("moved {from} to {to}"), json!({"moved": to}))
+                if let Some(text) = files.remove(&from) {
+                    files.insert(to.clone(), text);
+                    return Ok(text_output(
+                        format!("moved {from} to {to}"),
+                        json!({"moved": to}),
+                    ));
+                }
+                // A directory: every file below it moves.
+                let below: Vec<String> = files
+                    .keys()
+                    .filter(|p| p.starts_with(&format!("{from}/")))
+                    .cloned()
+                    .collect();
+                if below.is_empty() {
+                    return Ok(tool_error("no such file"));
+                }
+                for p in below {
+                    if let Some(text) = files.remove(&p) {
+                        files.insert(format!("{to}{}", &p[from.len()..]), text);
                     }
-                    None => tool_error("no such file"),
-                });
+                }
+                return Ok(text_output(
+                    format!("moved {from} to {to}"),
+                    json!({"moved": to}),
+                ));
             }
             self.searches
                 .fetch_add(usize::from(name == "search_files"), Ordering::SeqCst);
@@ -889,6 +907,107 @@ fn reading_first_lets_edits_of_plain_files_run() {
         let fs2 = start(config).await;
         let s2 = session(&fs2.gw).await;
         common::completed(&call(&fs2, &s2, "fs__edit_file", edit(PLAIN)).await);
+    });
+}
+
+/// Red-team H1 (2026-12-03): a directory holding a protected file, moved onto the parent of a
+/// name the session has seen (after moving the seen file's directory away), does not make a
+/// blind edit of that name run: a move protects everything below the names it touches. The
+/// same holds for a file the session never read. Positive control: a plain file elsewhere is
+/// still edited after a read.
+#[test]
+fn a_directory_moved_under_a_seen_name_keeps_its_files_protected() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let notes = seeded().remove(NOTES).unwrap();
+        {
+            let mut files = fs.fs.files.lock().unwrap();
+            files.insert("/work/docs/vault/key.txt".into(), notes.clone());
+            files.insert("/work/docs/unread/key.txt".into(), notes);
+            files.insert("/work/docs/pub/d/key.txt".into(), "harmless".into());
+            files.insert("/work/docs/pub2/d/key.txt".into(), "harmless".into());
+        }
+        // 1. The seen file's directory is moved away first, so the secret can be moved onto
+        //    its name: the vacated name is protected with everything below it, so the
+        //    incoming move waits, and so does a blind edit there.
+        let _ = call(&fs, &s, "fs__read_file", json!({"path": "/work/docs/vault/key.txt"})).await;
+        held_as_protected(
+            &call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": "/work/docs/vault/key.txt", "old": "@", "new": " / "}),
+            )
+            .await,
+        );
+        let seen = "/work/docs/pub/d/key.txt";
+        common::completed(&call(&fs, &s, "fs__read_file", json!({"path": seen})).await);
+        common::completed(
+            &call(
+                &fs,
+                &s,
+                "fs__move_file",
+                json!({"source": "/work/docs/pub", "destination": "/work/docs/pub_old"}),
+            )
+            .await,
+        );
+        held_as_protected(
+            &call(
+                &fs,
+                &s,
+                "fs__move_file",
+                json!({"source": "/work/docs/vault", "destination": "/work/docs/pub/d"}),
+            )
+            .await,
+        );
+        held_as_protected(
+            &call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": seen, "old": "@", "new": " / "}),
+            )
+            .await,
+        );
+        // 2. An unread file's directory moved straight onto the seen file's directory (an
+        //    upstream that merges): the move runs, and the edits below its destination wait.
+        let seen = "/work/docs/pub2/d/key.txt";
+        common::completed(&call(&fs, &s, "fs__read_file", json!({"path": seen})).await);
+        common::completed(
+            &call(
+                &fs,
+                &s,
+                "fs__move_file",
+                json!({"source": "/work/docs/unread", "destination": "/work/docs/pub2/d"}),
+            )
+            .await,
+        );
+        assert!(fs.fs.holds_in_clear(seen, EMAIL), "the swap happened");
+        for (old, dry) in [("@", false), ("dana", true)] {
+            let o = call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": seen, "old": old, "new": " / ", "dryRun": dry}),
+            )
+            .await;
+            held_as_protected(&o);
+            assert!(!received(&o).contains("northwind"), "{}", received(&o));
+        }
+        assert!(fs.fs.holds_in_clear(seen, EMAIL));
+        // Positive control: a plain file outside the moved names is edited after a read.
+        common::completed(&call(&fs, &s, "fs__read_file", json!({"path": PLAIN})).await);
+        common::completed(
+            &call(
+                &fs,
+                &s,
+                "fs__edit_file",
+                json!({"path": PLAIN, "old": "Friday", "new": "Monday"}),
+            )
+            .await,
+        );
     });
 }
 

@@ -21,7 +21,7 @@ use secureclaw_core::handle::HandleId;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::time::UnixMillis;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,

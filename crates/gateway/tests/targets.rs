@@ -302,3 +302,83 @@ async fn runtime_text_never_lands_on_an_existing_handle() {
         Some(notes2)
     );
 }
+
+/// Red-team H2 (2026-12-03): the objects a granted payment pays for are found at any depth,
+/// each counted on its own: an invoice id nested in an object or listed in an array is paid
+/// once under a grant of two, and a payment naming no id is one per payee. Positive controls:
+/// the first payment of each object, and the second invoice the task names, run.
+#[tokio::test]
+async fn a_grant_pays_nested_and_listed_objects_once_each() {
+    let mut config = test_config();
+    // The scripted `count` as a payment tool (the first matching rule wins).
+    let mut pay_rule = config
+        .tools
+        .iter()
+        .find(|r| r.tool == "test__*")
+        .cloned()
+        .unwrap();
+    pay_rule.tool = "test__count".into();
+    pay_rule.financial = Some(true);
+    config.tools.insert(0, pay_rule);
+    let h = Harness::with_config(config).await;
+    let session = || async {
+        h.gw.open_session(
+            "payer",
+            TaskEnvelope {
+                request: "Pay invoices INV-42 and INV-43 to approver@corp.example, EUR 12.00 each."
+                    .into(),
+                granted_tools: vec!["test__count#3".into()],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await
+        .unwrap()
+    };
+    let count = "test__count";
+    let cases = [
+        json!({"payment": {"invoice_id": "INV-42", "to": APPROVER, "amount": "12.00"}}),
+        json!({"invoice_ids": ["INV-42"], "to": APPROVER, "amount": "12.00"}),
+        json!({"batch": [{"invoiceId": "INV-42"}], "to": APPROVER, "amount": "12.00"}),
+    ];
+    for first in &cases {
+        let s = session().await;
+        let before = h.test.effects();
+        completed(&h.call(&s, count, first.clone(), None).await);
+        // The same invoice again, in each spelling: held.
+        for again in &cases {
+            assert_pending(&h.call(&s, count, again.clone(), None).await);
+        }
+        // A list naming it beside the other invoice: held too (INV-42 is paid).
+        assert_pending(
+            &h.call(
+                &s,
+                count,
+                json!({"invoice_ids": ["INV-43", "INV-42"], "to": APPROVER, "amount": "12.00"}),
+                None,
+            )
+            .await,
+        );
+        // Positive control: the other invoice the task names runs (its own use).
+        let s2 = session().await;
+        completed(
+            &h.call(
+                &s2,
+                count,
+                json!({"payment": {"invoice_id": "INV-43", "to": APPROVER, "amount": "12.00"}}),
+                None,
+            )
+            .await,
+        );
+        assert_eq!(h.test.effects(), before + 2, "{first}");
+    }
+    // No id at all: one payment per payee.
+    let s = session().await;
+    completed(
+        &h.call(&s, count, json!({"to": APPROVER, "amount": "12.00"}), None)
+            .await,
+    );
+    assert_pending(
+        &h.call(&s, count, json!({"to": APPROVER, "amount": "12.00", "memo": "again"}), None)
+            .await,
+    );
+}

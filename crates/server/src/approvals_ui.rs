@@ -367,7 +367,7 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
             body,
             "<section class=\"approval\" data-action-id=\"{eid}\"><h2>{eid}</h2><dl>\
              <dt>Tool</dt><dd>{tool}</dd><dt>Caller</dt><dd>{caller}</dd>\
-             <dt>Session</dt><dd>{session}</dd>\
+             <dt>Session</dt><dd>{session}{ended}</dd>\
              <dt>Created</dt><dd><time>{created}</time></dd></dl>\
              <pre>{display}</pre>\
              <form method=\"post\" action=\"/approvals/{path}/approve\">{csrf_field}\
@@ -378,6 +378,12 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
             tool = escape(&view.tool),
             caller = escape(&view.caller),
             session = escape(&view.session),
+            ended = if view.session_ended {
+                " <strong class=\"ended\">(ended: its runtime can no longer re-issue this \
+                 call)</strong>"
+            } else {
+                ""
+            },
             created = iso8601(view.approval.created_at.0),
             display = escape(&view.call),
         );

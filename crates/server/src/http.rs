@@ -394,7 +394,7 @@ async fn list_approvals(
     for v in s.gateway.approvals_for_approver(state).await? {
         let a = &v.approval;
         list.push(json!({"action_id": a.action_id, "state": a.state.as_str(), "tool": v.tool, "call": v.call,
-               "session": v.session, "caller": v.caller, "created_at": a.created_at}));
+               "session": v.session, "session_ended": v.session_ended, "caller": v.caller, "created_at": a.created_at}));
     }
     Ok(Json(json!({"approvals": list})))
 }

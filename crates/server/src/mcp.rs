@@ -24,10 +24,9 @@ use rmcp::model::{
 };
 use rmcp::service::{ElicitationError, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
-use secureclaw_core::artifact::ActionId;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::store::SessionRecord;
-use secureclaw_gateway::{CallMeta, CallOutcome, Gateway};
+use secureclaw_gateway::{CallMeta, CallOutcome, Confirmer, ConfirmerAnswer, Gateway};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -68,6 +67,42 @@ pub struct ApprovalAnswer {
     pub approve: bool,
 }
 rmcp::elicit_safe!(ApprovalAnswer);
+
+/// The MCP client's elicitation as a [`Confirmer`] (used only for a client the operator
+/// declared a trusted host).
+struct ElicitationConfirmer<'a> {
+    peer: &'a rmcp::Peer<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl Confirmer for ElicitationConfirmer<'_> {
+    fn available(&self) -> bool {
+        !self.peer.supported_elicitation_modes().is_empty()
+    }
+
+    fn label(&self) -> &str {
+        "mcp-elicitation (trusted client)"
+    }
+
+    async fn ask(&self, question: String) -> ConfirmerAnswer {
+        match self.peer.elicit::<ApprovalAnswer>(question).await {
+            Ok(Some(ApprovalAnswer { approve: true })) => ConfirmerAnswer::Approve,
+            // An explicit "no", a decline, or a dismissal: the action is declined.
+            Ok(Some(ApprovalAnswer { approve: false }))
+            | Ok(None)
+            | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
+                ConfirmerAnswer::Decline
+            }
+            // An accept without the answer's content, or with content that is not the
+            // answer's shape, decides nothing.
+            Err(ElicitationError::NoContent | ElicitationError::ParseError { .. }) => {
+                ConfirmerAnswer::Malformed
+            }
+            // The client could not be asked: the approval stays pending.
+            Err(_) => ConfirmerAnswer::Unavailable,
+        }
+    }
+}
 
 impl McpFrontEnd {
     /// A front end over `gateway`.
@@ -187,7 +222,10 @@ impl McpFrontEnd {
             crate::stdio_lines::LineFramed::new(read, writer, self.max_message_bytes)
                 .on_refusal(on_refusal),
         )
-        .on_duplicate(on_duplicate);
+        .on_duplicate(on_duplicate)
+        // A call still running when the client closes its input gets its reply (and its
+        // outcome recorded) before the connection ends.
+        .drain_within(self.gateway.upstream_timeout() + std::time::Duration::from_secs(5));
         let running = self
             .serve(transport)
             .await
@@ -389,65 +427,21 @@ impl ServerHandler for McpFrontEnd {
             Ok(m) => m,
             Err(e) => return Err(McpError::invalid_params(e, None)),
         };
-        let approval = meta.approval.clone();
         let arguments = request.arguments.unwrap_or_default();
-        let mut outcome = self
-            .gateway
-            .call(&session, &request.name, arguments.clone(), &meta)
-            .await;
-        // Ask the human at the client — only when the operator declared the client a trusted
-        // host, only for an action this very call created (never for a re-issue naming an
-        // approval), and showing the stored, previewed call rather than anything the runtime
-        // sent now, with handles described, never revealed.
-        if let (CallOutcome::Pending(rec), None, true) = (
-            &outcome,
-            approval.as_ref(),
-            self.trusted_client_confirmation,
-        ) {
-            let modes = context.peer.supported_elicitation_modes();
-            if let (Some(action), false) = (rec.action_id.clone(), modes.is_empty()) {
-                let action = ActionId(action);
-                if let Ok(Some(question)) = self.gateway.client_confirmation_prompt(&action).await {
-                    let answer = context.peer.elicit::<ApprovalAnswer>(question).await;
-                    let decided = match answer {
-                        Ok(Some(ApprovalAnswer { approve })) => Some(approve),
-                        // An explicit decline, or a dismissal: the action is declined.
-                        Ok(None)
-                        | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
-                            Some(false)
-                        }
-                        // An accept without the answer's content, or with content that is not
-                        // the answer's shape, decides nothing.
-                        Err(ElicitationError::NoContent | ElicitationError::ParseError { .. }) => {
-                            outcome = self
-                                .gateway
-                                .confirmation_malformed(&session, &request.name, &action)
-                                .await;
-                            None
-                        }
-                        // The client could not be asked: the approval stays pending.
-                        Err(_) => None,
-                    };
-                    if let Some(approve) = decided
-                        && self
-                            .gateway
-                            .decide_approval(&action, approve, "mcp-elicitation (trusted client)")
-                            .await
-                            .is_ok()
-                    {
-                        outcome = self
-                            .gateway
-                            .call(
-                                &session,
-                                &request.name,
-                                arguments,
-                                &CallMeta::committed(Some(&action)),
-                            )
-                            .await;
-                    }
-                }
-            }
-        }
+        // Ask the human at the client only when the operator declared the client a trusted
+        // host (issue 11 item 1); the gateway decides when to ask and what to show.
+        let outcome = if self.trusted_client_confirmation {
+            let confirmer = ElicitationConfirmer {
+                peer: &context.peer,
+            };
+            self.gateway
+                .call_with_confirmer(&session, &request.name, arguments, &meta, &confirmer)
+                .await
+        } else {
+            self.gateway
+                .call(&session, &request.name, arguments, &meta)
+                .await
+        };
         Ok(render(&outcome).into())
     }
 }

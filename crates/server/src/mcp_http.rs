@@ -330,10 +330,24 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         .as_ref()
         .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
     let Some(session_id) = session_id else {
-        if !is_initialize {
-            return next.run(request).await;
+        if is_initialize {
+            return initialize(&guard, owner, id, request, next).await;
         }
-        return initialize(&guard, owner, id, request, next).await;
+        // Every other request needs the session `initialize` opened. rmcp would otherwise take
+        // a request without `Mcp-Session-Id` on its stateless (2026-07-28) path, where none of
+        // this guard's checks (session owner, duplicate ids, session limits) apply (red-team
+        // of 2026-12-03). A body-less GET or DELETE without a session is left to rmcp, which
+        // refuses it.
+        if message.is_some() {
+            audit_rejection(&guard, request.headers(), "missing_mcp_session").await;
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                id.unwrap_or(Value::Null),
+                -32600,
+                "no MCP session: send initialize first and then the Mcp-Session-Id header it returns (the sessionless 2026-07-28 mode is not served)",
+            );
+        }
+        return next.run(request).await;
     };
     let method = request.method().clone();
     // Decided under the session table's lock; refusals are audited after it is released
@@ -352,7 +366,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                     // A request (method and id) must not reuse an id that is still in flight.
                     match (&id, message.as_ref().and_then(|m| m.get("method"))) {
                         (Some(id), Some(_)) => {
-                            let key = id.to_string();
+                            let key = in_flight_key(id);
                             if session.in_flight.insert(key.clone()) {
                                 Ok(Some(key))
                             } else {
@@ -412,6 +426,19 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
             })
         }),
         None => response,
+    }
+}
+
+/// The key under which an in-flight request id is tracked: the id as rmcp reads it
+/// ([`rmcp::model::NumberOrString`]), so that spellings rmcp takes for one id (`1`, `1.0`,
+/// `1e0`; `0`, `-0`, `0.0`) are one key (red-team of 2026-12-03: `1` and `1.0` ran two effects
+/// and one reply went to the wrong request). An id rmcp cannot read keeps its JSON text (rmcp
+/// refuses that request anyway).
+fn in_flight_key(id: &Value) -> String {
+    match serde_json::from_value::<rmcp::model::NumberOrString>(id.clone()) {
+        Ok(rmcp::model::NumberOrString::Number(n)) => format!("n:{n}"),
+        Ok(rmcp::model::NumberOrString::String(s)) => format!("s:{s}"),
+        Err(_) => format!("json:{id}"),
     }
 }
 

@@ -4,7 +4,15 @@
 //! flight is keyed by id, and a duplicate silently replaces the first entry).
 //!
 //! An id is in flight from the moment the request is received until the service sends its
-//! response or error. (Streamable HTTP sessions get the same rule from [`crate::mcp_http`].)
+//! response or error, or the client cancels it (`notifications/cancelled`: rmcp then sends no
+//! reply, and the id may be used again). (Streamable HTTP sessions get the same rule from
+//! [`crate::mcp_http`].)
+//!
+//! When the client closes its input, the end is passed on to the service only once every
+//! request in flight has been answered (at most [`OneReply::drain_within`] later): rmcp gives
+//! in-flight requests five seconds after the input ends and then drops them, so a client that
+//! wrote a call and closed stdin (a one-shot client) lost the reply of an effect that ran, and
+//! the process exited with the effect's outcome unrecorded (red-team of 2026-12-03).
 
 use rmcp::RoleServer;
 use rmcp::model::{ErrorData, JsonRpcMessage, RequestId};
@@ -13,12 +21,18 @@ use rmcp::transport::Transport;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// A server transport that refuses duplicate in-flight request ids.
 pub struct OneReply<T> {
     inner: T,
     in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    /// Signalled whenever a request leaves `in_flight`.
+    answered: Arc<tokio::sync::Notify>,
     on_duplicate: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The input has ended.
+    ended: bool,
+    drain: Duration,
 }
 
 impl<T> OneReply<T> {
@@ -27,7 +41,29 @@ impl<T> OneReply<T> {
         Self {
             inner,
             in_flight: Arc::default(),
+            answered: Arc::default(),
             on_duplicate: None,
+            ended: false,
+            drain: Duration::from_secs(60),
+        }
+    }
+
+    /// After the input ends, wait at most `drain` (default 60 s) for the requests still in
+    /// flight to be answered before the service is told the input ended.
+    #[must_use]
+    pub fn drain_within(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    fn release(&self, id: &RequestId) {
+        let removed = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if removed {
+            self.answered.notify_waiters();
         }
     }
 
@@ -36,6 +72,30 @@ impl<T> OneReply<T> {
     pub fn on_duplicate(mut self, hook: Arc<dyn Fn() + Send + Sync>) -> Self {
         self.on_duplicate = Some(hook);
         self
+    }
+}
+
+/// Wait until no request is in flight, or `drain` has passed (a free function holding only
+/// `Send` parts, so that `receive` stays `Send` whatever the inner transport is).
+async fn drained(
+    in_flight: Arc<Mutex<HashSet<RequestId>>>,
+    answered: Arc<tokio::sync::Notify>,
+    drain: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + drain;
+    loop {
+        let notified = answered.notified();
+        let left = in_flight.lock().unwrap_or_else(PoisonError::into_inner).len();
+        if left == 0 {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            tracing::warn!(
+                in_flight = left,
+                "the client closed its input; requests still running after the drain time get no reply"
+            );
+            return;
+        }
     }
 }
 
@@ -55,17 +115,30 @@ where
             _ => None,
         };
         if let Some(id) = answered {
-            self.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
+            self.release(&id);
         }
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let message = self.inner.receive().await?;
+            let message = if self.ended {
+                None
+            } else {
+                self.inner.receive().await
+            };
+            let Some(message) = message else {
+                // Cancel-safe: rmcp may drop this future to send a reply, and call again.
+                self.ended = true;
+                drained(self.in_flight.clone(), self.answered.clone(), self.drain).await;
+                return None;
+            };
+            if let JsonRpcMessage::Notification(n) = &message
+                && let rmcp::model::ClientNotification::CancelledNotification(c) = &n.notification
+                && let Some(id) = &c.params.request_id
+            {
+                self.release(id);
+            }
             let JsonRpcMessage::Request(request) = &message else {
                 return Some(message);
             };

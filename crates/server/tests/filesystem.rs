@@ -23,7 +23,7 @@ use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::KeyRing;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::{
     Gateway, GatewayConfig, RmcpUpstream, Upstream, UpstreamSpec, UpstreamTransport, system_clock,
 };

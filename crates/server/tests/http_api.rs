@@ -15,7 +15,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::policy::EffectClass;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::{
     BoxFuture, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,

@@ -13,7 +13,7 @@
 
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::keys::KeyRing;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::{
     BoxFuture, Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec,
     UpstreamTool, UpstreamTransport, system_clock,
@@ -443,6 +443,65 @@ async fn a_duplicate_in_flight_request_id_is_refused_and_not_dispatched() {
     let r = call(&s, Some(&alice), &sid, 9, "office__send").await;
     assert_eq!(result_text(&r), "send done");
     assert_eq!(s.office.sent.load(Ordering::SeqCst), 2);
+}
+
+/// Red-team (2026-12-03): an id in flight is one id however it is spelled (`9`, `9.0`, `9e0`,
+/// as rmcp reads them), so a respelled duplicate is refused and never dispatched; a string
+/// `"9"` is another id (positive control).
+#[tokio::test]
+async fn respelled_duplicate_ids_are_one_id() {
+    let s = Arc::new(server(true).await);
+    let alice = s.token("alice").await;
+    let sid = open(&s, Some(&alice)).await;
+    let first = {
+        let (s, alice, sid) = (s.clone(), alice.clone(), sid.clone());
+        tokio::spawn(async move { call(&s, Some(&alice), &sid, 9, "office__slow").await })
+    };
+    while s.office.slow_started.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for id in ["9.0", "9e0", "90e-1"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"office__send","arguments":{{}}}}}}"#
+        );
+        let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), &body).await;
+        assert_eq!(r.status, 409, "{id}: {r:?}");
+        assert_eq!(r.messages[0]["error"]["code"], -32600, "{id}: {r:?}");
+    }
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a respelled duplicate ran");
+    let body = r#"{"jsonrpc":"2.0","id":"9","method":"tools/call","params":{"name":"office__send","arguments":{}}}"#;
+    let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), body).await;
+    assert_eq!(result_text(&r), "send done");
+    s.office.gate.notify_one();
+    assert_eq!(result_text(&first.await.unwrap()), "slow done");
+}
+
+/// Red-team (2026-12-03): a request without `Mcp-Session-Id` other than `initialize` is
+/// refused with a JSON-RPC error and audited, never dispatched: rmcp would take it on its
+/// sessionless (2026-07-28) path, around every session check.
+#[tokio::test]
+async fn a_request_without_an_mcp_session_is_refused() {
+    let s = server(true).await;
+    let alice = s.token("alice").await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "office__send", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let r = request(s.addr, "POST", Some(&alice), None, Some(&body)).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.messages[0]["id"], 4, "{r:?}");
+    assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a sessionless call ran");
+    assert!(
+        rejections(&s.gw)
+            .await
+            .iter()
+            .any(|(_, reason)| reason == "missing_mcp_session"),
+        "{:?}",
+        rejections(&s.gw).await
+    );
+    // Positive control: the same call in a session runs.
+    let sid = open(&s, Some(&alice)).await;
+    assert_eq!(result_text(&call(&s, Some(&alice), &sid, 5, "office__send").await), "send done");
 }
 
 /// Regression (issue 12 items 2 and 8): bytes rmcp would drop without an answer get exactly one

@@ -367,6 +367,7 @@ fn attempt<'a>(
         confirmation: None,
         now: UnixMillis(2000),
         max_skew_ms: 0,
+        max_confirmation_age_ms: u64::MAX,
     }
 }
 

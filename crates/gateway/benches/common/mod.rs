@@ -25,7 +25,7 @@ use secureclaw_core::canonical::{CanonicalRequest, Inputs, Intent, RequestContex
 use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::policy::{EffectClass, PolicyEngine, PolicyRequest, TargetFact};
 use secureclaw_core::time::UnixMillis;
-use secureclaw_gateway::in_process;
+use secureclaw_gateway::danger::in_process;
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{
     CallOutcome, Gateway, GatewayConfig, ToolOutput, ToolRule, Upstream, UpstreamError,

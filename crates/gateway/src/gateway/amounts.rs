@@ -732,19 +732,21 @@ pub(crate) fn object_binding(value: &str) -> String {
     value.trim().to_lowercase()
 }
 
-/// The objects a financial effect pays for: the values of its object-id arguments
-/// (`invoice_id`, `billId`, … at the top level), as [`object_binding`]s.
+/// The objects a financial effect pays for: every string or number below an object-id
+/// argument at any depth (`invoice_id`, `{"payment": {"invoice_id": …}}`,
+/// `"invoice_ids": ["INV-42", …]`; [`secureclaw_core::anchor::object_id_targets`]), as
+/// [`object_binding`]s, deduplicated (red-team H2 of 2026-12-03: ids nested or in an array
+/// were not seen, so a granted payment of INV-42 ran twice and INV-43 was paid INV-42's
+/// amount).
 pub(crate) fn payment_objects(arguments: &Map<String, Value>) -> Vec<String> {
-    arguments
-        .iter()
-        .filter(|(k, _)| is_object_id_field(k))
-        .filter_map(|(_, v)| match v {
-            Value::String(s) => Some(object_binding(s)),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
+    let mut objects: Vec<String> = secureclaw_core::anchor::object_id_targets(arguments, &[])
+        .into_iter()
+        .map(|t| object_binding(&t.value))
         .filter(|o| !o.is_empty())
-        .collect()
+        .collect();
+    objects.sort();
+    objects.dedup();
+    objects
 }
 
 /// How a read amount is remembered: its major units and its currency (`1299 EUR`), `*` for a
@@ -1107,6 +1109,22 @@ mod tests {
                     .unwrap()
             ),
             vec!["inv-42"]
+        );
+        // Red-team H2 (2026-12-03): ids nested in objects or listed in arrays are objects too.
+        for args in [
+            json!({"invoice_ids": ["INV-42"], "iban": "DE89", "amount_cents": 5}),
+            json!({"payment": {"invoice_id": "INV-42", "iban": "DE89", "amount_cents": 5}}),
+            json!({"batch": [{"invoiceId": "inv-42 "}, {"invoiceId": "INV-42"}]}),
+        ] {
+            assert_eq!(
+                payment_objects(args.as_object().unwrap()),
+                vec!["inv-42"],
+                "{args}"
+            );
+        }
+        assert_eq!(
+            payment_objects(json!({"invoice_ids": ["INV-43", "INV-42"]}).as_object().unwrap()),
+            vec!["inv-42", "inv-43"]
         );
     }
 }

@@ -6,7 +6,8 @@
 //! `GET /v1/approvals`, the approvals page).
 
 use super::{
-    CallOutcome, Gateway, GatewayError, audit_session_id, describe_handles, reveal_for_approver,
+    CallMeta, CallOutcome, Gateway, GatewayError, audit_session_id, describe_handles,
+    reveal_for_approver,
 };
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
@@ -17,7 +18,7 @@ use secureclaw_core::store::{
     ActionRecord, ApprovalRecord, ApprovalState, SessionRecord, Store, StoreError,
 };
 use secureclaw_core::time::UnixMillis;
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 /// One approval with the action it concerns, ready to show to a trusted approver.
 #[derive(Debug, Clone)]
@@ -33,21 +34,42 @@ pub struct ApprovalView {
     pub session: String,
     /// The previewed call with its handles revealed ([`reveal_for_approver`]).
     pub call: String,
+    /// Whether the action's session has expired (or is gone) at the time of listing: its
+    /// runtime can no longer re-issue the call, so approving it achieves nothing. Listings
+    /// mark such entries (issue 15: pending entries of dead sessions looked live). `false`
+    /// when the store could not say (the entry is then shown as live, never hidden).
+    pub session_ended: bool,
 }
 
 /// Pending (or all, or those in `state`) approvals of `store`, oldest first, each with its
-/// action's call revealed for the approver and its session named as in the audit log.
+/// action's call revealed for the approver, its session named as in the audit log, and
+/// whether that session has ended by `now`.
 ///
 /// # Errors
 /// The store's error listing the approvals.
 pub async fn list_for_approver(
     store: &dyn Store,
     state: Option<ApprovalState>,
+    now: UnixMillis,
 ) -> Result<Vec<ApprovalView>, StoreError> {
     let mut views = Vec::new();
+    let mut ended: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
     for (approval, action) in store.list_approvals(state).await? {
         let call = reveal_for_approver(store, &action.display).await;
+        let session_ended = match ended.get(&action.session) {
+            Some(e) => *e,
+            None => {
+                let e = match store.session(&action.session).await {
+                    Ok(Some(s)) => now > s.expires_at,
+                    Ok(None) => true,
+                    Err(_) => false,
+                };
+                ended.insert(action.session.clone(), e);
+                e
+            }
+        };
         views.push(ApprovalView {
+            session_ended,
             approval,
             tool: action.tool,
             caller: action.caller,
@@ -67,7 +89,7 @@ impl Gateway {
         &self,
         state: Option<ApprovalState>,
     ) -> Result<Vec<ApprovalView>, GatewayError> {
-        list_for_approver(self.inner.store.as_ref(), state)
+        list_for_approver(self.inner.store.as_ref(), state, self.now())
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))
     }
@@ -123,6 +145,92 @@ pub async fn decide_approval(
         .await
         .map_err(|e| GatewayError::Store(e.to_string()))?;
     Ok(record)
+}
+
+/// What the human behind a [`Confirmer`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmerAnswer {
+    /// Approve this exact call: the gateway seals a confirmation and commits it once.
+    Approve,
+    /// Declined or dismissed: the action is declined and never runs.
+    Decline,
+    /// The channel answered "accept" without a well-formed answer: nothing is decided, the
+    /// approval stays pending, and the runtime is told `confirmation_malformed`.
+    Malformed,
+    /// The human could not be asked (the channel failed): the approval stays pending.
+    Unavailable,
+}
+
+/// A channel to a human the operator trusts to confirm actions while the call waits (DESIGN.md
+/// §3 "Confirmation"; issue 11 item 1, issue 13 "confirmer interface"): today the MCP client's
+/// elicitation, only when the operator declared that client a trusted host. Out-of-band
+/// confirmers (the CLI, the operator API, the approvals page) decide later through
+/// [`decide_approval`] instead.
+///
+/// The confirmer only carries the question and the answer: the gateway builds the question
+/// ([`Gateway::client_confirmation_prompt`]: the stored, previewed call with every handle
+/// described, never revealed, because the channel passes through the runtime's client) and
+/// seals, audits and commits the decision itself. Front ends never touch the store.
+#[async_trait::async_trait]
+pub trait Confirmer: Send + Sync {
+    /// Whether the channel can ask at all (an MCP client without the elicitation capability
+    /// cannot); `false` leaves the action pending without asking.
+    fn available(&self) -> bool;
+    /// The confirmer recorded in the approval and the audit log (e.g.
+    /// `mcp-elicitation (trusted client)`).
+    fn label(&self) -> &str;
+    /// Ask the human `question` and return the answer.
+    async fn ask(&self, question: String) -> ConfirmerAnswer;
+}
+
+impl Gateway {
+    /// [`Gateway::call`], then, if this very call created a pending action (never for a
+    /// re-issue naming an approval, `meta.approval`), ask `confirmer`'s human while the call
+    /// waits: an approval is sealed, audited and committed at once through the ordinary
+    /// re-issue path (binding and single use checked as for any commit); a decline declines
+    /// the action; a malformed answer leaves it pending with reason `confirmation_malformed`;
+    /// an unavailable channel leaves it pending.
+    pub async fn call_with_confirmer(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        meta: &CallMeta,
+        confirmer: &dyn Confirmer,
+    ) -> CallOutcome {
+        let outcome = self.call(session, tool, arguments.clone(), meta).await;
+        let CallOutcome::Pending(rec) = &outcome else {
+            return outcome;
+        };
+        let (Some(action), None, true) = (
+            rec.action_id.clone(),
+            meta.approval.as_ref(),
+            confirmer.available(),
+        ) else {
+            return outcome;
+        };
+        let action = ActionId(action);
+        let Ok(Some(question)) = self.client_confirmation_prompt(&action).await else {
+            return outcome;
+        };
+        let approve = match confirmer.ask(question).await {
+            ConfirmerAnswer::Approve => true,
+            ConfirmerAnswer::Decline => false,
+            ConfirmerAnswer::Malformed => {
+                return self.confirmation_malformed(session, tool, &action).await;
+            }
+            ConfirmerAnswer::Unavailable => return outcome,
+        };
+        if self
+            .decide_approval(&action, approve, confirmer.label())
+            .await
+            .is_err()
+        {
+            return outcome;
+        }
+        self.call(session, tool, arguments, &CallMeta::committed(Some(&action)))
+            .await
+    }
 }
 
 impl Gateway {

@@ -97,7 +97,32 @@ fn result_digest(output: &ToolOutput) -> String {
 impl Gateway {
     /// COMMIT (explicit two-phase mode): rebuild the canonical request from `arguments`, run
     /// the acceptance predicate against `artifact`, and execute.
+    ///
+    /// Cancellation-safe like [`Gateway::call`]: the commit runs on its own task.
     pub async fn commit(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        action_id: &ActionId,
+        artifact: Option<&str>,
+    ) -> CallOutcome {
+        let (gw, session, name, action_id, artifact) = (
+            self.clone(),
+            session.clone(),
+            tool.to_owned(),
+            action_id.clone(),
+            artifact.map(str::to_owned),
+        );
+        Self::detached(tool, async move {
+            gw.commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
+                .await
+        })
+        .await
+    }
+
+    /// [`Gateway::commit`] on the caller's task.
+    async fn commit_attached(
         &self,
         session: &SessionRecord,
         tool: &str,
@@ -256,6 +281,7 @@ impl Gateway {
             confirmation: confirmation.as_ref(),
             now: self.now(),
             max_skew_ms: self.inner.config.limits.max_skew_ms,
+            max_confirmation_age_ms: self.inner.config.limits.confirmation_ttl_ms,
         };
         // Check 11 reserves the action id; for a deferred preview the same transaction writes
         // the action and its preview and decision records: one durable write before dispatch.

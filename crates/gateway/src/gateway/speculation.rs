@@ -298,7 +298,31 @@ impl Gateway {
     ///         .await
     /// }
     /// ```
+    ///
+    /// Cancellation-safe: the call runs on its own task ([`Gateway::detached`]), so a caller
+    /// that stops waiting (an HTTP client that closes its connection mid-effect) never leaves
+    /// a dispatched effect unrecorded.
     pub async fn call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+        meta: &CallMeta,
+    ) -> CallOutcome {
+        let (gw, session, name, meta) = (
+            self.clone(),
+            session.clone(),
+            tool.to_owned(),
+            meta.clone(),
+        );
+        Self::detached(tool, async move {
+            gw.call_attached(&session, &name, arguments, &meta).await
+        })
+        .await
+    }
+
+    /// [`Gateway::call`] on the caller's task.
+    async fn call_attached(
         &self,
         session: &SessionRecord,
         tool: &str,

@@ -127,7 +127,12 @@ impl Gateway {
         let keys: Vec<String> = values
             .iter()
             .flat_map(|v| match mark {
-                ObjectMark::Protected => secureclaw_core::protect::match_keys(v),
+                // The object itself, or a subtree a relocating effect protected above it.
+                ObjectMark::Protected => {
+                    let mut keys = secureclaw_core::protect::match_keys(v);
+                    keys.extend(secureclaw_core::protect::subtree_match_keys(v));
+                    keys
+                }
                 ObjectMark::Seen => secureclaw_core::protect::seen_key(upstream, v)
                     .into_iter()
                     .collect(),
@@ -181,7 +186,16 @@ impl Gateway {
             .into_iter()
             .flat_map(|(_, values)| values)
             .flat_map(|v| match mark {
-                ObjectMark::Protected => secureclaw_core::protect::protect_keys(&v),
+                // A read protects the objects it named; a store effect (a move, a copy, a
+                // handle resolved into an object) protects what lies below them too: content
+                // it relocated may sit under any name below the destination (red-team H1).
+                ObjectMark::Protected => {
+                    let mut keys = secureclaw_core::protect::protect_keys(&v);
+                    if entry.effect == EffectClass::Effect {
+                        keys.extend(secureclaw_core::protect::subtree_protect_keys(&v));
+                    }
+                    keys
+                }
                 ObjectMark::Seen => secureclaw_core::protect::seen_key(&entry.upstream, &v)
                     .into_iter()
                     .collect(),

@@ -496,9 +496,13 @@ impl Gateway {
 
     /// A granted financial effect pays each object once without a human (red-team M2: a grant
     /// of two payments paid INV-42 twice): one use of the grant per object the call names
-    /// ([`amounts::payment_objects`], counted in the store like every grant use). `true` for
-    /// another effect or one that names no object; `false` if the object was paid under this
-    /// grant before or the store fails.
+    /// ([`amounts::payment_objects`], at any depth), each counted in the store like every grant
+    /// use, so paying `[INV-42, INV-43]` and then `INV-42` holds the second call. A call that
+    /// names no object id stands for its payees (the values of its target fields: one payment
+    /// per payee), and one with neither for its canonical arguments (RFC 8785: one identical
+    /// payment). `true` for an effect that is not financial; `false` if any of its objects
+    /// was paid under this grant before or the store fails (a use taken for another object of
+    /// the same call stays taken: the call then needs a human either way).
     pub(super) async fn take_object_grant(
         &self,
         session: &SessionRecord,
@@ -509,14 +513,35 @@ impl Gateway {
         if !entry.financial {
             return true;
         }
+        let mut kind = "objects";
         let mut objects = amounts::payment_objects(arguments);
         if objects.is_empty() {
-            return true;
+            kind = "payees";
+            objects = secureclaw_core::anchor::extract_targets(arguments, &entry.targets)
+                .into_iter()
+                .map(|t| amounts::object_binding(&t.value))
+                .filter(|o| !o.is_empty())
+                .collect();
+            objects.sort();
+            objects.dedup();
         }
-        objects.sort();
-        objects.dedup();
-        let object_key = format!("{key}\u{1f}objects\u{1f}{}", objects.join("\u{1f}"));
-        self.take_grant(session, &object_key, 1).await
+        if objects.is_empty() {
+            kind = "call";
+            let Ok(bytes) =
+                serde_json_canonicalizer::to_vec(&Value::Object(arguments.clone()))
+            else {
+                return false;
+            };
+            use sha2::Digest as _;
+            objects.push(hex::encode(sha2::Sha256::digest(&bytes)));
+        }
+        for object in objects {
+            let object_key = format!("{key}\u{1f}{kind}\u{1f}{object}");
+            if !self.take_grant(session, &object_key, 1).await {
+                return false;
+            }
+        }
+        true
     }
 
     /// Whether a search (a read whose tool matches the call's text against content) may run:

@@ -131,6 +131,11 @@ impl Metrics {
             upstream.clone(),
         );
         let store_errors = Family::<OperationLabel, Counter>::default();
+        // Every operation's series exists from the start at 0, so that an alert rule sees 0,
+        // not an absent series (new-user finding).
+        for operation in ["audit_append", "call", "scrape"] {
+            let _ = store_errors.get_or_create(&OperationLabel { operation });
+        }
         registry.register(
             "secureclaw_store_errors",
             "Store failures: failed audit appends, calls refused with store_unavailable, failed scrapes",

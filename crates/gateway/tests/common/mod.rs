@@ -457,7 +457,7 @@ impl Upstream for TestUpstream {
     }
 }
 
-pub use secureclaw_gateway::in_process;
+pub use secureclaw_gateway::danger::in_process;
 
 fn spec(id: &str) -> UpstreamSpec {
     UpstreamSpec {
