@@ -333,6 +333,9 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Do not wait for blocking tasks still running (a stdin read that never returns after
+    // `wrap` stopped on a signal): everything that matters has finished above.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -442,20 +442,25 @@ fn sqlite_state(
             .filter(|r| r["event"]["kind"] == "preview")
             .filter_map(|r| r["event"]["action_id"].as_str().map(str::to_owned)),
     );
-    let ledger = ids
+    let ledger: BTreeMap<String, String> = ids
         .into_iter()
         .filter_map(|id| {
             let e = store.ledger_entry(&ActionId(id.clone())).unwrap()?;
-            let state = if e.state == secureclaw_store::LedgerState::Failed {
-                "failed"
-            } else {
-                "not failed"
+            let state = match e.state {
+                secureclaw_store::LedgerState::Failed => "failed",
+                secureclaw_store::LedgerState::Reserved => "reserved",
+                secureclaw_store::LedgerState::OutcomeUnknown => "outcome_unknown",
+                secureclaw_store::LedgerState::Executed => "executed",
             };
             Some((id, state.to_owned()))
         })
         .collect();
     store.verify_audit().unwrap();
-    let reserved = store.dangling_reservations().unwrap().len();
+    // Reservations a crash interrupted are closed as `outcome_unknown` at the next start.
+    let reserved = ledger
+        .values()
+        .filter(|s| *s == "reserved" || *s == "outcome_unknown")
+        .count();
     (ledger, audited, reserved)
 }
 
@@ -477,7 +482,10 @@ fn pg_state(url: &str) -> (BTreeMap<String, String>, BTreeSet<String>, usize) {
         e["action_id"].as_str().map(str::to_owned)
     })
     .collect();
-    let reserved = ledger.values().filter(|s| *s == "reserved").count();
+    let reserved = ledger
+        .values()
+        .filter(|s| *s == "reserved" || *s == "outcome_unknown")
+        .count();
     (ledger, audited, reserved)
 }
 

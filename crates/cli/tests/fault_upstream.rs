@@ -333,6 +333,35 @@ fn wrap_upstream_answers_an_effect_with_input_required() {
     assert_recorded_outcome_unknown(&w.state);
 }
 
+/// Red-team round 2 (2026-12-03): SIGTERM (and SIGINT) while an effect runs: `wrap` waits
+/// for the call (at most the upstream timeout and 5 s), so its outcome is recorded
+/// (`outcome_unknown` here: the upstream never answers) instead of left `reserved`.
+#[test]
+fn wrap_records_a_running_effect_when_stopped_by_a_signal() {
+    for signal in ["-TERM", "-INT"] {
+        let mut w = Wrapped::start("hang-call");
+        w.call(2, WRAP_PAY, json!({"ref": "a"}));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while effects(&w.effects).is_empty() {
+            assert!(Instant::now() < deadline, "the effect never reached the upstream");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let killed = Command::new("kill")
+            .arg(signal)
+            .arg(w._child.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while w._child.0.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "wrap did not exit after {signal}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(effects(&w.effects).len(), 1);
+        assert_recorded_outcome_unknown(&w.state);
+    }
+}
+
 /// A call that is never answered: the gateway answers `outcome_unknown` after its timeout,
 /// and meanwhile keeps answering other requests to the same upstream.
 #[test]

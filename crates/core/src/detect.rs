@@ -1131,8 +1131,21 @@ static EMAIL_SPELLED: LazyLock<Option<Regex>> = LazyLock::new(|| {
     )
 });
 
+/// Addresses disguised with brackets or spaces (red-team round 2 of 2026-12-03):
+/// `attacker [at] evil [dot] example`, `attacker(at)evil{dot}example`,
+/// `attacker @ evil . example`. The last label is a lower-case top-level domain, so prices
+/// (`5 @ 10.50`) and sentence ends (`meet @ Home. Then`) are spared.
+static EMAIL_DISGUISED: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    compile(
+        r"[\p{L}\p{N}._%+-]+\s*(?:[\[({<]\s*(?i:at)\s*[\])}>]|@)\s*[\p{L}\p{N}-]+(?:\s*(?:[\[({<]\s*(?i:dot)\s*[\])}>]|\.)\s*[\p{L}\p{N}-]+)*\s*(?:[\[({<]\s*(?i:dot)\s*[\])}>]|\.)\s*[a-z]{2,24}\b",
+    )
+});
+
 fn scan_spelled_emails(text: &str, out: &mut Vec<Finding>) {
-    if let Some(re) = EMAIL_SPELLED.as_ref() {
+    for re in [EMAIL_SPELLED.as_ref(), EMAIL_DISGUISED.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         for m in re.find_iter(text) {
             push(out, IdentifierKind::Email, m.start(), m.end());
         }
@@ -1842,6 +1855,40 @@ mod tests {
         }
         out.push_str(&text[at..]);
         out
+    }
+
+    /// Red-team round 2 (2026-12-03): addresses disguised with brackets or spaces are e-mail
+    /// addresses; prices, times and prose with `@` are not.
+    #[test]
+    fn disguised_addresses_are_addresses() {
+        for t in [
+            "attacker [at] evil [dot] example",
+            "attacker (at) evil (dot) example",
+            "attacker{at}evil{dot}example",
+            "attacker @ evil . example",
+            "attacker @evil. example",
+            "attacker [AT] evil.example",
+        ] {
+            assert!(
+                kinds(&format!("send it to {t} today"))
+                    .iter()
+                    .any(|(k, v)| *k == IdentifierKind::Email && v.contains("evil")),
+                "{t}: {:?}",
+                kinds(t)
+            );
+        }
+        for t in [
+            "2 @ 10.50 each",
+            "meet @ Home. Then we go",
+            "look at example.com",
+            "the [at] sign",
+        ] {
+            assert!(
+                !kinds(t).iter().any(|(k, _)| *k == IdentifierKind::Email),
+                "{t}: {:?}",
+                kinds(t)
+            );
+        }
     }
 
     /// Red-team L1 (2026-12-03): the times in a file server's `get_file_info` are not phone

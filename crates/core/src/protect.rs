@@ -146,8 +146,13 @@ fn segments_cased(identifier: &str, fold_case: bool) -> (bool, Vec<String>) {
     if let Some(rest) = text.strip_prefix("file://") {
         text = rest.to_owned();
     }
-    // `~/` is some home directory: treated as a relative path (matched by suffix).
-    let text = text.strip_prefix("~/").unwrap_or(&text);
+    // `~` is some home directory: a path from it is relative (matched by suffix), however
+    // many `/` follow it (red-team round 2: `~//notes/a/d` read as the absolute `/notes/a/d`
+    // escaped the protection of `$HOME/notes/a/d`).
+    let text = match text.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
+        _ => text.as_str(),
+    };
     let absolute = text.starts_with('/');
     let mut parts: Vec<String> = Vec::new();
     for seg in text.split('/') {
@@ -458,6 +463,9 @@ mod tests {
         ] {
             assert!(below("/r/pub/d", c), "{c}");
         }
+        // A home-relative spelling, however many slashes follow `~`, is relative.
+        assert!(below("~//pub/d", "/home/me/pub/d/key.txt"));
+        assert!(below("/home/me/pub/d", "~//pub/d/key.txt"));
         for c in ["/r/pub/key.txt", "/r/pub/dd/key.txt", "/r/pub", "/r/other/d2/key.txt"] {
             assert!(!below("/r/pub/d", c), "{c}");
         }

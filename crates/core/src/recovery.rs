@@ -276,7 +276,7 @@ impl Recovery {
     ) -> Self {
         let approve = |id: Option<&str>| match id {
             Some(id) => format!(
-                "ask the user to approve action {id} (secureclaw approvals approve {id}), then re-issue the identical call with _meta \"dev.secureclaw/approval\": \"{id}\""
+                "ask the user to approve action {id} (secureclaw approvals approve {id}), then issue the identical call again: it runs once (_meta \"dev.secureclaw/approval\": \"{id}\" names the approval, optionally)"
             ),
             None => "ask the user to approve this action".to_owned(),
         };
@@ -444,7 +444,10 @@ impl Recovery {
             | ReasonCode::PolicyChanged
             | ReasonCode::DecisionNotAllow => (
                 "the commit does not match an authorized preview",
-                vec!["preview the exact call again and commit it unchanged".into()],
+                vec![
+                    "issue the call again without an approval or artifact (over MCP: a plain tools/call): it is previewed afresh and runs or waits for the user".into(),
+                    "with the HTTP API, preview the exact call again and commit it unchanged".into(),
+                ],
             ),
         };
         Self {

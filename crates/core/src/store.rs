@@ -395,6 +395,20 @@ pub trait ActionStore: Send + Sync {
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
     async fn approval(&self, id: &ActionId) -> Result<Option<ApprovalRecord>, StoreError>;
 
+    /// The newest action of `session` bound to `binding` whose approval was approved at or
+    /// after `decided_since` and that was never committed (it has no ledger entry): the
+    /// approval that an identical re-issue without `_meta` stands for (a model-driven client
+    /// cannot set `_meta`). `None` if there is none.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn approved_unused(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+        decided_since: UnixMillis,
+    ) -> Result<Option<ActionId>, StoreError>;
+
     /// Approvals with their actions, oldest first; all, or only those in `state`.
     ///
     /// # Errors

@@ -288,6 +288,8 @@ struct Inner {
     /// The group-commit writer: audit appends and ledger outcomes of concurrent callers share
     /// one transaction (issue 14 item 3).
     writer: group::GroupWriter,
+    /// Detached calls still running ([`Gateway::drain`]).
+    in_flight: Arc<InFlight>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -319,30 +321,100 @@ fn class(entry: Option<&ToolEntry>) -> ActionClass {
     }
 }
 
+/// Calls, commits and promotions running on their own tasks ([`Gateway::detached`]), so
+/// that a shutdown can wait for them ([`Gateway::drain`]).
+#[derive(Default)]
+struct InFlight {
+    running: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One detached task counted in [`InFlight`] until it ends (or panics).
+struct InFlightGuard(Arc<InFlight>);
+
+impl InFlightGuard {
+    fn new(in_flight: &Arc<InFlight>) -> Self {
+        in_flight
+            .running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(in_flight))
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        if self
+            .0
+            .running
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 impl Gateway {
-    /// Run `work` (a call or commit) on its own task and wait for it, so that it runs to its
-    /// end even if the caller's future is dropped: a client that closes its connection while
-    /// the effect runs (an HTTP timeout shorter than the upstream's) can no longer leave a
-    /// dispatched effect `reserved` in the ledger without its outcome, so that the identical
-    /// re-issue ran again (red-team of 2026-12-03, `/v1/call`). Every front end is covered
-    /// here, not only those whose library happens to spawn a task per request. A panic in
-    /// `work` is answered `internal` (the ledger then holds the reservation, which start-up
-    /// reports as `crash_recovery`).
-    async fn detached(
-        tool: &str,
-        work: impl std::future::Future<Output = CallOutcome> + Send + 'static,
-    ) -> CallOutcome {
+    /// Run `work` (a call, a commit, a promotion) on its own task and wait for it, so that it
+    /// runs to its end even if the caller's future is dropped: a client that closes its
+    /// connection while the effect runs (an HTTP timeout shorter than the upstream's) can no
+    /// longer leave a dispatched effect `reserved` in the ledger without its outcome, so that
+    /// the identical re-issue ran again (red-team of 2026-12-03, `/v1/call`,
+    /// `/v1/branches/…/promote`). Every front end is covered here, not only those whose
+    /// library happens to spawn a task per request. The task is counted until it ends, so a
+    /// shutdown can wait for it ([`Gateway::drain`]). A panic in `work` is answered with
+    /// `failed()` (the ledger then holds the reservation, which start-up closes as
+    /// `outcome_unknown`).
+    async fn detached<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+        failed: impl FnOnce() -> T,
+    ) -> T {
         use tracing::Instrument as _;
-        match tokio::spawn(work.in_current_span()).await {
-            Ok(outcome) => outcome,
+        let guard = InFlightGuard::new(&self.inner.in_flight);
+        let task = async move {
+            let out = work.await;
+            drop(guard);
+            out
+        };
+        match tokio::spawn(task.in_current_span()).await {
+            Ok(out) => out,
             Err(e) => {
                 tracing::error!(error = %e, "a call's task failed");
-                CallOutcome::Denied(Recovery::new(
-                    ReasonCode::Internal,
-                    secureclaw_core::recovery::ActionClass::Effect,
-                    tool,
-                    None,
-                ))
+                failed()
+            }
+        }
+    }
+
+    /// The answer to a call whose task failed ([`Gateway::detached`]).
+    fn task_failed(tool: &str) -> CallOutcome {
+        CallOutcome::Denied(Recovery::new(
+            ReasonCode::Internal,
+            secureclaw_core::recovery::ActionClass::Effect,
+            tool,
+            None,
+        ))
+    }
+
+    /// Wait until no call, commit or promotion is running ([`Gateway::detached`]), or
+    /// `within` has passed; returns how many still run. For a front end that shuts down (a
+    /// signal, the client closing its input): every effect already dispatched then gets its
+    /// outcome recorded before the process exits.
+    pub async fn drain(&self, within: std::time::Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let idle = self.inner.in_flight.idle.notified();
+            let running = self
+                .inner
+                .in_flight
+                .running
+                .load(std::sync::atomic::Ordering::SeqCst);
+            if running == 0 || tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return self
+                    .inner
+                    .in_flight
+                    .running
+                    .load(std::sync::atomic::Ordering::SeqCst);
             }
         }
     }
@@ -434,6 +506,7 @@ impl Gateway {
                 written_cache: std::sync::Mutex::default(),
                 metrics,
                 writer,
+                in_flight: Arc::default(),
             }),
         };
         let dangling = gw
@@ -443,12 +516,21 @@ impl Gateway {
             .await
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         for entry in dangling {
-            tracing::warn!(action = %entry.action_id, "reserved action was never marked executed (crash?); it will not run again");
+            tracing::warn!(action = %entry.action_id, "reserved action was never marked executed (crash?); its outcome is unknown and it will not run again");
             let mut ev = AuditEvent::new(AuditKind::CrashRecovery, gw.now());
             ev.action_id = Some(entry.action_id.0.clone());
             gw.audit(ev)
                 .await
                 .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+            // Its effect may have run: recorded `outcome_unknown`, so that the same tool in the
+            // same session asks the user before it runs again (`outcome_unknown_repeat`), as
+            // after any other unknown outcome (red-team round 2: after a SIGTERM mid-effect the
+            // identical call ran a second time).
+            gw.inner
+                .store
+                .mark_outcome_unknown(&entry.action_id, "crash_recovery", gw.now())
+                .await
+                .map_err(|e| GatewayError::Store(e.to_string()))?;
         }
         Ok(gw)
     }
@@ -628,6 +710,26 @@ impl Gateway {
         outcome
     }
 
+    /// The approved, never committed action of `session` bound to exactly this prepared
+    /// request, approved within `confirmation_ttl_ms` (older confirmations no longer count),
+    /// if any. A store failure is `None`: the call then goes through preview as usual.
+    async fn approved_unused(&self, session: &SessionRecord, prepared: &Prepared) -> Option<ActionId> {
+        let binding = secureclaw_core::binding::bind(&self.inner.keys, &prepared.request).ok()?;
+        let since = UnixMillis(
+            self.now()
+                .0
+                .saturating_sub(self.inner.config.limits.confirmation_ttl_ms),
+        );
+        self.inner
+            .store
+            .approved_unused(&session.id, &binding, since)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "looking up an approved action failed");
+                None
+            })
+    }
+
     /// [`Gateway::dispatch`] for a call whose rate was already accounted for.
     pub(crate) async fn call_unthrottled(
         &self,
@@ -650,6 +752,16 @@ impl Gateway {
             }
         };
         let entry = prepared.entry.clone();
+        // The identical re-issue of a call the user approved in this session commits that
+        // approval, with or without `_meta` (a model-driven client cannot set `_meta`): the
+        // approval is bound to exactly this request, so naming it adds nothing.
+        if entry.effect == EffectClass::Effect
+            && let Some(action_id) = self.approved_unused(session, &prepared).await
+        {
+            return self
+                .commit_approved(session, tool, arguments, &action_id)
+                .await;
+        }
         if entry.effect == EffectClass::Read {
             return self
                 .read_call(

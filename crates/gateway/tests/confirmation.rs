@@ -211,9 +211,17 @@ async fn approved_then_reissued_completes_once() {
         h.gw.decide_approval(&action, false, "user").await,
         Err(GatewayError::Conflict(_))
     ));
-    // Without the approval reference the call is a new action, held again.
-    let fresh = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
-    assert_ne!(fresh, action);
+    // Another call is not the approved one: a new action, held again; and so is the identical
+    // call in another session.
+    let other = assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "Copy: invoice INV-43"), None)
+            .await,
+    );
+    assert_ne!(other, action);
+    let s2 = h.open_session("alice").await;
+    let elsewhere = assert_pending(&h.call(&s2, SEND, copy_to_finance(), None).await);
+    assert_ne!(elsewhere, action);
+    assert_eq!(h.sent(), 0);
     let o = h
         .call(&h.session, SEND, copy_to_finance(), Some(&action))
         .await;
@@ -421,4 +429,47 @@ async fn approvals_of_ended_sessions_are_marked() {
         .await
         .unwrap();
     assert!(list[0].session_ended, "expired session not marked");
+}
+
+/// A model-driven client (Claude Desktop, Cursor) cannot set `_meta`: the identical re-issue
+/// of an approved call, without the approval reference, commits that approval, once. After
+/// it was used, the same call is a new action again; two racing re-issues of a fresh approval
+/// run it once.
+#[tokio::test]
+async fn the_identical_reissue_without_meta_commits_the_approval_once() {
+    let h = Harness::new().await;
+    let action = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    // Not approved yet: the re-issue waits (a new pending action), nothing is sent.
+    assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    assert_eq!(h.sent(), 0);
+    h.gw.decide_approval(&action, true, "user").await.unwrap();
+    completed(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    assert_eq!(h.sent(), 1);
+    // Used: the same call is a new action, held.
+    let next = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    assert_ne!(next, action);
+    assert_eq!(h.sent(), 1);
+    // Two racing re-issues of the new approval: one effect.
+    h.gw.decide_approval(&next, true, "user").await.unwrap();
+    let (x, y) = tokio::join!(
+        h.call(&h.session, SEND, copy_to_finance(), None),
+        h.call(&h.session, SEND, copy_to_finance(), None),
+    );
+    let ran = [&x, &y]
+        .iter()
+        .filter(|o| matches!(o, secureclaw_gateway::CallOutcome::Completed { .. }))
+        .count();
+    assert_eq!(ran, 1, "{x:?} {y:?}");
+    assert_eq!(h.sent(), 2);
+    // A declined action is never committed by a re-issue.
+    let declined = assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "third copy"), None)
+            .await,
+    );
+    h.gw.decide_approval(&declined, false, "user").await.unwrap();
+    assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "third copy"), None)
+            .await,
+    );
+    assert_eq!(h.sent(), 2);
 }

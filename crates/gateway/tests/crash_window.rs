@@ -73,5 +73,27 @@ async fn an_effect_whose_commit_record_is_lost_stays_reserved_and_is_reported() 
     .await;
     assert_denied(&o, ReasonCode::Replay);
     assert_eq!(h.test.effects(), 1);
+    // Red-team round 2 (2026-12-03): the interrupted reservation is closed as
+    // `outcome_unknown`, so a new, identical call of that tool in that session waits for the
+    // user instead of running the effect a second time.
+    assert_eq!(
+        h.store.ledger_entry(&p.action_id).unwrap().unwrap().state,
+        LedgerState::OutcomeUnknown
+    );
+    let again = restarted
+        .call(
+            &h.session,
+            "test__count",
+            args(json!({"to": APPROVER, "n": 1})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await;
+    match &again {
+        secureclaw_gateway::CallOutcome::Pending(r) => {
+            assert_eq!(r.reason, ReasonCode::OutcomeUnknownRepeat, "{r:?}");
+        }
+        other => panic!("expected pending(outcome_unknown_repeat), got {other:?}"),
+    }
+    assert_eq!(h.test.effects(), 1);
     restarted.verify_audit().await.unwrap();
 }

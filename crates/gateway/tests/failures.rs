@@ -511,3 +511,53 @@ async fn a_caller_that_stops_waiting_mid_effect_leaves_it_recorded() {
     }
     assert_eq!(h.test.effects(), 1);
 }
+
+/// Red-team round 2 (2026-12-03): a promotion whose caller stops waiting (an HTTP client
+/// closing `POST /v1/branches/…/promote` mid-effect) still runs every call it took from the
+/// store to its end: the held calls' effects are recorded, none is lost or left `reserved`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_whose_caller_stops_waiting_runs_every_held_call() {
+    let h = Harness::new().await;
+    let spec = secureclaw_gateway::CallMeta {
+        mode: Some(secureclaw_core::contract::Mode::Speculative),
+        branch: Some("b1".into()),
+        confidence: Some(0.99),
+        ..secureclaw_gateway::CallMeta::default()
+    };
+    for tool in ["test__gated", "test__count"] {
+        let o = h.gw.call(&h.session, tool, args(json!({})), &spec).await;
+        assert!(matches!(o, CallOutcome::Deferred(_)), "{o:?}");
+    }
+    assert_eq!(h.test.effects(), 0);
+    let gw = h.gw.clone();
+    let session = h.session.clone();
+    let caller = tokio::spawn(async move { gw.promote_branch(&session, "b1").await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.test.effects() == 0 {
+        assert!(Instant::now() < deadline, "the gated tool was never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    h.test.open_gate();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let commits = h
+            .store
+            .audit_records(0, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.event.kind == secureclaw_core::audit::AuditKind::Commit)
+            .count();
+        if commits == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{commits} of 2 released calls recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.test.effects(), 2);
+    assert!(h.gw.promote_branch(&h.session, "b1").await.unwrap().is_empty());
+}

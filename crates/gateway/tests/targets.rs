@@ -382,3 +382,45 @@ async fn a_grant_pays_nested_and_listed_objects_once_each() {
             .await,
     );
 }
+
+/// Red-team round 2 (2026-12-03): a payee handle pays only for the object whose read showed
+/// it, and a payment that names its invoice in a field not named like an id pays a payee
+/// only the amount of the read that showed that payee. Positive control: each invoice paid
+/// to its own payee with its own amount runs.
+#[tokio::test]
+async fn a_payee_pays_only_for_the_object_whose_read_showed_it() {
+    let h = Harness::new().await;
+    let s = h
+        .gw
+        .open_session(
+            "payer",
+            TaskEnvelope {
+                request: "Pay invoices INV-42 and INV-43.".into(),
+                granted_tools: vec![format!("{PAY}#3")],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await
+        .unwrap();
+    let r42 = h.read_invoice(&s, "INV-42").await;
+    let r43 = h.read_invoice(&s, "INV-43").await;
+    let (iban42, iban43) = (handle_at(&r42, "iban"), handle_at(&r43, "iban"));
+    // INV-43 paid to INV-42's payee, with INV-43's own amount: held.
+    let id = assert_pending(&h.call(&s, PAY, pay("INV-43", &iban42, 48_750), None).await);
+    assert!(display(&h, &id).await.contains("(payee_unbound)"), "{}", display(&h, &id).await);
+    // The invoice named in a field not named like an id, with the other invoice's amount.
+    for field in ["invoice_number", "invoice", "reference"] {
+        let args = json!({field: "INV-43", "iban": iban43, "amount_cents": AMOUNT});
+        let id = assert_pending(&h.call(&s, PAY, args, None).await);
+        assert!(
+            display(&h, &id).await.contains("(amount_unanchored)"),
+            "{field}: {}",
+            display(&h, &id).await
+        );
+    }
+    assert_eq!(h.payments(), 0);
+    // Positive controls.
+    completed(&h.call(&s, PAY, pay("INV-42", &iban42, AMOUNT), None).await);
+    completed(&h.call(&s, PAY, pay("INV-43", &iban43, 48_750), None).await);
+    assert_eq!(h.payments(), 2);
+}

@@ -326,6 +326,19 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         (request, None)
     };
     let id = message.as_ref().and_then(|m| m.get("id")).cloned();
+    // An id rmcp cannot read (`1.5`, beyond i64, `true`, `null`, an object) would get rmcp's
+    // plain-text 415: answered here as JSON-RPC, and audited (red-team round 2).
+    if let Some(bad) = &id
+        && serde_json::from_value::<rmcp::model::NumberOrString>(bad.clone()).is_err()
+    {
+        audit_rejection(&guard, request.headers(), "invalid_request_id").await;
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            "invalid request: the id must be a string or an integer",
+        );
+    }
     let is_initialize = message
         .as_ref()
         .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
@@ -406,6 +419,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         guard: guard.clone(),
         session: session_id.clone(),
         key,
+        finished: false,
     });
     let response = next.run(request).await;
     if response.status() == StatusCode::NOT_FOUND
@@ -422,7 +436,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         Some(release) => response.map(|inner| {
             Body::new(Tracked {
                 inner,
-                _release: release,
+                release,
             })
         }),
         None => response,
@@ -532,20 +546,50 @@ struct Release {
     guard: Arc<Guard>,
     session: String,
     key: String,
+    /// The response was read to its end.
+    finished: bool,
 }
 
-impl Drop for Release {
-    fn drop(&mut self) {
-        if let Some(s) = self.guard.sessions().get_mut(&self.session) {
-            s.in_flight.remove(&self.key);
+impl Release {
+    fn release(guard: &Guard, session: &str, key: &str) {
+        if let Some(s) = guard.sessions().get_mut(session) {
+            s.in_flight.remove(key);
         }
     }
 }
 
-/// A response body that keeps its request id in flight until it is finished or dropped.
+impl Drop for Release {
+    fn drop(&mut self) {
+        if self.finished {
+            Self::release(&self.guard, &self.session, &self.key);
+            return;
+        }
+        // Abandoned before its answer: the call still runs (calls are detached) and rmcp may
+        // still answer it, to whichever request then holds the id. The id stays in flight
+        // until the call can no longer answer, so a reuse is refused instead of receiving
+        // the abandoned call's result (red-team round 2 of 2026-12-03).
+        let (guard, session, key) = (
+            Arc::clone(&self.guard),
+            std::mem::take(&mut self.session),
+            std::mem::take(&mut self.key),
+        );
+        let hold = guard.gateway.upstream_timeout() + std::time::Duration::from_secs(5);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                tokio::time::sleep(hold).await;
+                Self::release(&guard, &session, &key);
+            });
+        } else {
+            Self::release(&guard, &session, &key);
+        }
+    }
+}
+
+/// A response body that keeps its request id in flight until it is finished (or, dropped
+/// before that, for as long as its call could still answer).
 struct Tracked {
     inner: Body,
-    _release: Release,
+    release: Release,
 }
 
 impl HttpBody for Tracked {
@@ -556,7 +600,11 @@ impl HttpBody for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) {
+            self.release.finished = true;
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

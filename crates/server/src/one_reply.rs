@@ -4,9 +4,9 @@
 //! flight is keyed by id, and a duplicate silently replaces the first entry).
 //!
 //! An id is in flight from the moment the request is received until the service sends its
-//! response or error, or the client cancels it (`notifications/cancelled`: rmcp then sends no
-//! reply, and the id may be used again). (Streamable HTTP sessions get the same rule from
-//! [`crate::mcp_http`].)
+//! response or error, even after the client cancels it: the call runs on (calls are detached)
+//! and its answer could otherwise reach a later request that reused the id (red-team round 2
+//! of 2026-12-03). (Streamable HTTP sessions get the same rule from [`crate::mcp_http`].)
 //!
 //! When the client closes its input, the end is passed on to the service only once every
 //! request in flight has been answered (at most [`OneReply::drain_within`] later): rmcp gives
@@ -133,12 +133,6 @@ where
                 drained(self.in_flight.clone(), self.answered.clone(), self.drain).await;
                 return None;
             };
-            if let JsonRpcMessage::Notification(n) = &message
-                && let rmcp::model::ClientNotification::CancelledNotification(c) = &n.notification
-                && let Some(id) = &c.params.request_id
-            {
-                self.release(id);
-            }
             let JsonRpcMessage::Request(request) = &message else {
                 return Some(message);
             };

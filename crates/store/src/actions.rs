@@ -213,6 +213,37 @@ impl SqliteStore {
         raw.map(RawApproval::decode).transpose()
     }
 
+    /// See [`secureclaw_core::store::ActionStore::approved_unused`].
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn approved_unused(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+        decided_since: UnixMillis,
+    ) -> Result<Option<ActionId>, StoreError> {
+        let conn = self.conn()?;
+        let id: Option<String> = conn
+            .query_row_cached(
+                "SELECT a.action_id FROM actions a JOIN approvals p ON p.action_id = a.action_id
+                 WHERE a.session = ?1 AND a.binding_kid = ?2 AND a.binding = ?3
+                   AND p.state = 'approved' AND p.decided_at >= ?4
+                   AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.action_id = a.action_id)
+                 ORDER BY p.decided_at DESC, a.action_id LIMIT 1",
+                params![
+                    session,
+                    binding.kid.0,
+                    binding.digest,
+                    i64::try_from(decided_since.0).unwrap_or(i64::MAX)
+                ],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql)?;
+        Ok(id.map(ActionId))
+    }
+
     /// Approvals with their actions, oldest first; all of them, or only those in `state`.
     ///
     /// # Errors

@@ -637,6 +637,116 @@ pub async fn actions_and_approvals(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// [`secureclaw_core::store::ActionStore::approved_unused`]: the newest approved action of
+/// the session with that binding, approved since the given time, never committed; pending,
+/// denied, committed, older, other-session and other-binding actions are never returned.
+pub async fn approved_unused(s: &dyn Subject) -> Outcome {
+    let (store, keys) = (s.store(), s.keys());
+    let other = BindingDigest {
+        kid: KeyId("bind-1".into()),
+        digest: "cd".repeat(32),
+    };
+    let none = store
+        .approved_unused("s1", &binding(), UnixMillis(0))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(none.is_none(), "no action yet, got {none:?}");
+    // a1 approved at 200, a2 approved at 250, a3 pending, a4 denied, a5 another session,
+    // a6 another binding.
+    let ids: Vec<ActionId> = (1..=6).map(|n| act(200 + n)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let mut rec = action(id);
+        if i == 4 {
+            rec.session = "s2".into();
+        }
+        if i == 5 {
+            rec.binding = other.clone();
+        }
+        store.put_action(&rec).await.map_err(fail("put_action"))?;
+        store
+            .create_approval(id, UnixMillis(150))
+            .await
+            .map_err(fail("create_approval"))?;
+    }
+    let approve = |i: usize, at: u64| {
+        let (store, keys, ids) = (store.clone(), keys.clone(), ids.clone());
+        async move {
+            let id = ids.get(i).cloned().unwrap_or_else(|| act(0));
+            let c = Confirmation::seal(
+                ConfirmationClaims {
+                    action_id: id.clone(),
+                    binding: if i == 5 {
+                        BindingDigest {
+                            kid: KeyId("bind-1".into()),
+                            digest: "cd".repeat(32),
+                        }
+                    } else {
+                        binding()
+                    },
+                    confirmer: "operator".into(),
+                    confirmed_at: UnixMillis(at),
+                    expires_at: UnixMillis(at + 1000),
+                },
+                &keys,
+            )
+            .map_err(|e| format!("seal confirmation: {e}"))?;
+            store
+                .decide_approval(&id, true, "operator", UnixMillis(at), Some(c))
+                .await
+                .map_err(fail("decide_approval"))
+                .map(|_| ())
+        }
+    };
+    approve(0, 200).await?;
+    approve(1, 250).await?;
+    approve(4, 300).await?;
+    approve(5, 300).await?;
+    let id = |i: usize| ids.get(i).cloned().unwrap_or_else(|| act(0));
+    let (a1, a2, a4, a5) = (id(0), id(1), id(3), id(4));
+    store
+        .decide_approval(&a4, false, "operator", UnixMillis(400), None)
+        .await
+        .map_err(fail("deny"))?;
+    let newest = store
+        .approved_unused("s1", &binding(), UnixMillis(0))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(newest.as_ref() == Some(&a2), "the newest approved action, got {newest:?}");
+    let since = store
+        .approved_unused("s1", &binding(), UnixMillis(251))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(since.is_none(), "approvals older than the bound must not count, got {since:?}");
+    // Committed (a ledger entry): no longer unused.
+    store
+        .reserve(&a2, &binding(), UnixMillis(500))
+        .await
+        .map_err(|e| format!("reserve: {e:?}"))?;
+    let next = store
+        .approved_unused("s1", &binding(), UnixMillis(0))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(next.as_ref() == Some(&a1), "the remaining unused approval, got {next:?}");
+    store
+        .reserve(&a1, &binding(), UnixMillis(500))
+        .await
+        .map_err(|e| format!("reserve: {e:?}"))?;
+    let gone = store
+        .approved_unused("s1", &binding(), UnixMillis(0))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(gone.is_none(), "every approval used, got {gone:?}");
+    let other_session = store
+        .approved_unused("s2", &binding(), UnixMillis(0))
+        .await
+        .map_err(fail("approved_unused"))?;
+    ensure!(
+        other_session.as_ref() == Some(&a5),
+        "the other session's own, got {other_session:?}"
+    );
+    Ok(())
+}
+
 /// Many tasks on several connections decide one approval at once: exactly one succeeds.
 ///
 /// # Errors
@@ -2317,7 +2427,7 @@ macro_rules! conformance_tests {
     ($factory:path) => {
         $crate::conformance_tests!(@case $factory,
             sessions, protected_objects, vault, vault_ciphertext_never_in_clear, handles,
-            expired_records_stay_until_checked, actions_and_approvals,
+            expired_records_stay_until_checked, actions_and_approvals, approved_unused,
             approval_decided_once_under_concurrency, single_use_under_concurrency,
             ledger_transitions, outcome_unknown_bindings, audit_chain,
             audit_chain_under_concurrent_appenders,

@@ -328,6 +328,12 @@ CREATE TABLE rate_buckets (
 ) STRICT;
 ";
 
+/// Version 8: actions found by session and binding (an identical re-issue finds its
+/// approval without `_meta`).
+const V8_ACTIONS_BY_BINDING: &str = "
+CREATE INDEX actions_session_binding ON actions (session, binding);
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -337,6 +343,7 @@ const MIGRATIONS: &[&str] = &[
     V5_PROTECTED_OBJECTS,
     V6_TASK_STATE,
     V7_SPECULATION_STATE,
+    V8_ACTIONS_BY_BINDING,
 ];
 
 /// `PRAGMA user_version`.
@@ -397,7 +404,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 7);
+        assert_eq!(user_version(&conn).unwrap(), 8);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -440,7 +447,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 7);
+        assert_eq!(user_version(&conn).unwrap(), 8);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -113,6 +113,15 @@ impl ActionStore for SqliteStore {
         SqliteStore::approval(self, id)
     }
 
+    async fn approved_unused(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+        decided_since: UnixMillis,
+    ) -> Result<Option<ActionId>, StoreError> {
+        SqliteStore::approved_unused(self, session, binding, decided_since)
+    }
+
     async fn list_approvals(
         &self,
         state: Option<ApprovalState>,

@@ -732,6 +732,89 @@ pub(crate) fn object_binding(value: &str) -> String {
     value.trim().to_lowercase()
 }
 
+/// The objects a read named: the scalars of its arguments, as [`object_binding`]s.
+pub(crate) fn read_objects(arguments: &Map<String, Value>) -> Vec<String> {
+    read_object_fields(arguments)
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect()
+}
+
+/// The scalars of a read's arguments with the name of the argument (the innermost key) they
+/// stand under, as ([`field_binding`], [`object_binding`]) pairs.
+pub(crate) fn read_object_fields(arguments: &Map<String, Value>) -> Vec<(String, String)> {
+    fn scalars(field: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::String(s) => out.push((field_binding(field), object_binding(s))),
+            Value::Number(n) => out.push((field_binding(field), n.to_string())),
+            Value::Array(items) => items.iter().for_each(|i| scalars(field, i, out)),
+            Value::Object(map) => map.iter().for_each(|(k, i)| scalars(k, i, out)),
+            Value::Null | Value::Bool(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    arguments.iter().for_each(|(k, v)| scalars(k, v, &mut out));
+    out.retain(|(_, o)| !o.is_empty());
+    out
+}
+
+/// The objects a financial effect pays for with the id argument each stands under, as
+/// ([`field_binding`], [`object_binding`]) pairs (see [`payment_objects`]).
+pub(crate) fn payment_object_fields(arguments: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        secureclaw_core::anchor::object_id_targets(arguments, &[])
+            .into_iter()
+            .map(|t| (field_binding(&t.field), object_binding(&t.value)))
+            .filter(|(_, o)| !o.is_empty())
+            .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// How an argument name is compared between a read and a payment: lower-cased, without
+/// `_`/`-` and a plural `s` (`invoice_ids`, `invoiceId` and `invoice-id` are one name).
+pub(crate) fn field_binding(name: &str) -> String {
+    let n: String = name
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    n.strip_suffix('s').map(str::to_owned).unwrap_or(n)
+}
+
+/// How a payee handle an anchored read showed is remembered with an object the read named
+/// under argument `field` (`payee hdl_… @invoiceid:inv-42`).
+pub(crate) fn payee_key(handle: &str, field: &str, object: &str) -> String {
+    format!("payee {handle} @{field}:{object}")
+}
+
+/// How it is remembered that a read naming some object under argument `field` showed the
+/// payee handle (`payee hdl_… @invoiceid:*`): a payment naming an object under that argument
+/// then needs the [`payee_key`] of its own object.
+pub(crate) fn payee_field_key(handle: &str, field: &str) -> String {
+    format!("payee {handle} @{field}:*")
+}
+
+/// The handles a financial effect sends to in its target fields (a value that is exactly one
+/// handle id), as [`object_binding`]s: the payees whose reads must vouch for the payment.
+pub(crate) fn payee_handles(arguments: &Map<String, Value>, fields: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = secureclaw_core::anchor::extract_targets(arguments, fields)
+        .into_iter()
+        .filter_map(|t| {
+            let trimmed = t.value.trim();
+            match secureclaw_core::handle::find_handles(&Value::String(t.value.clone())).as_slice()
+            {
+                [(_, id)] if id.0 == trimmed => Some(object_binding(trimmed)),
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The objects a financial effect pays for: every string or number below an object-id
 /// argument at any depth (`invoice_id`, `{"payment": {"invoice_id": …}}`,
 /// `"invoice_ids": ["INV-42", …]`; [`secureclaw_core::anchor::object_id_targets`]), as

@@ -114,10 +114,13 @@ impl Gateway {
             action_id.clone(),
             artifact.map(str::to_owned),
         );
-        Self::detached(tool, async move {
-            gw.commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
-                .await
-        })
+        self.detached(
+            async move {
+                gw.commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
+                    .await
+            },
+            || Self::task_failed(tool),
+        )
         .await
     }
 

@@ -196,8 +196,13 @@ impl Gateway {
                 if anchored {
                     self.note_read_amounts(session, &output, arguments).await;
                 }
-                self.finish(session, entry, Some(read), output, None, &pairs, arguments)
-                    .await
+                let outcome = self
+                    .finish(session, entry, Some(read), output, None, &pairs, arguments)
+                    .await;
+                if anchored && let CallOutcome::Completed { output, .. } = &outcome {
+                    self.note_read_payees(session, output, arguments).await;
+                }
+                outcome
             }
             Err(e) => self.exec_failure(session, entry, &e, None).await,
         }

@@ -315,9 +315,10 @@ impl Gateway {
             tool.to_owned(),
             meta.clone(),
         );
-        Self::detached(tool, async move {
-            gw.call_attached(&session, &name, arguments, &meta).await
-        })
+        self.detached(
+            async move { gw.call_attached(&session, &name, arguments, &meta).await },
+            || Self::task_failed(tool),
+        )
         .await
     }
 
@@ -838,7 +839,24 @@ impl Gateway {
     /// # Errors
     /// [`GatewayError::Conflict`] if the branch was abandoned; [`GatewayError::Store`] if the
     /// store fails (nothing is released).
+    ///
+    /// Cancellation-safe like [`Gateway::call`]: the promotion and the calls it releases run
+    /// on their own task, so a caller that stops waiting loses no held call.
     pub async fn promote_branch(
+        &self,
+        session: &SessionRecord,
+        branch: &str,
+    ) -> Result<Vec<Released>, GatewayError> {
+        let (gw, session, branch) = (self.clone(), session.clone(), branch.to_owned());
+        self.detached(
+            async move { gw.promote_branch_attached(&session, &branch).await },
+            || Err(GatewayError::Store("the promotion's task failed".into())),
+        )
+        .await
+    }
+
+    /// [`Gateway::promote_branch`] on the caller's task.
+    async fn promote_branch_attached(
         &self,
         session: &SessionRecord,
         branch: &str,
@@ -942,7 +960,8 @@ impl Gateway {
                 )),
             };
         }
-        match self.promote_branch(session, branch).await {
+        // Already on a detached call task (`Gateway::call`).
+        match self.promote_branch_attached(session, branch).await {
             Ok(released) => {
                 let calls: Vec<Value> = released
                     .iter()

@@ -225,19 +225,7 @@ impl Gateway {
         output: &ToolOutput,
         arguments: &Map<String, Value>,
     ) {
-        // The objects the read named: the scalars of its arguments.
-        fn scalars(v: &Value, out: &mut Vec<String>) {
-            match v {
-                Value::String(s) => out.push(amounts::object_binding(s)),
-                Value::Number(n) => out.push(n.to_string()),
-                Value::Array(items) => items.iter().for_each(|i| scalars(i, out)),
-                Value::Object(map) => map.values().for_each(|i| scalars(i, out)),
-                Value::Null | Value::Bool(_) => {}
-            }
-        }
-        let mut objects = Vec::new();
-        arguments.values().for_each(|v| scalars(v, &mut objects));
-        objects.retain(|o| !o.is_empty());
+        let objects = amounts::read_objects(arguments);
         let mut amounts = Vec::new();
         if let Some(v) = &output.structured {
             amounts::read_amounts(v, &objects, &mut amounts);
@@ -251,10 +239,63 @@ impl Gateway {
                 amounts::read_amounts(&v, &objects, &mut amounts);
             }
         }
-        if amounts.is_empty() {
+        self.note_amount_keys(session, &amounts).await;
+    }
+
+    /// Remember, for a payment, which handles an anchored read showed and what it returned
+    /// beside them, from the read's declassified `output` (red-team round 2 of 2026-12-03):
+    /// each handle bound to the objects the read named and the arguments they stood under
+    /// ([`amounts::payee_key`], [`amounts::payee_field_key`]), so that a payment naming an
+    /// object under an argument of that name may send only a payee that object's read showed
+    /// (INV-42's IBAN does not pay INV-43; a payment method shown by a profile read, named
+    /// by `user_id`, still pays an order named by `order_id`); and the read's amounts bound
+    /// to each handle as their object (`AMOUNT CUR @HANDLE`), so that a payment naming no
+    /// object id (an `invoice_number`, a `reference`) pays a payee only the amount of the read
+    /// that showed it. Kept with the read amounts; a failure is logged (the payment then needs
+    /// a human).
+    pub(super) async fn note_read_payees(
+        &self,
+        session: &SessionRecord,
+        output: &ToolOutput,
+        arguments: &Map<String, Value>,
+    ) {
+        let mut handles: Vec<String> = Vec::new();
+        let mut values: Vec<Value> = output.structured.iter().cloned().collect();
+        values.extend(output.content.iter().filter_map(|b| b.get("text").cloned()));
+        for v in &values {
+            handles.extend(
+                find_handles(v)
+                    .into_iter()
+                    .map(|(_, id)| amounts::object_binding(&id.0)),
+            );
+        }
+        handles.sort();
+        handles.dedup();
+        if handles.is_empty() {
             return;
         }
-        let digests: Result<Vec<String>, _> = amounts
+        let fields = amounts::read_object_fields(arguments);
+        let mut keys: Vec<String> = Vec::new();
+        for h in &handles {
+            for (field, object) in &fields {
+                keys.push(amounts::payee_key(h, field, object));
+                keys.push(amounts::payee_field_key(h, field));
+            }
+        }
+        if let Some(v) = &output.structured {
+            amounts::read_amounts(v, &handles, &mut keys);
+        }
+        keys.retain(|k| k.contains(" @"));
+        self.note_amount_keys(session, &keys).await;
+    }
+
+    /// Store `keys` ([`amounts::read_amount_key`]s and [`amounts::payee_key`]s) as keyed
+    /// digests of the session; a failure is logged.
+    async fn note_amount_keys(&self, session: &SessionRecord, keys: &[String]) {
+        if keys.is_empty() {
+            return;
+        }
+        let digests: Result<Vec<String>, _> = keys
             .iter()
             .map(|a| {
                 secureclaw_core::task_state::state_digest(

@@ -421,7 +421,32 @@ impl Gateway {
         // "EUR 50" does not cover `amount_cents: 50`, nor "USD 1,299.00" a payment in EUR).
         let named_amounts = amounts::task_amounts(&session.envelope.request);
         let currencies = amounts::argument_currencies(arguments);
-        let objects = amounts::payment_objects(arguments);
+        let mut objects = amounts::payment_objects(arguments);
+        // A payee handle shown by a read of one object does not pay another object named under
+        // the same argument (INV-42's IBAN does not pay INV-43; red-team round 2). A payment
+        // naming no object id stands for its payee handles: its amount must come from the
+        // read that showed them.
+        let payees = amounts::payee_handles(arguments, &entry.targets);
+        if objects.is_empty() {
+            objects.clone_from(&payees);
+        } else {
+            // Judged where a read of an object under the same argument name showed the payee;
+            // a payee shown by a read of something else (a profile) is left to anchoring.
+            let fields = amounts::payment_object_fields(arguments);
+            for payee in &payees {
+                for (field, object) in &fields {
+                    if self
+                        .amount_known(session, &[amounts::payee_field_key(payee, field)])
+                        .await
+                        && !self
+                            .amount_known(session, &[amounts::payee_key(payee, field, object)])
+                            .await
+                    {
+                        return Some("payee_unbound");
+                    }
+                }
+            }
+        }
         for a in found {
             if let Some(max) = session.envelope.max_amount {
                 // The ceiling is in minor units (cents): anything that is not a number at most

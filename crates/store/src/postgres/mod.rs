@@ -769,6 +769,35 @@ impl ActionStore for PgStore {
         row.as_ref().map(approval_row).transpose()
     }
 
+    async fn approved_unused(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+        decided_since: UnixMillis,
+    ) -> Result<Option<ActionId>, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT a.action_id FROM actions a JOIN approvals p ON p.action_id = a.action_id
+                 WHERE a.session = $1 AND a.binding_kid = $2 AND a.binding = $3
+                   AND p.state = 'approved' AND p.decided_at >= $4
+                   AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.action_id = a.action_id)
+                 ORDER BY p.decided_at DESC, a.action_id LIMIT 1",
+                &[
+                    &session,
+                    &binding.kid.0,
+                    &binding.digest,
+                    &i64::try_from(decided_since.0).unwrap_or(i64::MAX),
+                ],
+            )
+            .await
+            .map_err(db)?;
+        row.map(|r| r.try_get::<_, String>(0).map(ActionId))
+            .transpose()
+            .map_err(db)
+    }
+
     async fn list_approvals(
         &self,
         state: Option<ApprovalState>,

@@ -326,6 +326,12 @@ CREATE TABLE rate_buckets (
 );
 ";
 
+/// Version 6: actions found by session and binding (an identical re-issue finds its
+/// approval without `_meta`).
+const V6_ACTIONS_BY_BINDING: &str = r"
+CREATE INDEX actions_session_binding ON actions (session, binding);
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -333,6 +339,7 @@ const MIGRATIONS: &[&str] = &[
     V3_PROTECTED_OBJECTS,
     V4_TASK_STATE,
     V5_SPECULATION_STATE,
+    V6_ACTIONS_BY_BINDING,
 ];
 
 /// The highest schema version this build knows.
