@@ -551,6 +551,9 @@ fn trials(upstream: Upstream) {
         let (_, reserved) = check(&d, &attempts.lock().unwrap());
         if reserved > prev_reserved {
             crashed_mid_commit += 1;
+            // The interrupted effect's outcome is unknown, so that session's later calls of
+            // the tool wait for the user (`outcome_unknown_repeat`): go on in a new session.
+            session.clear();
         }
         prev_reserved = reserved;
         audit_verify(&d);
