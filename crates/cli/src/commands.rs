@@ -161,7 +161,14 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
     let store_url = store_url.or(config.store.url.as_deref());
     let message_limit = message_limit(&config.gateway.limits);
-    let gw = stack::start(state_dir, store_url, &policies, config.gateway, vec![spec.clone()]).await?;
+    let gw = stack::start(
+        state_dir,
+        store_url,
+        &policies,
+        config.gateway,
+        vec![spec.clone()],
+    )
+    .await?;
     let envelope = TaskEnvelope {
         request: args.task,
         trusted_targets: args.trusted_targets,
@@ -178,8 +185,15 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         "policies": policies.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "trusted_client": trusted_client,
     });
-    let (session, resumed) =
-        wrap_session(&gw, state_dir, &args.caller, envelope, &launch, args.new_session).await?;
+    let (session, resumed) = wrap_session(
+        &gw,
+        state_dir,
+        &args.caller,
+        envelope,
+        &launch,
+        args.new_session,
+    )
+    .await?;
     gw.set_approve_command(state_dir, store_option(store_url).as_deref());
     warn_unmatched_rules(&gw);
     // The raw session id is the session's bearer credential (valid on `serve` over the same
@@ -293,8 +307,7 @@ async fn wrap_session(
     let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     crate::state::write_private(&tmp, session.id.as_bytes())?;
-    std::fs::rename(&tmp, &path)
-        .with_context(|| format!("cannot write `{}`", path.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok((session, false))
 }
 

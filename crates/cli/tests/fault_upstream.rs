@@ -303,7 +303,10 @@ fn wrap_answers_a_call_still_running_when_its_input_closes() {
     w.call(2, WRAP_PAY, json!({"ref": "a"}));
     let deadline = Instant::now() + Duration::from_secs(30);
     while effects(&w.effects).is_empty() {
-        assert!(Instant::now() < deadline, "the effect never reached the upstream");
+        assert!(
+            Instant::now() < deadline,
+            "the effect never reached the upstream"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     w.close_input();
@@ -313,7 +316,10 @@ fn wrap_answers_a_call_still_running_when_its_input_closes() {
     assert_eq!(effects(&w.effects).len(), 1);
     let deadline = Instant::now() + Duration::from_secs(30);
     while w._child.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "wrap did not exit after its input closed");
+        assert!(
+            Instant::now() < deadline,
+            "wrap did not exit after its input closed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_recorded_outcome_unknown(&w.state);
@@ -343,7 +349,10 @@ fn wrap_records_a_running_effect_when_stopped_by_a_signal() {
         w.call(2, WRAP_PAY, json!({"ref": "a"}));
         let deadline = Instant::now() + Duration::from_secs(30);
         while effects(&w.effects).is_empty() {
-            assert!(Instant::now() < deadline, "the effect never reached the upstream");
+            assert!(
+                Instant::now() < deadline,
+                "the effect never reached the upstream"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let killed = Command::new("kill")
@@ -354,7 +363,10 @@ fn wrap_records_a_running_effect_when_stopped_by_a_signal() {
         assert!(killed.success());
         let deadline = Instant::now() + Duration::from_secs(30);
         while w._child.0.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "wrap did not exit after {signal}");
+            assert!(
+                Instant::now() < deadline,
+                "wrap did not exit after {signal}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(effects(&w.effects).len(), 1);

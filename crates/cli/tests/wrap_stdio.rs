@@ -773,7 +773,11 @@ fn approvals_survive_a_restart_of_the_client() {
         .args(["approvals", "approve", &action])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let reissue = |w: &mut Wrapped, id: i64| {
         w.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": "pay_invoice", "arguments": pay, "_meta": {"dev.secureclaw/approval": action}}}));
@@ -795,7 +799,10 @@ fn approvals_survive_a_restart_of_the_client() {
     assert_ne!(r["result"]["isError"], true, "{r}");
     assert_eq!(r["result"]["structuredContent"]["status"], "paid", "{r}");
     let r = reissue(&mut again, 3);
-    assert_eq!(r["result"]["isError"], true, "single use across restarts: {r}");
+    assert_eq!(
+        r["result"]["isError"], true,
+        "single use across restarts: {r}"
+    );
     let dir = again.stop();
     // `--new-session` starts over: the approval belongs to the earlier session.
     let mut fresh = Wrapped::start_in(

@@ -569,7 +569,12 @@ fn confirmation_outlives_a_slow_human_only_through_its_own_ttl() {
 /// outlive the gateway's setting: age is counted from `confirmed_at`.
 #[test]
 fn confirmation_older_than_the_gateways_ttl_is_invalid_whatever_it_sealed() {
-    let p = preview_with(ring(), true, ArtifactDecision::Allow, NOW.plus_millis(60_000));
+    let p = preview_with(
+        ring(),
+        true,
+        ArtifactDecision::Allow,
+        NOW.plus_millis(60_000),
+    );
     let req = request();
     // Sealed for a day, given at NOW.
     let c = confirm(&p, |c| c.expires_at = NOW.plus_millis(86_400_000));
@@ -585,8 +590,22 @@ fn confirmation_older_than_the_gateways_ttl_is_invalid_whatever_it_sealed() {
         ReasonCode::ConfirmationInvalid
     );
     // Positive controls: within the gateway's TTL, and with the default hour.
-    assert!(accept(&p.keys, &MemLedger::default(), &at(NOW.plus_millis(59_000), 60_000)).is_ok());
-    assert!(accept(&p.keys, &MemLedger::default(), &at(NOW.plus_millis(61_000), CONFIRMATION_AGE)).is_ok());
+    assert!(
+        accept(
+            &p.keys,
+            &MemLedger::default(),
+            &at(NOW.plus_millis(59_000), 60_000)
+        )
+        .is_ok()
+    );
+    assert!(
+        accept(
+            &p.keys,
+            &MemLedger::default(),
+            &at(NOW.plus_millis(61_000), CONFIRMATION_AGE)
+        )
+        .is_ok()
+    );
 }
 
 #[test]

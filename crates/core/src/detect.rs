@@ -1820,7 +1820,11 @@ mod tests {
         for leak in [
             format!("sco_ {}", grouped.join(" ")),
             grouped.join("-"),
-            format!("TOKEN_A={}\nTOKEN_B={}", &body[..split_at], &body[split_at..]),
+            format!(
+                "TOKEN_A={}\nTOKEN_B={}",
+                &body[..split_at],
+                &body[split_at..]
+            ),
             format!("first part {}", &body[..11]),
         ] {
             let f = detect(&leak);
@@ -1832,7 +1836,9 @@ mod tests {
             );
             for i in 0..body.len().saturating_sub(6) {
                 assert!(
-                    !squash(&redact(&leak, &f)).to_ascii_lowercase().contains(&body[i..i + 7]),
+                    !squash(&redact(&leak, &f))
+                        .to_ascii_lowercase()
+                        .contains(&body[i..i + 7]),
                     "{leak}: a 7-character piece survives ({kept})"
                 );
             }
@@ -1909,7 +1915,11 @@ mod tests {
             );
         }
         // Positive control.
-        assert!(found("call +49 30 1234567 now", IdentifierKind::Phone, "+49 30 1234567"));
+        assert!(found(
+            "call +49 30 1234567 now",
+            IdentifierKind::Phone,
+            "+49 30 1234567"
+        ));
     }
 
     #[test]

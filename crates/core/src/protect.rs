@@ -286,7 +286,11 @@ pub fn subtree_match_keys(identifier: &str) -> Vec<String> {
     let mut out = Vec::new();
     for n in 1..=deepest {
         let prefix = parts.get(..n).unwrap_or_default().join("/");
-        let spelled = if absolute { format!("/{prefix}") } else { prefix };
+        let spelled = if absolute {
+            format!("/{prefix}")
+        } else {
+            prefix
+        };
         out.extend(
             match_keys(&spelled)
                 .into_iter()
@@ -466,12 +470,25 @@ mod tests {
         // A home-relative spelling, however many slashes follow `~`, is relative.
         assert!(below("~//pub/d", "/home/me/pub/d/key.txt"));
         assert!(below("/home/me/pub/d", "~//pub/d/key.txt"));
-        for c in ["/r/pub/key.txt", "/r/pub/dd/key.txt", "/r/pub", "/r/other/d2/key.txt"] {
+        for c in [
+            "/r/pub/key.txt",
+            "/r/pub/dd/key.txt",
+            "/r/pub",
+            "/r/other/d2/key.txt",
+        ] {
             assert!(!below("/r/pub/d", c), "{c}");
         }
         // Subtree keys never match plain protection lookups, nor the reverse.
-        assert!(!match_keys("/r/pub/d").iter().any(|k| subtree_protect_keys("/r/pub/d").contains(k)));
-        assert!(!subtree_match_keys("/r/pub/d").iter().any(|k| protect_keys("/r/pub/d").contains(k)));
+        assert!(
+            !match_keys("/r/pub/d")
+                .iter()
+                .any(|k| subtree_protect_keys("/r/pub/d").contains(k))
+        );
+        assert!(
+            !subtree_match_keys("/r/pub/d")
+                .iter()
+                .any(|k| protect_keys("/r/pub/d").contains(k))
+        );
     }
 
     #[test]

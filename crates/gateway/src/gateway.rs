@@ -713,7 +713,11 @@ impl Gateway {
     /// The approved, never committed action of `session` bound to exactly this prepared
     /// request, approved within `confirmation_ttl_ms` (older confirmations no longer count),
     /// if any. A store failure is `None`: the call then goes through preview as usual.
-    async fn approved_unused(&self, session: &SessionRecord, prepared: &Prepared) -> Option<ActionId> {
+    async fn approved_unused(
+        &self,
+        session: &SessionRecord,
+        prepared: &Prepared,
+    ) -> Option<ActionId> {
         let binding = secureclaw_core::binding::bind(&self.inner.keys, &prepared.request).ok()?;
         let since = UnixMillis(
             self.now()

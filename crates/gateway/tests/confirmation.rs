@@ -214,8 +214,13 @@ async fn approved_then_reissued_completes_once() {
     // Another call is not the approved one: a new action, held again; and so is the identical
     // call in another session.
     let other = assert_pending(
-        &h.call(&h.session, SEND, email(FINANCE, "Copy: invoice INV-43"), None)
-            .await,
+        &h.call(
+            &h.session,
+            SEND,
+            email(FINANCE, "Copy: invoice INV-43"),
+            None,
+        )
+        .await,
     );
     assert_ne!(other, action);
     let s2 = h.open_session("alice").await;
@@ -414,20 +419,18 @@ async fn an_out_of_process_confirmer_cannot_outlive_the_gateways_ttl() {
 async fn approvals_of_ended_sessions_are_marked() {
     let h = Harness::new().await;
     let a = assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
-    let list = h
-        .gw
-        .approvals_for_approver(Some(ApprovalState::Pending))
-        .await
-        .unwrap();
+    let list =
+        h.gw.approvals_for_approver(Some(ApprovalState::Pending))
+            .await
+            .unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].approval.action_id, a);
     assert!(!list[0].session_ended, "live session marked ended");
     h.clock.advance(h.config.limits.session_ttl_ms + 1);
-    let list = h
-        .gw
-        .approvals_for_approver(Some(ApprovalState::Pending))
-        .await
-        .unwrap();
+    let list =
+        h.gw.approvals_for_approver(Some(ApprovalState::Pending))
+            .await
+            .unwrap();
     assert!(list[0].session_ended, "expired session not marked");
 }
 
@@ -466,7 +469,9 @@ async fn the_identical_reissue_without_meta_commits_the_approval_once() {
         &h.call(&h.session, SEND, email(FINANCE, "third copy"), None)
             .await,
     );
-    h.gw.decide_approval(&declined, false, "user").await.unwrap();
+    h.gw.decide_approval(&declined, false, "user")
+        .await
+        .unwrap();
     assert_pending(
         &h.call(&h.session, SEND, email(FINANCE, "third copy"), None)
             .await,

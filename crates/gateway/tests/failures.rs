@@ -559,5 +559,10 @@ async fn a_promotion_whose_caller_stops_waiting_runs_every_held_call() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(h.test.effects(), 2);
-    assert!(h.gw.promote_branch(&h.session, "b1").await.unwrap().is_empty());
+    assert!(
+        h.gw.promote_branch(&h.session, "b1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

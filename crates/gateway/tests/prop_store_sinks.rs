@@ -932,7 +932,13 @@ fn a_directory_moved_under_a_seen_name_keeps_its_files_protected() {
         // 1. The seen file's directory is moved away first, so the secret can be moved onto
         //    its name: the vacated name is protected with everything below it, so the
         //    incoming move waits, and so does a blind edit there.
-        let _ = call(&fs, &s, "fs__read_file", json!({"path": "/work/docs/vault/key.txt"})).await;
+        let _ = call(
+            &fs,
+            &s,
+            "fs__read_file",
+            json!({"path": "/work/docs/vault/key.txt"}),
+        )
+        .await;
         held_as_protected(
             &call(
                 &fs,

@@ -378,8 +378,13 @@ async fn a_grant_pays_nested_and_listed_objects_once_each() {
             .await,
     );
     assert_pending(
-        &h.call(&s, count, json!({"to": APPROVER, "amount": "12.00", "memo": "again"}), None)
-            .await,
+        &h.call(
+            &s,
+            count,
+            json!({"to": APPROVER, "amount": "12.00", "memo": "again"}),
+            None,
+        )
+        .await,
     );
 }
 
@@ -390,9 +395,8 @@ async fn a_grant_pays_nested_and_listed_objects_once_each() {
 #[tokio::test]
 async fn a_payee_pays_only_for_the_object_whose_read_showed_it() {
     let h = Harness::new().await;
-    let s = h
-        .gw
-        .open_session(
+    let s =
+        h.gw.open_session(
             "payer",
             TaskEnvelope {
                 request: "Pay invoices INV-42 and INV-43.".into(),
@@ -407,7 +411,11 @@ async fn a_payee_pays_only_for_the_object_whose_read_showed_it() {
     let (iban42, iban43) = (handle_at(&r42, "iban"), handle_at(&r43, "iban"));
     // INV-43 paid to INV-42's payee, with INV-43's own amount: held.
     let id = assert_pending(&h.call(&s, PAY, pay("INV-43", &iban42, 48_750), None).await);
-    assert!(display(&h, &id).await.contains("(payee_unbound)"), "{}", display(&h, &id).await);
+    assert!(
+        display(&h, &id).await.contains("(payee_unbound)"),
+        "{}",
+        display(&h, &id).await
+    );
     // The invoice named in a field not named like an id, with the other invoice's amount.
     for field in ["invoice_number", "invoice", "reference"] {
         let args = json!({field: "INV-43", "iban": iban43, "amount_cents": AMOUNT});

@@ -433,12 +433,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         return StatusCode::NO_CONTENT.into_response();
     }
     match release {
-        Some(release) => response.map(|inner| {
-            Body::new(Tracked {
-                inner,
-                release,
-            })
-        }),
+        Some(release) => response.map(|inner| Body::new(Tracked { inner, release })),
         None => response,
     }
 }

@@ -85,7 +85,10 @@ async fn drained(
     let deadline = tokio::time::Instant::now() + drain;
     loop {
         let notified = answered.notified();
-        let left = in_flight.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let left = in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         if left == 0 {
             return;
         }

@@ -468,7 +468,11 @@ async fn respelled_duplicate_ids_are_one_id() {
         assert_eq!(r.status, 409, "{id}: {r:?}");
         assert_eq!(r.messages[0]["error"]["code"], -32600, "{id}: {r:?}");
     }
-    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a respelled duplicate ran");
+    assert_eq!(
+        s.office.sent.load(Ordering::SeqCst),
+        0,
+        "a respelled duplicate ran"
+    );
     let body = r#"{"jsonrpc":"2.0","id":"9","method":"tools/call","params":{"name":"office__send","arguments":{}}}"#;
     let r = request_raw(s.addr, "POST", Some(&alice), Some(&sid), body).await;
     assert_eq!(result_text(&r), "send done");
@@ -490,7 +494,11 @@ async fn a_request_without_an_mcp_session_is_refused() {
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.messages[0]["id"], 4, "{r:?}");
     assert_eq!(r.messages[0]["error"]["code"], -32600, "{r:?}");
-    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "a sessionless call ran");
+    assert_eq!(
+        s.office.sent.load(Ordering::SeqCst),
+        0,
+        "a sessionless call ran"
+    );
     assert!(
         rejections(&s.gw)
             .await
@@ -501,7 +509,10 @@ async fn a_request_without_an_mcp_session_is_refused() {
     );
     // Positive control: the same call in a session runs.
     let sid = open(&s, Some(&alice)).await;
-    assert_eq!(result_text(&call(&s, Some(&alice), &sid, 5, "office__send").await), "send done");
+    assert_eq!(
+        result_text(&call(&s, Some(&alice), &sid, 5, "office__send").await),
+        "send done"
+    );
 }
 
 /// Regression (issue 12 items 2 and 8): bytes rmcp would drop without an answer get exactly one

@@ -711,12 +711,18 @@ pub async fn approved_unused(s: &dyn Subject) -> Outcome {
         .approved_unused("s1", &binding(), UnixMillis(0))
         .await
         .map_err(fail("approved_unused"))?;
-    ensure!(newest.as_ref() == Some(&a2), "the newest approved action, got {newest:?}");
+    ensure!(
+        newest.as_ref() == Some(&a2),
+        "the newest approved action, got {newest:?}"
+    );
     let since = store
         .approved_unused("s1", &binding(), UnixMillis(251))
         .await
         .map_err(fail("approved_unused"))?;
-    ensure!(since.is_none(), "approvals older than the bound must not count, got {since:?}");
+    ensure!(
+        since.is_none(),
+        "approvals older than the bound must not count, got {since:?}"
+    );
     // Committed (a ledger entry): no longer unused.
     store
         .reserve(&a2, &binding(), UnixMillis(500))
@@ -726,7 +732,10 @@ pub async fn approved_unused(s: &dyn Subject) -> Outcome {
         .approved_unused("s1", &binding(), UnixMillis(0))
         .await
         .map_err(fail("approved_unused"))?;
-    ensure!(next.as_ref() == Some(&a1), "the remaining unused approval, got {next:?}");
+    ensure!(
+        next.as_ref() == Some(&a1),
+        "the remaining unused approval, got {next:?}"
+    );
     store
         .reserve(&a1, &binding(), UnixMillis(500))
         .await

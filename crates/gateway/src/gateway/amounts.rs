@@ -761,12 +761,11 @@ pub(crate) fn read_object_fields(arguments: &Map<String, Value>) -> Vec<(String,
 /// The objects a financial effect pays for with the id argument each stands under, as
 /// ([`field_binding`], [`object_binding`]) pairs (see [`payment_objects`]).
 pub(crate) fn payment_object_fields(arguments: &Map<String, Value>) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> =
-        secureclaw_core::anchor::object_id_targets(arguments, &[])
-            .into_iter()
-            .map(|t| (field_binding(&t.field), object_binding(&t.value)))
-            .filter(|(_, o)| !o.is_empty())
-            .collect();
+    let mut out: Vec<(String, String)> = secureclaw_core::anchor::object_id_targets(arguments, &[])
+        .into_iter()
+        .map(|t| (field_binding(&t.field), object_binding(&t.value)))
+        .filter(|(_, o)| !o.is_empty())
+        .collect();
     out.sort();
     out.dedup();
     out
@@ -1206,7 +1205,11 @@ mod tests {
             );
         }
         assert_eq!(
-            payment_objects(json!({"invoice_ids": ["INV-43", "INV-42"]}).as_object().unwrap()),
+            payment_objects(
+                json!({"invoice_ids": ["INV-43", "INV-42"]})
+                    .as_object()
+                    .unwrap()
+            ),
             vec!["inv-42", "inv-43"]
         );
     }

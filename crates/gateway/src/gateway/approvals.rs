@@ -228,8 +228,13 @@ impl Gateway {
         {
             return outcome;
         }
-        self.call(session, tool, arguments, &CallMeta::committed(Some(&action)))
-            .await
+        self.call(
+            session,
+            tool,
+            arguments,
+            &CallMeta::committed(Some(&action)),
+        )
+        .await
     }
 }
 

@@ -309,12 +309,8 @@ impl Gateway {
         arguments: Map<String, Value>,
         meta: &CallMeta,
     ) -> CallOutcome {
-        let (gw, session, name, meta) = (
-            self.clone(),
-            session.clone(),
-            tool.to_owned(),
-            meta.clone(),
-        );
+        let (gw, session, name, meta) =
+            (self.clone(), session.clone(), tool.to_owned(), meta.clone());
         self.detached(
             async move { gw.call_attached(&session, &name, arguments, &meta).await },
             || Self::task_failed(tool),

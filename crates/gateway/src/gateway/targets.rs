@@ -552,8 +552,7 @@ impl Gateway {
         }
         if objects.is_empty() {
             kind = "call";
-            let Ok(bytes) =
-                serde_json_canonicalizer::to_vec(&Value::Object(arguments.clone()))
+            let Ok(bytes) = serde_json_canonicalizer::to_vec(&Value::Object(arguments.clone()))
             else {
                 return false;
             };
