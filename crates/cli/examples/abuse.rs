@@ -15,12 +15,17 @@
 //! 2. `mcp-sessions`: 200 MCP `initialize` requests with the token;
 //! 3. `idle-connections`: 2,000 TCP connections opened from 127.0.0.1 and left silent, then
 //!    `/health` from 127.0.0.2 (which the gateway counts as the same loopback peer);
-//! 4. `previews`: 40 previews of 4 MiB bodies that need the user's approval.
+//! 4. `previews`: 40 previews of 4 MiB bodies that need the user's approval;
+//! 5. `large-calls`: 60 concurrent `/v1/call`s of one new session, each with 4 MB of
+//!    arguments, once as one string and once as an array of 2 million tiny values; RSS is
+//!    sampled every 20 ms (the peak is reported) and `/health` is timed every 100 ms.
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -368,6 +373,93 @@ async fn main() -> Result<()> {
             (dir_kib(&gw.dir).saturating_sub(before)) as f64 / 1024.0
         ),
     )?;
+    // 5. Concurrent large calls of one session (red-team round 2: 60 calls of 4 MiB took the
+    //    gateway past 1.3 GB and delayed `/health` by up to 9 s).
+    let addr = gw.addr;
+    for (name, arguments) in [
+        (
+            "60 concurrent calls of 4 MB (one string)",
+            json!({"pad": "z".repeat(4_000_000)}),
+        ),
+        (
+            "60 concurrent calls of 4 MB (2 million tiny values)",
+            json!({"pad": vec![1; 1_999_000]}),
+        ),
+    ] {
+        let token = open("abuser-large").await?;
+        let body = Arc::new(json!({"tool": "office__noop", "arguments": arguments}));
+        let peak = Arc::new(AtomicU64::new(0));
+        let slowest = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (peak, done) = (Arc::clone(&peak), Arc::clone(&done));
+            tokio::spawn(async move {
+                while !done.load(Ordering::SeqCst) {
+                    if let Ok(rss) = rss_kib(pid) {
+                        peak.fetch_max(rss, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        let prober = {
+            let (slowest, done) = (Arc::clone(&slowest), Arc::clone(&done));
+            tokio::spawn(async move {
+                while !done.load(Ordering::SeqCst) {
+                    let t = Instant::now();
+                    let _ = probe(OTHER, addr).await;
+                    let ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    slowest.fetch_max(ms, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let started = Instant::now();
+        let calls: Vec<_> = (0..60)
+            .map(|_| {
+                let (body, token) = (Arc::clone(&body), token.clone());
+                tokio::spawn(async move {
+                    http(LOCAL, addr, "POST", "/v1/call", Some(&token), Some(&body)).await
+                })
+            })
+            .collect();
+        let (mut ran, mut limited, mut invalid, mut other) = (0, 0, 0, 0);
+        for call in calls {
+            match call.await? {
+                Ok((_, text)) if text.contains("\"completed\"") => ran += 1,
+                Ok((_, text)) if text.contains("limit_exceeded") => limited += 1,
+                Ok((_, text)) if text.contains("invalid_arguments") => invalid += 1,
+                Ok((status, text)) => {
+                    other += 1;
+                    if other == 1 {
+                        eprintln!(
+                            "large calls: unexpected answer {status}: {}",
+                            text.chars().take(300).collect::<String>()
+                        );
+                    }
+                }
+                Err(e) => {
+                    other += 1;
+                    eprintln!("large calls: {e}");
+                }
+            }
+        }
+        let wall = started.elapsed();
+        done.store(true, Ordering::SeqCst);
+        let _ = sampler.await;
+        let _ = prober.await;
+        row(
+            name,
+            pid,
+            baseline,
+            &format!(
+                "{ran} ran, {limited} refused `limit_exceeded`, {invalid} refused invalid, {other} other, in {:.1} s; peak RSS {:.0} MiB; slowest `/health` {} ms",
+                wall.as_secs_f64(),
+                peak.load(Ordering::SeqCst) as f64 / 1024.0,
+                slowest.load(Ordering::SeqCst)
+            ),
+        )?;
+    }
     drop(gw);
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())

@@ -49,8 +49,8 @@ pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCod
         .map(Path::to_path_buf)
         .or_else(|| config.server.state_dir.clone())
         .unwrap_or_else(crate::state::default_dir);
-    crate::guard::check_state_access(
-        &dir,
+    crate::guard::check_trusted_access(
+        &crate::guard::trusted_inputs(&dir, Some(&file), &config.server.policy_files),
         &config.upstream,
         config.server.allow_upstream_state_access,
     )?;

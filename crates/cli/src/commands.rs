@@ -58,9 +58,10 @@ pub struct WrapArgs {
     #[arg(long, hide = true)]
     no_elicitation: bool,
     /// Start even if the upstream's command, arguments or working directory name the state
-    /// directory, a path inside it or one of its ancestors (e.g. a filesystem server rooted at
-    /// $HOME): the runtime could then read SecureClaw's keys and operator token through it.
-    /// Refused by default.
+    /// directory, the --config file or a policy file, a path inside one or one of their
+    /// ancestors (e.g. a filesystem server rooted at $HOME): the runtime could then read
+    /// SecureClaw's keys and operator token, or rewrite its rules, through it. Refused by
+    /// default.
     #[arg(long)]
     allow_upstream_state_access: bool,
     /// The upstream MCP server command and its arguments, after `--` (the `--` may be left
@@ -150,13 +151,13 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         },
         namespace: false,
     };
-    crate::guard::check_state_access(
-        state_dir,
+    let mut policies = config.server.policy_files.clone();
+    policies.extend(args.policies);
+    crate::guard::check_trusted_access(
+        &crate::guard::trusted_inputs(state_dir, args.config.as_deref(), &policies),
         std::slice::from_ref(&spec),
         args.allow_upstream_state_access || config.server.allow_upstream_state_access,
     )?;
-    let mut policies = config.server.policy_files.clone();
-    policies.extend(args.policies);
     let trusted_client = !args.no_elicitation
         && (args.trust_client_confirmation || config.server.client_confirmation.is_trusted());
     let store_url = store_url.or(config.store.url.as_deref());
@@ -181,8 +182,8 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         "store": store_url,
         "upstream": spec.id,
         "transport": serde_json::to_value(&spec.transport).unwrap_or_default(),
-        "config": args.config.as_ref().map(|p| p.display().to_string()),
-        "policies": policies.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "config": args.config.as_ref().map(|p| file_identity(p)),
+        "policies": policies.iter().map(|p| file_identity(p)).collect::<Vec<_>>(),
         "trusted_client": trusted_client,
     });
     let (session, resumed) = wrap_session(
@@ -276,6 +277,19 @@ async fn drain(gw: &secureclaw_gateway::Gateway) {
 ///
 /// # Errors
 /// The store's errors opening or looking up a session; the file system's writing the id.
+/// A file as it identifies a `wrap` launch: its path and a SHA-256 digest of its contents, so
+/// that a launch whose configuration or policy changed (rewritten through an upstream, or by
+/// the operator) never resumes the session an earlier launch opened under the old rules
+/// (red-team round 3). An unreadable file counts by its path alone (the start then fails
+/// loading it anyway).
+fn file_identity(path: &Path) -> serde_json::Value {
+    use sha2::Digest as _;
+    let digest = std::fs::read(path)
+        .ok()
+        .map(|bytes| hex::encode(sha2::Sha256::digest(&bytes)));
+    serde_json::json!({"path": path.display().to_string(), "sha256": digest})
+}
+
 async fn wrap_session(
     gw: &secureclaw_gateway::Gateway,
     state_dir: &Path,
@@ -398,9 +412,10 @@ pub struct ServeArgs {
     #[arg(long)]
     stdio: bool,
     /// Start even if a stdio upstream's command, arguments or working directory name the
-    /// state directory, a path inside it or one of its ancestors (e.g. a filesystem server
-    /// rooted at $HOME): the runtime could then read SecureClaw's keys and operator token
-    /// through it. Refused by default; also `[server] allow_upstream_state_access = true`.
+    /// state directory, the config file or a policy file, a path inside one or one of their
+    /// ancestors (e.g. a filesystem server rooted at $HOME): the runtime could then read
+    /// SecureClaw's keys and operator token, or rewrite its rules, through it. Refused by
+    /// default; also `[server] allow_upstream_state_access = true`.
     #[arg(long)]
     allow_upstream_state_access: bool,
 }
@@ -419,8 +434,8 @@ pub async fn serve(
         .unwrap_or_else(state::default_dir);
     let bind = args.bind.unwrap_or(config.server.http_bind);
     let loopback = bind.ip().is_loopback();
-    crate::guard::check_state_access(
-        &dir,
+    crate::guard::check_trusted_access(
+        &crate::guard::trusted_inputs(&dir, Some(&args.config), &config.server.policy_files),
         &config.upstream,
         args.allow_upstream_state_access || config.server.allow_upstream_state_access,
     )?;

@@ -352,6 +352,9 @@ impl Config {
         if l.max_argument_bytes == 0 {
             bail!("gateway.limits.max_argument_bytes must be positive");
         }
+        if l.max_in_flight_bytes_per_session == 0 {
+            bail!("gateway.limits.max_in_flight_bytes_per_session must be positive");
+        }
         if l.max_held_calls_per_session == 0 || l.max_held_bytes_per_session == 0 {
             bail!(
                 "gateway.limits.max_held_calls_per_session and max_held_bytes_per_session must be positive"

@@ -1,12 +1,18 @@
-//! Start-up guard: no stdio upstream is pointed at SecureClaw's own state directory.
+//! Start-up guard: no stdio upstream is pointed at SecureClaw's own trusted inputs.
 //!
 //! The state directory holds the key ring (`keys.json`), the database and the operator token.
 //! An upstream that can read it — a filesystem server rooted at `$HOME`, or at the state
 //! directory itself — hands the runtime the means to forge artifacts or act as the operator.
-//! The detectors vault those secrets if they are read anyway ([`secureclaw_core::detect`]),
+//! The configuration file, the Cedar policy files and a key file named by
+//! `$SECURECLAW_KEYS_FILE` are trusted inputs too: an upstream that can write them lets the
+//! runtime change the rules the next start runs under (red-team round 3: a granted
+//! `write_file` rewrote `secureclaw.toml` with `allow_protected_objects = true`, and the
+//! next `wrap` let a blind edit show a withheld address).
+//! The detectors vault secrets if they are read anyway ([`secureclaw_core::detect`]),
 //! but the first line is not to expose them: `serve` and `wrap` refuse to start when a stdio
 //! upstream's command, an argument (a flag's value after `=` in `--flag=value`; a bare `-flag`
-//! is not a path) or its working directory names a path equal to, inside, or an ancestor of the state directory.
+//! is not a path) or its working directory names a path equal to, inside, or an ancestor of
+//! the state directory or of one of those files.
 //!
 //! Paths are compared component-wise after resolution: relative ones against the upstream's
 //! working directory (or ours), `~` against `$HOME`, then canonicalized where they exist
@@ -109,15 +115,134 @@ fn relation(candidate: &Path, state: &Path) -> Option<Relation> {
     }
 }
 
-/// Refuse stdio upstreams whose command, arguments or working directory reach `state_dir`
-/// (see the module docs), unless `allow` is set (then each is logged as a warning).
+/// One trusted input of the gateway: what it is (for the message) and where it is.
+#[derive(Debug, Clone)]
+pub struct TrustedInput {
+    /// `state directory`, `configuration file`, `policy file`, `key file`.
+    pub what: &'static str,
+    /// Its path as given.
+    pub path: PathBuf,
+}
+
+/// The trusted inputs of a start: the state directory, the configuration file (if any), the
+/// policy files, and the key file `$SECURECLAW_KEYS_FILE` names (if set).
+#[must_use]
+pub fn trusted_inputs(
+    state_dir: &Path,
+    config: Option<&Path>,
+    policies: &[PathBuf],
+) -> Vec<TrustedInput> {
+    let mut out = vec![TrustedInput {
+        what: "state directory",
+        path: state_dir.to_path_buf(),
+    }];
+    out.extend(config.map(|c| TrustedInput {
+        what: "configuration file",
+        path: c.to_path_buf(),
+    }));
+    out.extend(policies.iter().map(|p| TrustedInput {
+        what: "policy file",
+        path: p.clone(),
+    }));
+    if let Some(keys) = std::env::var_os("SECURECLAW_KEYS_FILE").filter(|k| !k.is_empty()) {
+        out.push(TrustedInput {
+            what: "key file",
+            path: PathBuf::from(keys),
+        });
+    }
+    // The program the next start runs (red-team round 3: a granted `write_file` replaced the
+    // gateway's own binary, kept executable, in the tree a file server served).
+    if let Ok(exe) = std::env::current_exe() {
+        out.push(TrustedInput {
+            what: "gateway program",
+            path: exe,
+        });
+    }
+    out
+}
+
+/// Whether a trusted input is a program (the gateway's or an upstream's).
+fn is_program(input: &str) -> bool {
+    input.ends_with("program")
+}
+
+/// Interpreters whose first argument that is not a flag is the program they run
+/// (`node server.js`, `python3 -u server.py`, `sh run.sh`).
+const INTERPRETERS: &[&str] = &[
+    "bash", "bun", "deno", "dash", "node", "nodejs", "perl", "php", "python", "python3", "ruby",
+    "sh", "zsh",
+];
+
+/// The programs a stdio upstream's start runs: its command (found on `PATH` when it names
+/// no directory) and, for an interpreter, the script it is given. The next start runs them
+/// again, so they are trusted inputs like the configuration (red-team round 3: a granted
+/// `write_file` rewrote the upstream's launcher script in the tree the upstream served).
+fn programs(command: &str, args: &[String], base: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if command.contains('/') {
+        out.push(resolve(command, base, home));
+    } else if let Some(found) = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(command))
+            .find(|candidate| candidate.is_file())
+    }) {
+        out.push(canonical(&found));
+    }
+    let name = Path::new(command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(command);
+    if INTERPRETERS.contains(&name)
+        && let Some(script) = args.iter().find(|a| !a.starts_with('-'))
+    {
+        out.push(resolve(script, base, home));
+    }
+    out
+}
+
+/// Refuse stdio upstreams whose command, arguments or working directory reach the state
+/// directory (see the module docs), unless `allow` is set (then each is logged as a warning).
 ///
 /// # Errors
 /// A message naming the upstream, what it names, and the state directory.
+#[cfg(test)]
 pub fn check_state_access(state_dir: &Path, specs: &[UpstreamSpec], allow: bool) -> Result<()> {
+    check_trusted_access(&trusted_inputs(state_dir, None, &[]), specs, allow)
+}
+
+/// Refuse stdio upstreams whose command, arguments or working directory reach one of
+/// `trusted` ([`trusted_inputs`]; see the module docs), unless `allow` is set (then each is
+/// logged as a warning).
+///
+/// # Errors
+/// A message naming the upstream, what it names, and the trusted input it reaches.
+pub fn check_trusted_access(
+    trusted: &[TrustedInput],
+    specs: &[UpstreamSpec],
+    allow: bool,
+) -> Result<()> {
     let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let state = resolve(&state_dir.to_string_lossy(), &here, home.as_deref());
+    let mut trusted: Vec<(&'static str, PathBuf)> = trusted
+        .iter()
+        .map(|t| {
+            (
+                t.what,
+                resolve(&t.path.to_string_lossy(), &here, home.as_deref()),
+            )
+        })
+        .collect();
+    for spec in specs {
+        if let UpstreamTransport::Stdio {
+            command, args, cwd, ..
+        } = &spec.transport
+        {
+            let base = cwd.as_ref().map_or_else(|| here.clone(), |c| here.join(c));
+            for program in programs(command, args, &base, home.as_deref()) {
+                trusted.push(("upstream program", program));
+            }
+        }
+    }
     for spec in specs {
         let UpstreamTransport::Stdio {
             command, args, cwd, ..
@@ -163,25 +288,40 @@ pub fn check_state_access(state_dir: &Path, specs: &[UpstreamSpec], allow: bool)
                 continue;
             }
             let path = resolve(&text, &base, home.as_deref());
-            let Some(rel) = relation(&path, &state) else {
+            // A program counts when a root the upstream is given contains it: naming a program
+            // (the command itself, its script) or running in its directory is how it starts.
+            let Some((input, target, rel)) = trusted.iter().find_map(|(input, target)| {
+                relation(&path, target)
+                    .filter(|r| {
+                        !is_program(input)
+                            || (*r == Relation::Ancestor && what != "working directory")
+                    })
+                    .map(|r| (input, target, r))
+            }) else {
                 continue;
             };
+            let holds = if *input == "state directory" {
+                "keys, database, operator token"
+            } else if is_program(input) {
+                "the next start runs it: an upstream that can write it runs code as the gateway"
+            } else {
+                "the gateway's trusted configuration: an upstream that can write it changes the rules"
+            };
             let message = format!(
-                "upstream `{}`: its {what} `{text}` {} the state directory `{}` (keys, \
-                 database, operator token)",
+                "upstream `{}`: its {what} `{text}` {} the {input} `{}` ({holds})",
                 spec.id,
                 rel.describe(),
-                state.display()
+                target.display()
             );
             if allow {
                 tracing::warn!("{message}; allowed by allow_upstream_state_access");
                 continue;
             }
             bail!(
-                "{message}; give the upstream a narrower root, move the state directory \
-                 (--state-dir), or pass --allow-upstream-state-access \
+                "{message}; give the upstream a narrower root, move the {input} out of its \
+                 reach, or pass --allow-upstream-state-access \
                  (`[server] allow_upstream_state_access = true`) if you accept that the runtime \
-                 may read SecureClaw's secrets through it"
+                 may read or change SecureClaw's trusted inputs through it"
             );
         }
     }
@@ -239,6 +379,84 @@ mod tests {
         assert!(msg.contains(&state.display().to_string()), "{msg}");
         assert!(msg.contains("contains the state directory"), "{msg}");
         assert!(msg.contains("--allow-upstream-state-access"), "{msg}");
+    }
+
+    /// Red-team round 3 (HIGH): a file server rooted at the project directory rewrote
+    /// `secureclaw.toml` (`allow_protected_objects = true`) and the next start ran under it.
+    /// The configuration file and the policy files are trusted inputs like the state
+    /// directory: an upstream root containing one is refused, naming it; a root beside them
+    /// starts (positive control).
+    /// Red-team round 3 (HIGH): a root containing the upstream's launcher script (or the
+    /// gateway's binary) let a granted `write_file` replace what the next start runs. Naming
+    /// the script to run it, and running in its directory, start (positive controls).
+    #[test]
+    fn roots_containing_a_program_the_next_start_runs_are_refused() {
+        let (_tmp, home, state) = fixture();
+        let project = home.join("project");
+        std::fs::create_dir_all(project.join("data")).unwrap();
+        let script = project.join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        let spec = |args: &[&str], cwd: Option<&Path>| UpstreamSpec {
+            id: "fs".into(),
+            transport: UpstreamTransport::Stdio {
+                command: "sh".into(),
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                env: BTreeMap::new(),
+                cwd: cwd.map(Path::to_path_buf),
+            },
+            namespace: true,
+        };
+        let inputs = trusted_inputs(&state, None, &[]);
+        let script_s = script.display().to_string();
+        let project_s = project.display().to_string();
+        let msg = check_trusted_access(&inputs, &[spec(&[&script_s, &project_s], None)], false)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("contains the upstream program"), "{msg}");
+        let data = project.join("data").display().to_string();
+        check_trusted_access(&inputs, &[spec(&[&script_s, &data], None)], false).unwrap();
+        check_trusted_access(&inputs, &[spec(&["run.sh", "data"], Some(&project))], false).unwrap();
+        // The gateway's own program counts too.
+        let exe = std::env::current_exe().unwrap();
+        let exe_dir = exe.parent().unwrap().display().to_string();
+        let msg = check_trusted_access(&inputs, &[spec(&[&script_s, &exe_dir], None)], false)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("gateway program"), "{msg}");
+    }
+
+    #[test]
+    fn roots_containing_the_config_or_a_policy_file_are_refused() {
+        let (_tmp, home, state) = fixture();
+        let project = home.join("project");
+        std::fs::create_dir_all(project.join("docs")).unwrap();
+        let config = project.join("secureclaw.toml");
+        let policy = home.join("policies/extra.cedar");
+        std::fs::write(&config, "").unwrap();
+        let root = |dir: &Path| {
+            stdio(
+                "fs",
+                &["-y", "server-filesystem", &dir.display().to_string()],
+                None,
+            )
+        };
+        let inputs = trusted_inputs(&state, Some(&config), std::slice::from_ref(&policy));
+        for (dir, names) in [
+            (project.clone(), "configuration file"),
+            (home.join("policies"), "policy file"),
+        ] {
+            let msg = check_trusted_access(&inputs, &[root(&dir)], false)
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains(&format!("contains the {names}")), "{msg}");
+            assert!(msg.contains("upstream `fs`"), "{msg}");
+        }
+        // The working directory counts too.
+        let cwd = stdio("fs", &["-y", "server-filesystem", "."], Some(&project));
+        assert!(check_trusted_access(&inputs, &[cwd], false).is_err());
+        // Positive controls: a root beside them starts; the override starts with a warning.
+        check_trusted_access(&inputs, &[root(&project.join("docs"))], false).unwrap();
+        check_trusted_access(&inputs, &[root(&project)], true).unwrap();
     }
 
     #[test]

@@ -770,6 +770,58 @@ pub fn is_destination_field_name(name: &str) -> bool {
         && !CONTENT_NAME_WORDS.iter().any(|w| n.contains(w))
 }
 
+/// Words of an argument name that make it a location: `path`, `filePath`, `file_name`,
+/// `dir`, `folder`, a move's `source` and `destination`, `dest`, `target`, `uri`, `url`,
+/// `output` (red-team round 3: `dest`, `target` and `uri` were anchored by bare words).
+const LOCATION_NAME_WORDS: &[&str] = &[
+    "dest",
+    "destination",
+    "dir",
+    "directory",
+    "file",
+    "filename",
+    "folder",
+    "location",
+    "outfile",
+    "output",
+    "path",
+    "source",
+    "target",
+    "uri",
+    "url",
+];
+
+/// Whether the argument `name` holds a file-system location ([`LOCATION_NAME_WORDS`]).
+#[must_use]
+pub fn is_location_field(name: &str) -> bool {
+    name_words(name)
+        .iter()
+        .any(|w| LOCATION_NAME_WORDS.contains(&w.as_str()))
+}
+
+/// [`anchor_provenance`] of a target found in the argument `field`. A relative location
+/// without a directory (`summary`, `Summarize` in a `path` field) is resolved against a base
+/// the gateway does not know, so no word of the request text anchors it; only the envelope's
+/// and the operator's trusted targets can (red-team round 3: the task "Summarize my notes
+/// and write the summary into …/reports/" let a granted `write_file` create `summary` and
+/// `my` beside `reports/`). A location the user wrote with a `/` is matched as before.
+#[must_use]
+pub fn anchor_provenance_in(
+    field: &str,
+    target: &str,
+    envelope: &TaskEnvelope,
+    operator_trusted: &[String],
+) -> Option<Provenance> {
+    if is_location_field(field) && !target.contains('/') {
+        let without_text = TaskEnvelope {
+            request: String::new(),
+            ..envelope.clone()
+        };
+        return anchor_provenance(target, &without_text, operator_trusted);
+    }
+    anchor_provenance(target, envelope, operator_trusted)
+}
+
 /// Whether `name` names an object id: `id`, `*_id`, `*-id`, `*Id` (and their plurals).
 #[must_use]
 pub fn is_object_id_field(name: &str) -> bool {
@@ -1030,19 +1082,63 @@ pub fn named_exactly(text: &str, envelope: &TaskEnvelope, operator_trusted: &[St
                 .any(|w| value(w) && w.eq_ignore_ascii_case(text)))
 }
 
+/// Common English words (lower case, sorted): a word of the request text in this list names
+/// no target, however it is capitalized ("Send …", "Please …"), unless the user quoted it.
+const COMMON_WORDS: &[&str] = &[
+    "a", "about", "account", "add", "after", "again", "all", "also", "an", "and", "any", "are",
+    "as", "ask", "at", "back", "be", "been", "before", "book", "but", "by", "call", "can",
+    "cancel", "check", "copy", "could", "create", "data", "delete", "do", "document", "does",
+    "done", "draft", "email", "every", "file", "files", "final", "find", "folder", "for",
+    "forward", "from", "get", "give", "had", "has", "have", "he", "her", "here", "him", "his",
+    "how", "i", "if", "in", "into", "invite", "invoice", "is", "it", "its", "just", "latest",
+    "let", "like", "list", "make", "me", "meeting", "message", "more", "move", "my", "new", "next",
+    "no", "not", "note", "notes", "now", "of", "on", "one", "or", "our", "out", "output", "pay",
+    "please", "post", "project", "read", "remind", "reply", "report", "reports", "result",
+    "results", "schedule", "see", "send", "share", "she", "so", "some", "summary", "team", "than",
+    "thanks", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+    "to", "today", "today's", "tomorrow", "up", "update", "us", "was", "we", "were", "what",
+    "when", "where", "which", "who", "will", "with", "would", "write", "yes", "you", "your",
+];
+
+/// Whether `raw` (a whitespace-separated word of the request text, before punctuation is
+/// stripped) was quoted by the user: `'general'`, `"general",`, `` `general` ``.
+fn quoted(raw: &str) -> bool {
+    let raw = raw.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+    let raw = raw.trim_start_matches('(');
+    [('\'', '\''), ('"', '"'), ('`', '`'), ('‘', '’'), ('“', '”')]
+        .iter()
+        .any(|(open, close)| {
+            raw.chars().count() > 2 && raw.starts_with(*open) && raw.ends_with(*close)
+        })
+}
+
+/// Whether a word of the request text is specific enough to name a target by itself
+/// (red-team finding "common task words anchor bare recipients"): `Send the report to the
+/// team` must not make `to: "report"` or `to: "team"` a target the user named — a mail
+/// server, a chat or a code host may well have a user of that name. A word names a target
+/// when the user quoted it, or when it is not a [`COMMON_WORDS`] word and holds anything but
+/// lower-case letters: a capital (`Alice`), a digit (`INV-42`), or a character that makes
+/// it an address, a path or an identifier (`@`, `.`, `/`, `_`, `-`, `:`, `+`, `#`).
+fn names_a_target(raw: &str, word: &str) -> bool {
+    if quoted(raw) {
+        return true;
+    }
+    let lower = word.to_lowercase();
+    COMMON_WORDS.binary_search(&lower.as_str()).is_err() && word.chars().any(|c| !c.is_lowercase())
+}
+
 fn named_in_request(target: &str, envelope: &TaskEnvelope) -> bool {
     // Named in the request text: exact word match (directories named in the text with a
-    // trailing slash anchor paths below them, like trusted targets).
-    envelope
-        .request
-        .split_whitespace()
-        .map(strip_token)
-        .any(|word| {
-            let word_is_dir = word.ends_with('/') && looks_like_path(word);
-            (word_is_dir || !word.contains('*'))
-                && !word.starts_with('@')
-                && matches_candidate(word, target)
-        })
+    // trailing slash anchor paths below them, like trusted targets), by a word specific enough
+    // to name something.
+    envelope.request.split_whitespace().any(|raw| {
+        let word = strip_token(raw);
+        let word_is_dir = word.ends_with('/') && looks_like_path(word);
+        (word_is_dir || !word.contains('*'))
+            && !word.starts_with('@')
+            && names_a_target(raw, word)
+            && matches_candidate(word, target)
+    })
 }
 
 #[cfg(test)]
@@ -1102,6 +1198,69 @@ mod tests {
         assert!(!is_anchored("attacker@evil.example", &e, &[]));
         assert!(!is_anchored("approver@corp.example.evil", &e, &[]));
         assert!(!is_anchored("", &e, &[]));
+    }
+
+    /// Red-team finding: common words of the task text anchored bare recipients. A word of
+    /// the request names a target only when it is specific (a capital, a digit, an address or
+    /// path character) and not a common word, or when the user quoted it.
+    #[test]
+    fn common_task_words_name_no_target() {
+        let e = env(
+            "Send the report to the team and Alice, share INV-42 with ops_lead and 'general'. Please invite dana.",
+            &[],
+        );
+        for bare in [
+            "report", "team", "the", "to", "Send", "send", "Please", "share", "dana",
+        ] {
+            assert!(!is_anchored(bare, &e, &[]), "{bare}");
+        }
+        // Positive controls: names, ids, identifiers and quoted words still anchor.
+        for named in ["Alice", "alice", "INV-42", "ops_lead", "general"] {
+            assert!(is_anchored(named, &e, &[]), "{named}");
+        }
+        // A quoted common word is the user's choice.
+        let e = env("Post it in the \"report\" channel", &[]);
+        assert!(is_anchored("report", &e, &[]));
+        assert!(!is_anchored("channel", &e, &[]));
+        // Trusted targets are unaffected.
+        let e = env("Send it", &["team"]);
+        assert!(is_anchored("team", &e, &[]));
+        assert!(COMMON_WORDS.windows(2).all(|w| w[0] < w[1]), "sorted");
+    }
+
+    /// Red-team round 3 (M2): words of the task anchored relative paths.
+    #[test]
+    fn request_words_do_not_anchor_bare_locations() {
+        let e = env(
+            "Summarize my notes and write the summary into /srv/reports/ as Q3-summary.md or reports/q3.md",
+            &["Archive"],
+        );
+        for (field, target) in [
+            ("path", "Summarize"),
+            ("path", "summary"),
+            ("filePath", "Q3-summary.md"),
+            ("destination", "Summarize"),
+        ] {
+            assert!(
+                anchor_provenance_in(field, target, &e, &[]).is_none(),
+                "{field}={target}"
+            );
+        }
+        // Positive controls: a location written with a directory, a path below a named
+        // directory, a trusted target, and a bare word in a field that is not a location.
+        for (field, target) in [
+            ("path", "reports/q3.md"),
+            ("path", "/srv/reports/q3.md"),
+            ("path", "Archive"),
+            ("to", "Q3-summary.md"),
+        ] {
+            assert!(
+                anchor_provenance_in(field, target, &e, &[]).is_some(),
+                "{field}={target}"
+            );
+        }
+        assert!(is_location_field("file_path") && is_location_field("dir"));
+        assert!(!is_location_field("to") && !is_location_field("profile"));
     }
 
     #[test]

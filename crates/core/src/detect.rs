@@ -694,6 +694,21 @@ const SECRET_SOURCES: &[SecretSource] = &[
         group: 1,
         filter: assignment_value,
     },
+    // `password: Tr0ub4dor&3-horse-staple` (a colon: YAML, prose, a config dump): the value runs
+    // to the next whitespace, `&`, `,` and `;` included; only the `=` form stops there, for
+    // query strings (red-team round 3: the tail after `&` was shown).
+    SecretSource {
+        pattern: r#"(?i)\b[a-z0-9_-]*(?:api[_-]?key|apikey|secret|access[_-]?key|private[_-]?key|token|passw(?:or)?d|pwd|passphrase|credentials?)s?\b[\\"'*\]]{0,4}\s*:\s*([^\s"'\\<>`]{5,}[^\s"'\\<>`.,;:!?)])"#,
+        group: 1,
+        filter: assignment_value,
+    },
+    // A PEM private key's last lines without its header (a `tail` of the file): the base64
+    // lines right before the footer.
+    SecretSource {
+        pattern: r"(?:[A-Za-z0-9+/=]{4,}\r?\n)+-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        group: 0,
+        filter: any_value,
+    },
     // A quoted value after a credential key keeps the characters the unquoted form stops at
     // (`"password": "ab&cd,ef;gh"`; red-team finding: `&` cut it to nothing).
     SecretSource {
@@ -922,6 +937,40 @@ fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
         }
     }
     scan_exact_secrets(text, out);
+    extend_wrapped_secrets(text, out);
+}
+
+/// A secret that ends a line continues on the next when that line is one run of key
+/// characters (base64 or base62, at least 8, with a digit and a letter): a key wrapped over two
+/// lines (red-team round 3: the second line of a wrapped `sk_live_…` key was shown).
+fn extend_wrapped_secrets(text: &str, out: &mut [Finding]) {
+    let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-');
+    for finding in out.iter_mut().filter(|f| f.kind == IdentifierKind::Secret) {
+        loop {
+            let Some(rest) = text.get(finding.end..) else {
+                break;
+            };
+            let after_break = rest
+                .strip_prefix("\r\n")
+                .or_else(|| rest.strip_prefix('\n'));
+            let Some(next) = after_break else {
+                break;
+            };
+            let line_end = next.find(['\r', '\n']).unwrap_or(next.len());
+            let line = next.get(..line_end).unwrap_or_default();
+            let wrapped = line.len() >= 8
+                && line.chars().all(key_char)
+                && line.chars().any(|c| c.is_ascii_digit())
+                && line.chars().any(|c| c.is_ascii_alphabetic());
+            if !wrapped {
+                break;
+            }
+            finding.end = finding
+                .end
+                .saturating_add(rest.len().saturating_sub(next.len()))
+                .saturating_add(line_end);
+        }
+    }
 }
 
 /// Shannon entropy in bits per byte.
@@ -1707,6 +1756,32 @@ mod tests {
             "Authorization: Basic dXNlcjpwYXNz",
             IdentifierKind::Secret,
             "dXNlcjpwYXNz"
+        ));
+    }
+
+    /// Red-team round 3: secrets cut short at `&`, wrapped over two lines, or a PEM key's last
+    /// lines without its header, showed their remainder.
+    #[test]
+    fn whole_secrets_across_symbols_and_line_wraps() {
+        assert!(covered(
+            "db password: Tr0ub4dor&3-horse-staple",
+            "Tr0ub4dor&3-horse-staple"
+        ));
+        let wrapped = "key sk_live_4eC39HqLyjWDarjtT1zdp7dc\nN4pQ3rS2tU1vW0xY\nthanks";
+        assert!(covered(
+            wrapped,
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc\nN4pQ3rS2tU1vW0xY"
+        ));
+        assert!(!covered(wrapped, "thanks"));
+        let tail = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==\nq1w2e3r4==\n-----END RSA PRIVATE KEY-----\n";
+        assert!(covered(tail, "q1w2e3r4=="));
+        // Positive controls: the `=` form still stops at a query string's `&`; ordinary
+        // lines after a secret stay text.
+        let query = "callback with token=abcdef123456&state=xyz";
+        assert!(covered(query, "abcdef123456") && !covered(query, "state=xyz"));
+        assert!(!covered(
+            "password: hunter2024\nRegards from Dana",
+            "Regards"
         ));
     }
 

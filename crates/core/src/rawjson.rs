@@ -32,6 +32,12 @@ pub enum RawJsonError {
         /// The repeated key.
         key: String,
     },
+    /// More JSON values (scalars, arrays, objects; object keys not counted) than the limit.
+    #[error("JSON holds more than {limit} values")]
+    TooManyValues {
+        /// The limit that was exceeded.
+        limit: usize,
+    },
 }
 
 /// Nesting allowed in a whole JSON-RPC message: the arguments' limit
@@ -39,6 +45,15 @@ pub enum RawJsonError {
 /// them. Every front end scans with this one limit before any library parser (whose own limit,
 /// 128, is never reached); the gateway then enforces the arguments' own limit.
 pub const MESSAGE_MAX_DEPTH: usize = crate::canonical::MAX_DEPTH + 3;
+
+/// Values allowed in a whole JSON-RPC message (every scalar, array and object counts once;
+/// object keys do not). A parsed value costs far more memory than its text: `[1,1,1,…]` is 2
+/// bytes per element on the wire and about 32 once parsed, so a 4 MiB body of tiny elements
+/// would take some 64 MiB for every copy a parser, the policy and the canonical form make
+/// (issue 12 item 6: 60 such calls took the gateway past 1 GB). 100,000 values bound a parsed
+/// message to a few MiB beyond its text; a large document travels as one string, which counts
+/// once.
+pub const MESSAGE_MAX_VALUES: usize = 100_000;
 
 /// The JSON-RPC `id` of a message that could not be accepted whole (too deep, too large, a
 /// duplicate key), recovered without building its value: the top-level object's `"id"` member,
@@ -158,17 +173,31 @@ fn value_end(bytes: &[u8], i: usize) -> Option<usize> {
 }
 
 /// Scan `bytes` as one JSON value: refuse syntax errors, nesting deeper than `max_depth`
-/// (an object or array at the top level is depth 1) and duplicate keys in any object.
+/// (an object or array at the top level is depth 1), more than [`MESSAGE_MAX_VALUES`] values
+/// and duplicate keys in any object.
 ///
 /// # Errors
 /// [`RawJsonError`] for the first problem found.
 pub fn scan(bytes: &[u8], max_depth: usize) -> Result<(), RawJsonError> {
+    scan_bounded(bytes, max_depth, MESSAGE_MAX_VALUES)
+}
+
+/// [`scan`] with an explicit bound on the number of values (`max_values`).
+///
+/// # Errors
+/// [`RawJsonError`] for the first problem found.
+pub fn scan_bounded(bytes: &[u8], max_depth: usize, max_values: usize) -> Result<(), RawJsonError> {
     let mut found: Option<RawJsonError> = None;
     let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut values = Budget {
+        left: max_values,
+        limit: max_values,
+    };
     // Our own limit is enforced below; serde_json's (128) is a second fence behind it.
     let result = Scan {
         depth: 0,
         max_depth,
+        values: &mut values,
         found: &mut found,
     }
     .deserialize(&mut de)
@@ -180,9 +209,16 @@ pub fn scan(bytes: &[u8], max_depth: usize) -> Result<(), RawJsonError> {
     }
 }
 
+/// Values a scan may still see.
+struct Budget {
+    left: usize,
+    limit: usize,
+}
+
 struct Scan<'a> {
     depth: usize,
     max_depth: usize,
+    values: &'a mut Budget,
     found: &'a mut Option<RawJsonError>,
 }
 
@@ -190,6 +226,16 @@ impl<'de> DeserializeSeed<'de> for Scan<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        // Counted before the value is read, so a huge array stops at the limit.
+        match self.values.left.checked_sub(1) {
+            Some(left) => self.values.left = left,
+            None => {
+                *self.found = Some(RawJsonError::TooManyValues {
+                    limit: self.values.limit,
+                });
+                return Err(de::Error::custom("too many values"));
+            }
+        }
         d.deserialize_any(self)
     }
 }
@@ -239,7 +285,8 @@ impl<'de> Visitor<'de> for Scan<'_> {
             .next_element_seed(Scan {
                 depth,
                 max_depth: self.max_depth,
-                found: self.found,
+                values: &mut *self.values,
+                found: &mut *self.found,
             })?
             .is_some()
         {}
@@ -257,7 +304,8 @@ impl<'de> Visitor<'de> for Scan<'_> {
             map.next_value_seed(Scan {
                 depth,
                 max_depth: self.max_depth,
-                found: self.found,
+                values: &mut *self.values,
+                found: &mut *self.found,
             })?;
         }
         Ok(())
@@ -310,6 +358,34 @@ mod tests {
                 "{depth}"
             );
         }
+    }
+
+    /// Regression (issue 12 item 6, red-team round 2): a message of many tiny values is
+    /// refused by count, whatever its size in bytes; one long string counts once.
+    #[test]
+    fn the_number_of_values_is_bounded() {
+        let many = format!("[{}1]", "1,".repeat(MESSAGE_MAX_VALUES));
+        assert_eq!(
+            scan(many.as_bytes(), 64),
+            Err(RawJsonError::TooManyValues {
+                limit: MESSAGE_MAX_VALUES
+            })
+        );
+        // Exactly at the limit: the array itself and its elements.
+        let at = format!("[{}1]", "1,".repeat(MESSAGE_MAX_VALUES - 2));
+        assert_eq!(scan(at.as_bytes(), 64), Ok(()));
+        let objects = format!("[{}{{}}]", "{\"k\":1},".repeat(MESSAGE_MAX_VALUES / 2));
+        assert!(matches!(
+            scan(objects.as_bytes(), 64),
+            Err(RawJsonError::TooManyValues { .. })
+        ));
+        let long = format!("{{\"text\":\"{}\"}}", "x".repeat(4 << 20));
+        assert_eq!(scan(long.as_bytes(), 64), Ok(()));
+        assert_eq!(
+            scan_bounded(b"[1,2,3]", 64, 3),
+            Err(RawJsonError::TooManyValues { limit: 3 })
+        );
+        assert_eq!(scan_bounded(b"[1,2,3]", 64, 4), Ok(()));
     }
 
     /// The id of a message refused whole is still found: past any depth, in a prefix, after

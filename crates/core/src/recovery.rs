@@ -114,6 +114,10 @@ pub enum ReasonCode {
     /// restarted client, another `wrap` process). The approval stays usable by its own
     /// session; nothing ran.
     ApprovalSessionMismatch,
+    /// An explicit commit whose tool, in this session, had an effect of unknown outcome after
+    /// the preview was issued (or an identical call is still running): the preview no longer
+    /// stands; nothing was sent. Previewing again asks the user.
+    OutcomeUnknownSincePreview,
 }
 
 impl ReasonCode {
@@ -160,6 +164,7 @@ impl ReasonCode {
             ReasonCode::TooManyTargets => "too_many_targets",
             ReasonCode::MatchBudget => "match_budget",
             ReasonCode::ApprovalSessionMismatch => "approval_session_mismatch",
+            ReasonCode::OutcomeUnknownSincePreview => "outcome_unknown_since_preview",
         }
     }
 }
@@ -185,6 +190,8 @@ pub enum Limit {
     SessionRate,
     /// Calls per second of one session to one tool.
     ToolRate,
+    /// Bytes of call arguments one session has in flight at once.
+    InFlightBytes,
 }
 
 impl Limit {
@@ -197,6 +204,7 @@ impl Limit {
             Limit::PendingActions => "max_pending_per_session",
             Limit::SessionRate => "session_rate_per_s",
             Limit::ToolRate => "tool_rate_per_s",
+            Limit::InFlightBytes => "max_in_flight_bytes_per_session",
         }
     }
 }
@@ -410,6 +418,13 @@ impl Recovery {
                     "ask the operator if the task needs a higher max_targets_per_call".into(),
                 ],
             ),
+            ReasonCode::OutcomeUnknownSincePreview => (
+                "since this preview was issued, a call of this tool in this session ended with an unknown outcome or an identical call is still running; it may already have taken effect, so this commit was not sent",
+                vec![
+                    "do not retry: tell the user the earlier call may already have run and ask them to check".into(),
+                    "preview the call again if the user wants it: it then waits for their approval".into(),
+                ],
+            ),
             ReasonCode::ApprovalSessionMismatch => (
                 "this approval was given to another session (a restarted client or another wrap process); an approval is used only by the session that asked for it, and nothing ran",
                 vec![
@@ -484,6 +499,17 @@ impl Recovery {
         let mut r = Self::new(ReasonCode::LimitExceeded, action_class, tool, None);
         let operator = "ask the operator if the task needs a higher limit".to_owned();
         let (message, steps): (&'static str, Vec<String>) = match limit {
+            Limit::InFlightBytes => (
+                "this session has as many bytes of call arguments in flight as it may; this call was not sent",
+                vec![
+                    match retry_after_ms {
+                        Some(ms) => format!("wait {ms} ms for the session's running calls to finish, then send the call again"),
+                        None => "wait for the session's running calls to finish, then send the call again".to_owned(),
+                    },
+                    "send large arguments one call at a time".into(),
+                    operator.clone(),
+                ],
+            ),
             Limit::HeldCalls | Limit::HeldBytes => (
                 "this session holds as many speculative calls as it may; this call was not sent or held",
                 vec![

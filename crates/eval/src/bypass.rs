@@ -120,7 +120,8 @@ impl<'a> Ctx<'a> {
         // The user also grants paying (the payment case study, T18, pays INV-42): without
         // the grant every payment would wait for a confirmation (see the `semantics` cases).
         // The commit-path cases pay INV-42 many times and at the edges of exact binding, so
-        // this grant has no use limit (`#*`) and the task's amount ceiling is the largest
+        // this grant has no use limit (`#*`: any number of invoices, each once; a repeat is
+        // confirmed by the user in `preview_as`) and the task's amount ceiling is the largest
         // exact amount; the `semantics` cases test the default limits in their own sessions.
         let envelope = TaskEnvelope {
             request: TASK.into(),
@@ -160,6 +161,19 @@ impl<'a> Ctx<'a> {
     ) -> Result<Preview, Stop> {
         match self.t.preview(session, tool, args).await? {
             Ok(p) if p.decision == decision => Ok(p),
+            // The commit-path cases pay INV-42 many times. A grant pays each invoice once
+            // without a human, also with `#*` (red-team round 3), so a repeated payment's
+            // preview asks; the user confirms it through the trusted approval API, as a person
+            // would, and the case then tests what it tests at commit.
+            Ok(p)
+                if tool == PAY
+                    && decision == "allow"
+                    && p.decision == "confirm"
+                    && p.reason == Some(ReasonCode::ConfirmationRequired) =>
+            {
+                self.t.decide(&p.action_id, true).await.map_err(Stop::Err)?;
+                Ok(p)
+            }
             Ok(p) => Err(Stop::Err(EvalError::Setup(format!(
                 "preview of {tool} was `{}` ({:?}), expected `{decision}`",
                 p.decision, p.reason

@@ -977,8 +977,17 @@ async fn grants(c: &Ctx<'_>, r: &mut Results) {
         "amount 2^53-1 granted: bound and paid exactly (control)",
         Expect::Allow,
         async {
-            let h = c.iban_handle(&c.alice).await?;
-            let o = c.call(PAY, pay(&h, MAX_AMOUNT), None).await?;
+            // A session of its own: alice's has paid INV-42 already, and a grant pays each
+            // invoice once without a human, also with `#*` (red-team round 3).
+            let envelope = TaskEnvelope {
+                request: TASK.into(),
+                trusted_targets: vec![SECOND.into()],
+                granted_tools: vec![format!("{PAY}#*")],
+                max_amount: Some(secureclaw_core::canonical::MAX_SAFE_INTEGER),
+            };
+            let payer = c.t.open_session("alice", &envelope).await?;
+            let h = invoice_handle(c, &payer, "INV-42", "iban").await?;
+            let o = call_in(c, &payer, PAY, pay(&h, MAX_AMOUNT)).await?;
             if let Some(s) = c.t.stack() {
                 let paid = s.office().await.payments.last().map(|p| p.amount_cents);
                 if paid != Some(MAX_AMOUNT) {

@@ -89,7 +89,8 @@ impl Args {
             ) {
                 Err(
                     secureclaw_core::rawjson::RawJsonError::DuplicateKey { .. }
-                    | secureclaw_core::rawjson::RawJsonError::TooDeep { .. },
+                    | secureclaw_core::rawjson::RawJsonError::TooDeep { .. }
+                    | secureclaw_core::rawjson::RawJsonError::TooManyValues { .. },
                 ) => Some(ReasonCode::InvalidArguments),
                 _ => None,
             },

@@ -16,8 +16,8 @@
 
 use crate::config::{ToolRule, UpstreamSpec};
 use crate::known::{
-    is_known_additive, is_known_content_matching, is_known_read, schema_matches_content,
-    schema_searches,
+    is_known_additive, is_known_content_matching, is_known_line_range_read, is_known_read,
+    schema_matches_content, schema_searches,
 };
 use crate::upstream::UpstreamTool;
 use secureclaw_core::anchor::DEFAULT_TARGET_FIELDS;
@@ -57,6 +57,12 @@ pub struct ToolEntry {
     /// read (a search): its calls with search text the task does not name count against
     /// `max_unanchored_match_reads` (reason `match_budget` beyond it).
     pub matches_content: bool,
+    /// A read the shipped catalog lists as taking `head` / `tail` line ranges
+    /// ([`crate::known::KnownServer::line_range_reads`]): the gateway sends it without the
+    /// range, so that the detectors see the whole object, and applies the range to the
+    /// scrubbed text (red-team round 3: halves of a withheld address read by `head` and
+    /// `tail`).
+    pub line_range_read: bool,
     /// The upstream's own description.
     pub upstream_tool: UpstreamTool,
 }
@@ -117,6 +123,9 @@ impl ToolEntry {
                     schema_searches(&tool.input_schema)
                 }
             }),
+            line_range_read: effect == EffectClass::Read
+                && tool.read_only_hint
+                && is_known_line_range_read(server, &tool.name),
             upstream_tool: tool,
         }
     }

@@ -36,6 +36,14 @@ pub struct Limits {
     pub max_held_calls_per_session: usize,
     /// Bytes of arguments (serialized JSON) a session may have held. Default 16 MiB.
     pub max_held_bytes_per_session: usize,
+    /// Bytes of arguments of the calls, previews and commits one session has running at once
+    /// in this process — their serialized JSON plus 512 for every value in them (a parsed
+    /// value's cost in memory); a call that would take the session past it is
+    /// refused with `limit_exceeded` before it is parsed further, checked or sent. A session
+    /// with nothing running is always admitted (one call is bounded by
+    /// `max_argument_bytes`). Default 16 MiB (red-team round 2: 60 concurrent calls of 4 MiB
+    /// from one session took the gateway past 1.3 GB).
+    pub max_in_flight_bytes_per_session: usize,
     /// Actions a session may have waiting: previews neither committed nor expired
     /// (`artifact_ttl_ms`), and approvals pending or approved but not yet used. Beyond it a
     /// preview (or a call that would leave one waiting) is refused with `limit_exceeded`
@@ -86,6 +94,7 @@ impl Default for Limits {
             session_ttl_ms: 86_400_000,
             max_held_calls_per_session: 256,
             max_held_bytes_per_session: 16 * 1024 * 1024,
+            max_in_flight_bytes_per_session: 16 * 1024 * 1024,
             max_pending_per_session: 256,
             session_rate_per_s: 50,
             session_burst: 2000,

@@ -256,6 +256,13 @@ struct Prepared {
 struct Deferred {
     action: ActionRecord,
     events: Vec<AuditEvent>,
+    /// This effect is dispatching ([`Dispatching`]) until the commit records its outcome
+    /// (held for its `Drop`).
+    #[expect(
+        dead_code,
+        reason = "held for its Drop: the entry leaves the set with it"
+    )]
+    dispatching: Option<Dispatching>,
 }
 
 /// The gateway. Cheap to clone (shared state behind an `Arc`).
@@ -290,6 +297,59 @@ struct Inner {
     writer: group::GroupWriter,
     /// Detached calls still running ([`Gateway::drain`]).
     in_flight: Arc<InFlight>,
+    /// Argument bytes each session has running (`max_in_flight_bytes_per_session`).
+    in_flight_bytes: Arc<limits::InFlightBytes>,
+    /// Effects this process is dispatching without a human, by (session, binding digest)
+    /// ([`Dispatching`]).
+    dispatching: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+}
+
+/// An unconfirmed effect this process is dispatching, from its preview until its outcome is
+/// recorded: an identical call (same session, same binding digest) in that time may repeat
+/// the effect — a client that timed out and retried, concurrent copies — so it waits for the
+/// user like a call after an unknown outcome (red-team round 3: three concurrent identical
+/// calls had three effects). The entry is removed when this guard is dropped.
+struct Dispatching {
+    set: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    key: (String, String),
+}
+
+impl Dispatching {
+    /// Enter `(session, binding)`; `None` if an identical effect is already dispatching.
+    fn enter(
+        set: &Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+        session: &str,
+        binding: &str,
+    ) -> Option<Self> {
+        let key = (session.to_owned(), binding.to_owned());
+        let mut entries = set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.insert(key.clone()).then(|| Self {
+            set: Arc::clone(set),
+            key,
+        })
+    }
+
+    /// Whether an identical effect is dispatching.
+    fn running(
+        set: &std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+        session: &str,
+        binding: &str,
+    ) -> bool {
+        set.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&(session.to_owned(), binding.to_owned()))
+    }
+}
+
+impl Drop for Dispatching {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.key);
+    }
 }
 
 impl std::fmt::Debug for Gateway {
@@ -507,6 +567,8 @@ impl Gateway {
                 metrics,
                 writer,
                 in_flight: Arc::default(),
+                in_flight_bytes: Arc::default(),
+                dispatching: Arc::default(),
             }),
         };
         let dangling = gw

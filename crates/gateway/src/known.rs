@@ -41,6 +41,10 @@ pub struct KnownServer {
     /// Exact names of the effect tools whose result depends on matching the call's text
     /// against the object's existing content (see [`crate::config::ToolRule::matches_content`]).
     pub content_matching_tools: &'static [&'static str],
+    /// Exact names of the read tools that take `head` / `tail` (a number of lines) and
+    /// otherwise return the whole object: the gateway reads the whole object and applies the
+    /// range itself to the scrubbed text ([`crate::catalog::ToolEntry::line_range_read`]).
+    pub line_range_reads: &'static [&'static str],
 }
 
 /// The shipped catalog.
@@ -69,6 +73,8 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
         // `edit_file` applies `edits: [{oldText, newText}]` only where `oldText` matches and
         // answers with a diff (also with `dryRun`): a match oracle on an unread file.
         content_matching_tools: &["edit_file"],
+        // `read_text_file` (and its deprecated alias `read_file`) take `head` or `tail`.
+        line_range_reads: &["read_text_file", "read_file"],
     },
     // Our demo office (`crates/demo-tools/src/tools.rs`).
     KnownServer {
@@ -78,6 +84,7 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
         // the operator declares financial.
         additive_tools: &["send_email", "save_draft"],
         content_matching_tools: &[],
+        line_range_reads: &[],
     },
     // Our speculative demo's research providers (`crates/demo-tools/src/research.rs`).
     KnownServer {
@@ -92,6 +99,7 @@ pub const KNOWN_SERVERS: &[KnownServer] = &[
         ],
         additive_tools: &[],
         content_matching_tools: &[],
+        line_range_reads: &[],
     },
 ];
 
@@ -132,6 +140,58 @@ pub fn is_known_content_matching(server: Option<&str>, tool: &str) -> bool {
     KNOWN_SERVERS
         .iter()
         .any(|k| k.server == server && k.content_matching_tools.contains(&tool))
+}
+
+/// Whether the shipped catalog lists `tool` as a line-range read of the server named `server`
+/// ([`KnownServer::line_range_reads`]). Exact, case-sensitive match of both names.
+#[must_use]
+pub fn is_known_line_range_read(server: Option<&str>, tool: &str) -> bool {
+    let Some(server) = server else {
+        return false;
+    };
+    KNOWN_SERVERS
+        .iter()
+        .any(|k| k.server == server && k.line_range_reads.contains(&tool))
+}
+
+/// Parameter names (lower case, `_` and `-` removed) that select part of an object: a read
+/// with one of them shows only that part.
+const PARTIAL_READ_PARAMETERS: &[&str] = &[
+    "head",
+    "tail",
+    "offset",
+    "limit",
+    "start",
+    "end",
+    "length",
+    "line",
+    "lines",
+    "startline",
+    "endline",
+    "range",
+    "bytes",
+    "page",
+    "pagesize",
+    "cursor",
+    "maxlines",
+    "maxbytes",
+    "maxchars",
+    "skip",
+    "take",
+    "first",
+    "last",
+];
+
+/// Whether a read's arguments select part of the object (`head`, `tail`, `offset`, `limit`,
+/// `range`, … at the top level; [`PARTIAL_READ_PARAMETERS`]). Such a read never counts as the
+/// session having seen the object: its content beyond the part shown may hold what a whole
+/// read would have withheld (red-team round 3: `head` and `tail` reads each showed half of
+/// an address that a whole read withheld).
+#[must_use]
+pub fn selects_part(arguments: &serde_json::Map<String, serde_json::Value>) -> bool {
+    arguments
+        .keys()
+        .any(|k| PARTIAL_READ_PARAMETERS.contains(&parameter_key(k).as_str()))
 }
 
 /// Parameter names (lower case, without `_` and `-`) that make an effect tool content

@@ -164,6 +164,7 @@ mod tests {
             hidden: false,
             allow_protected_objects: false,
             matches_content: false,
+            line_range_read: false,
             upstream_tool: UpstreamTool {
                 name: name.into(),
                 title: None,

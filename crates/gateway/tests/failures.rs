@@ -566,3 +566,98 @@ async fn a_promotion_whose_caller_stops_waiting_runs_every_held_call() {
             .is_empty()
     );
 }
+
+/// Red-team round 3 (HIGH): the "ask the user before repeating after an unknown outcome" rule
+/// was checked only when a call was previewed. (a) A second explicit preview of the same
+/// call, issued before the first ended `outcome_unknown`, was committed and ran again. (b) An
+/// identical call sent while the first was still running (a client that timed out and
+/// retried, concurrent copies) ran again. Now (a) is refused at commit
+/// (`outcome_unknown_since_preview`) and (b) waits for the user (`outcome_unknown_repeat`);
+/// a different call, and the identical call once the first has its answer, still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identical_effect_never_runs_again_while_the_first_may_have_run() {
+    let h = Harness::new().await;
+    let s = &h.session;
+    // (a) two previews, then the first commit's outcome is unknown.
+    let p1 = h
+        .preview(s, "test__crash_effect", json!({"k": 1}))
+        .await
+        .unwrap();
+    let p2 = h
+        .preview(s, "test__crash_effect", json!({"k": 1}))
+        .await
+        .unwrap();
+    let o = h
+        .commit(
+            s,
+            "test__crash_effect",
+            json!({"k": 1}),
+            &p1.action_id,
+            Some(&p1.artifact),
+        )
+        .await;
+    assert_eq!(reason(&o), Some(ReasonCode::OutcomeUnknown), "{o:?}");
+    let o = h
+        .commit(
+            s,
+            "test__crash_effect",
+            json!({"k": 1}),
+            &p2.action_id,
+            Some(&p2.artifact),
+        )
+        .await;
+    assert_eq!(
+        reason(&o),
+        Some(ReasonCode::OutcomeUnknownSincePreview),
+        "{o:?}"
+    );
+    assert_eq!(h.test.effects(), 1, "the second artifact ran again");
+    // Positive control: a previewed call of another tool still commits.
+    let p = h.preview(s, "test__count", json!({"k": 1})).await.unwrap();
+    completed(
+        &h.commit(
+            s,
+            "test__count",
+            json!({"k": 1}),
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), 2);
+
+    // (b) an identical call while the first is still running.
+    let other = h.open_session("retrier").await;
+    let gw = h.gw.clone();
+    let first_session = other.clone();
+    let first = tokio::spawn(async move {
+        gw.call(
+            &first_session,
+            "test__gated",
+            args(json!({"k": 1})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.test.effects() == 2 {
+        assert!(Instant::now() < deadline, "the gated tool was never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let o = h.call(&other, "test__gated", json!({"k": 1}), None).await;
+    assert_eq!(reason(&o), Some(ReasonCode::OutcomeUnknownRepeat), "{o:?}");
+    assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
+    assert_eq!(
+        h.test.effects(),
+        3,
+        "the retry ran while the first was running"
+    );
+    // A different call of the same tool is not held back by it.
+    completed(&h.call(&other, "test__count", json!({"k": 2}), None).await);
+    h.test.open_gate();
+    completed(&first.await.unwrap());
+    // Once the first has its answer, the identical call runs (positive control).
+    h.test.open_gate();
+    completed(&h.call(&other, "test__gated", json!({"k": 1}), None).await);
+    assert_eq!(h.test.effects(), 5);
+}

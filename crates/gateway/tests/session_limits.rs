@@ -313,3 +313,57 @@ async fn default_rates_do_not_limit_ordinary_work() {
     assert_eq!(h.sent(), 100);
     assert!(rejections(&h).is_empty());
 }
+
+/// Regression (issue 12 item 6, red-team round 2: 60 concurrent calls of 4 MiB from one
+/// session took the gateway past 1.3 GB): the argument bytes a session has running at once are
+/// bounded (`max_in_flight_bytes_per_session`). While one call runs, a call that would take
+/// the session past the cap is refused `limit_exceeded` before anything is sent, and audited;
+/// a lone call larger than the cap still runs (positive control); another session is not
+/// affected; the bytes are freed when the running call ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argument_bytes_in_flight_are_bounded_per_session() {
+    use std::time::{Duration, Instant};
+    let mut config = test_config();
+    config.limits.max_in_flight_bytes_per_session = 64 * 1024;
+    let h = Harness::with_config(config).await;
+    let big = "x".repeat(100 * 1024);
+    let gw = h.gw.clone();
+    let session = h.session.clone();
+    let text = big.clone();
+    let running = tokio::spawn(async move {
+        gw.call(
+            &session,
+            "test__gated",
+            args(json!({"text": text})),
+            &secureclaw_gateway::CallMeta::committed(None),
+        )
+        .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.test.effects() == 0 {
+        assert!(Instant::now() < deadline, "the gated tool was never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A lone call larger than the cap ran; a second one, even a small one, is refused.
+    let o = h
+        .call(&h.session, "test__count", json!({"k": 1}), None)
+        .await;
+    let r = limited(&o, "max_in_flight_bytes_per_session");
+    assert_eq!(r.retry_after_ms, Some(1000));
+    assert_eq!(h.test.effects(), 1, "nothing was sent for the refused call");
+    // Another session is not affected.
+    let other = h.open_session("other-caller").await;
+    completed(&h.call(&other, "test__peek", json!({}), None).await);
+    // The running call ends; its bytes are freed.
+    h.test.open_gate();
+    completed(&running.await.unwrap());
+    completed(
+        &h.call(&h.session, "test__count", json!({"k": 1}), None)
+            .await,
+    );
+    assert_eq!(h.test.effects(), 2);
+    let rej = rejections(&h);
+    assert_eq!(rej.len(), 1, "{rej:?}");
+    assert_eq!(rej[0]["limit"], "max_in_flight_bytes_per_session");
+    h.assert_audit_clean();
+}

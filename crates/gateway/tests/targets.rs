@@ -432,3 +432,43 @@ async fn a_payee_pays_only_for_the_object_whose_read_showed_it() {
     completed(&h.call(&s, PAY, pay("INV-43", &iban43, 48_750), None).await);
     assert_eq!(h.payments(), 2);
 }
+
+/// Red-team round 3 (HIGH): a grant of any number (`#*`) paid the same invoice three times,
+/// sequentially and concurrently, because per-object counting ran only for counted grants.
+/// "Any number" is any number of distinct objects: each invoice is paid once without a human
+/// (positive control: the other named invoice still runs under the grant).
+#[tokio::test]
+async fn a_grant_of_any_number_pays_each_object_once() {
+    let h = Harness::new().await;
+    let s =
+        h.gw.open_session(
+            "payer",
+            TaskEnvelope {
+                request: "Pay invoices INV-42 and INV-43.".into(),
+                granted_tools: vec![format!("{PAY}#*")],
+                ..TaskEnvelope::default()
+            },
+        )
+        .await
+        .unwrap();
+    let iban = handle_at(&h.read_invoice(&s, "INV-42").await, "iban");
+    completed(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+    for _ in 0..2 {
+        let id = assert_pending(&h.call(&s, PAY, pay("INV-42", &iban, AMOUNT), None).await);
+        assert!(display(&h, &id).await.contains("(grant_exhausted)"));
+    }
+    // Concurrent copies of the other invoice's payment: one runs, the others ask.
+    let iban43 = handle_at(&h.read_invoice(&s, "INV-43").await, "iban");
+    let v = pay("INV-43", &iban43, 48_750);
+    let (a, b, c) = tokio::join!(
+        h.call(&s, PAY, v.clone(), None),
+        h.call(&s, PAY, v.clone(), None),
+        h.call(&s, PAY, v.clone(), None)
+    );
+    let ran = [&a, &b, &c]
+        .iter()
+        .filter(|o| matches!(o, secureclaw_gateway::CallOutcome::Completed { .. }))
+        .count();
+    assert_eq!(ran, 1, "{a:?} {b:?} {c:?}");
+    assert_eq!(h.payments(), 2, "each invoice paid once");
+}

@@ -277,7 +277,7 @@ async fn scan_body(
                 .await;
         }
     };
-    let bytes = match axum::body::to_bytes(body, body_limit).await {
+    let mut bytes = match axum::body::to_bytes(body, body_limit).await {
         Ok(bytes) => bytes,
         Err(e) if crate::conn::is_body_read_timeout(&e) => {
             audit("body_read_timeout").await;
@@ -299,14 +299,20 @@ async fn scan_body(
         }
     };
     if !bytes.is_empty() {
-        use secureclaw_core::rawjson::{RawJsonError, scan};
+        use secureclaw_core::rawjson::RawJsonError;
         // The body wraps the arguments in at most three objects (body, `arguments`, nesting).
-        match scan(&bytes, secureclaw_core::rawjson::MESSAGE_MAX_DEPTH) {
-            Err(e @ (RawJsonError::DuplicateKey { .. } | RawJsonError::TooDeep { .. })) => {
-                audit(if matches!(e, RawJsonError::TooDeep { .. }) {
-                    "request_too_deep"
-                } else {
-                    "duplicate_key"
+        let (body, scanned) = crate::mcp_http::scan_body(bytes).await;
+        bytes = body;
+        match scanned {
+            Err(
+                e @ (RawJsonError::DuplicateKey { .. }
+                | RawJsonError::TooDeep { .. }
+                | RawJsonError::TooManyValues { .. }),
+            ) => {
+                audit(match e {
+                    RawJsonError::TooDeep { .. } => "request_too_deep",
+                    RawJsonError::TooManyValues { .. } => "request_too_many_values",
+                    _ => "duplicate_key",
                 })
                 .await;
                 return ApiError::new(StatusCode::BAD_REQUEST, "invalid_arguments", e.to_string())

@@ -52,6 +52,10 @@ struct Session {
     owner: Owner,
     /// JSON-RPC ids in flight (their JSON text: `1` and `"1"` are different ids).
     in_flight: HashSet<String>,
+    /// Ids in flight that the client cancelled (`notifications/cancelled`): rmcp then ends
+    /// their response without an answer while the call runs on, so the id is held as for an
+    /// abandoned response ([`Release`]). A subset of `in_flight`.
+    cancelled: HashSet<String>,
     /// The last request naming this session.
     last_used: std::time::Instant,
 }
@@ -186,6 +190,52 @@ async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
     }
 }
 
+/// What the session guard reads of a JSON-RPC message: its `id` (an explicit `null` is
+/// `Some(Value::Null)`) and `method`. Everything else, `params` included, is skipped.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Envelope {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<Value>,
+}
+
+/// The request a `notifications/cancelled` message cancels (`params.requestId`).
+#[derive(Debug, serde::Deserialize)]
+struct Cancellation {
+    params: CancellationParams,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct CancellationParams {
+    #[serde(rename = "requestId")]
+    request_id: Value,
+}
+
+/// A member that is present, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// Bodies at least this large are scanned on a blocking thread ([`scan_body`]).
+const SCAN_OFF_WORKERS_BYTES: usize = 256 * 1024;
+
+/// [`secureclaw_core::rawjson::scan`] of a request body with the message limits, on a blocking
+/// thread when the body is large; the body is handed back for the next step.
+pub(crate) async fn scan_body(bytes: Bytes) -> (Bytes, Result<(), RawJsonError>) {
+    if bytes.len() < SCAN_OFF_WORKERS_BYTES {
+        let scanned = secureclaw_core::rawjson::scan(&bytes, MESSAGE_MAX_DEPTH);
+        return (bytes, scanned);
+    }
+    let body = bytes.clone();
+    let scanned = tokio::task::spawn_blocking(move || {
+        secureclaw_core::rawjson::scan(&body, MESSAGE_MAX_DEPTH)
+    })
+    .await
+    .unwrap_or_else(|_| Err(RawJsonError::Syntax("the scan did not finish".into())));
+    (bytes, scanned)
+}
+
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
@@ -278,10 +328,12 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                 );
             }
         };
-        let message = serde_json::from_slice::<Value>(&bytes).ok();
         // Every request gets one answer: bytes rmcp would drop silently (not JSON, nested past
-        // the gateway's limit, a key twice) are answered here, with the id when it parses.
-        if let Err(e) = secureclaw_core::rawjson::scan(&bytes, MESSAGE_MAX_DEPTH) {
+        // the gateway's limit, a key twice, too many values) are answered here, with the id
+        // when it parses. A large body is scanned off the async workers, so that other
+        // requests (`/health` too) are not kept waiting behind it.
+        let (bytes, scanned) = scan_body(bytes).await;
+        if let Err(e) = scanned {
             // Recovered from the bytes: a message too deep for `serde_json` still names its id.
             let id = secureclaw_core::rawjson::recover_id(&bytes).unwrap_or(Value::Null);
             let (code, text) = match &e {
@@ -296,6 +348,10 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                     ),
                 ),
                 RawJsonError::DuplicateKey { .. } => (-32602, format!("invalid_arguments: {e}")),
+                RawJsonError::TooManyValues { .. } => (
+                    -32600,
+                    format!("invalid request: {e} (send a large document as one string)"),
+                ),
             };
             let id = if matches!(e, RawJsonError::Syntax(_)) {
                 Value::Null
@@ -307,12 +363,17 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                 RawJsonError::Syntax(_) => "parse_error",
                 RawJsonError::TooDeep { .. } => "request_too_deep",
                 RawJsonError::DuplicateKey { .. } => "duplicate_key",
+                RawJsonError::TooManyValues { .. } => "request_too_many_values",
             };
             audit_rejection(&guard, &parts.headers, reason).await;
             return jsonrpc_error(StatusCode::BAD_REQUEST, id, code, &text);
         }
         // MCP has no batches (since 2025-06-18): one answer for the whole array.
-        if message.as_ref().is_some_and(Value::is_array) {
+        if bytes
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| *b == b'[')
+        {
             audit_rejection(&guard, &parts.headers, "batch").await;
             return jsonrpc_error(
                 StatusCode::BAD_REQUEST,
@@ -321,11 +382,25 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                 "invalid request: batches are not supported",
             );
         }
-        (Request::from_parts(parts, Body::from(bytes)), message)
+        // The envelope only (`id`, `method`): `params` is skipped, not built, so a large call
+        // is parsed into values once, by rmcp, not twice.
+        let message = serde_json::from_slice::<Envelope>(&bytes).unwrap_or_default();
+        if message.method.as_ref().and_then(Value::as_str) == Some("notifications/cancelled")
+            && let Some(sid) = &session_id
+            && let Ok(cancel) = serde_json::from_slice::<Cancellation>(&bytes)
+            && let Some(session) = guard.sessions().get_mut(sid)
+            && same_owner(&session.owner, &owner)
+        {
+            let key = in_flight_key(&cancel.params.request_id);
+            if session.in_flight.contains(&key) {
+                session.cancelled.insert(key);
+            }
+        }
+        (Request::from_parts(parts, Body::from(bytes)), Some(message))
     } else {
         (request, None)
     };
-    let id = message.as_ref().and_then(|m| m.get("id")).cloned();
+    let id = message.as_ref().and_then(|m| m.id.clone());
     // An id rmcp cannot read (`1.5`, beyond i64, `true`, `null`, an object) would get rmcp's
     // plain-text 415: answered here as JSON-RPC, and audited (red-team round 2).
     if let Some(bad) = &id
@@ -341,7 +416,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
     }
     let is_initialize = message
         .as_ref()
-        .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
+        .is_some_and(|m| m.method.as_ref().and_then(Value::as_str) == Some("initialize"));
     let Some(session_id) = session_id else {
         if is_initialize {
             return initialize(&guard, owner, id, request, next).await;
@@ -377,7 +452,7 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
                     Err("reinitialize")
                 } else {
                     // A request (method and id) must not reuse an id that is still in flight.
-                    match (&id, message.as_ref().and_then(|m| m.get("method"))) {
+                    match (&id, message.as_ref().and_then(|m| m.method.as_ref())) {
                         (Some(id), Some(_)) => {
                             let key = in_flight_key(id);
                             if session.in_flight.insert(key.clone()) {
@@ -529,6 +604,7 @@ async fn initialize(
             Session {
                 owner,
                 in_flight: HashSet::new(),
+                cancelled: HashSet::new(),
                 last_used: std::time::Instant::now(),
             },
         );
@@ -549,20 +625,30 @@ impl Release {
     fn release(guard: &Guard, session: &str, key: &str) {
         if let Some(s) = guard.sessions().get_mut(session) {
             s.in_flight.remove(key);
+            s.cancelled.remove(key);
         }
+    }
+
+    /// Whether the client cancelled the request (its response then ends without an answer).
+    fn cancelled(&self) -> bool {
+        self.guard
+            .sessions()
+            .get(&self.session)
+            .is_some_and(|s| s.cancelled.contains(&self.key))
     }
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
-        if self.finished {
+        if self.finished && !self.cancelled() {
             Self::release(&self.guard, &self.session, &self.key);
             return;
         }
-        // Abandoned before its answer: the call still runs (calls are detached) and rmcp may
-        // still answer it, to whichever request then holds the id. The id stays in flight
-        // until the call can no longer answer, so a reuse is refused instead of receiving
-        // the abandoned call's result (red-team round 2 of 2026-12-03).
+        // Abandoned before its answer, or cancelled (rmcp then ends the response normally,
+        // red-team round 3): the call still runs (calls are detached) and rmcp may still
+        // answer it, to whichever request then holds the id. The id stays in flight until
+        // the call can no longer answer, so a reuse is refused instead of receiving the
+        // abandoned call's result (red-team round 2 of 2026-12-03).
         let (guard, session, key) = (
             Arc::clone(&self.guard),
             std::mem::take(&mut self.session),

@@ -40,6 +40,8 @@ pub enum LineRefusal {
     TooDeep,
     /// An object with the same key twice.
     DuplicateKey,
+    /// More values than [`secureclaw_core::rawjson::MESSAGE_MAX_VALUES`].
+    TooManyValues,
     /// JSON, but not a JSON-RPC message the server accepts (a batch, no method).
     NotJsonRpc,
 }
@@ -53,6 +55,7 @@ impl LineRefusal {
             Self::NotJson => "parse_error",
             Self::TooDeep => "request_too_deep",
             Self::DuplicateKey => "duplicate_key",
+            Self::TooManyValues => "request_too_many_values",
             Self::NotJsonRpc => "invalid_request",
         }
     }
@@ -205,6 +208,11 @@ where
                     LineRefusal::DuplicateKey,
                     ErrorCode::INVALID_PARAMS,
                     format!("invalid_arguments: {e}"),
+                ),
+                RawJsonError::TooManyValues { .. } => (
+                    LineRefusal::TooManyValues,
+                    ErrorCode::INVALID_REQUEST,
+                    format!("invalid request: {e} (send a large document as one string)"),
                 ),
             };
             self.refuse(why, request_id(line), code, message);

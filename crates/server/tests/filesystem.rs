@@ -309,6 +309,43 @@ async fn filesystem_server_behind_secureclaw() {
         "structuredContent is not declassified like the text: {structured_read}"
     );
 
+    // -- a1. partial reads (red-team round 3): an address split over two lines is withheld by
+    // a whole read; `head` and `tail` each showed one half of it. The gateway reads the whole
+    // file and applies the range to the scrubbed text, so neither half comes back.
+    let split = notes.join("split.txt");
+    std::fs::write(
+        &split,
+        "Email dana.whitfield@\nnorthwind.example today\nthen lunch\n",
+    )
+    .unwrap();
+    for range in [json!({"head": 1}), json!({"tail": 2}), json!({})] {
+        let mut args = json!({"path": split.display().to_string()});
+        args.as_object_mut()
+            .unwrap()
+            .extend(range.as_object().unwrap().clone());
+        let r = call(&client, "fs__read_text_file", args, None).await;
+        assert_ne!(r.is_error, Some(true), "{range}: {r:?}");
+        let shown = serde_json::to_string(&r).unwrap();
+        assert!(
+            !shown.contains("whitfield") && !shown.contains("northwind"),
+            "{range}: a part of the withheld address came back: {shown}"
+        );
+        assert!(shown.contains("hdl_em"), "{range}: {shown}");
+    }
+    // Positive control: the range is still applied (`tail` 1 is the last line only).
+    let r = call(
+        &client,
+        "fs__read_text_file",
+        json!({"path": split.display().to_string(), "tail": 1}),
+        None,
+    )
+    .await;
+    let last = text(&r);
+    assert!(
+        last.contains("then lunch") && !last.contains("Email"),
+        "{last}"
+    );
+
     // -- a2. SecureClaw's own secrets read through the upstream (issue 11 item 7): an
     // operator token file, a session id and a key ring file come back as handles
     let token = format!("sco_{}", secureclaw_core::encoding::base32(&[0x3c; 24]));

@@ -933,3 +933,34 @@ async fn keep_alive(addr: SocketAddr) -> Option<tokio::net::TcpStream> {
         .ok()?;
     (&buf == b"HTTP/1.1 200").then_some(c)
 }
+
+/// Red-team round 3: after `notifications/cancelled`, rmcp ends the cancelled request's
+/// response without an answer while its call runs on, and the id was released at once: a new
+/// request reusing it received the cancelled call's result. The id now stays in flight (as
+/// for an abandoned response), so the reuse is refused and never dispatched; another id runs
+/// meanwhile (positive control).
+#[tokio::test]
+async fn a_cancelled_request_keeps_its_id_until_its_call_can_no_longer_answer() {
+    let s = Arc::new(server(true).await);
+    let alice = s.token("alice").await;
+    let sid = open(&s, Some(&alice)).await;
+    let first = {
+        let (s, alice, sid) = (s.clone(), alice.clone(), sid.clone());
+        tokio::spawn(async move { call(&s, Some(&alice), &sid, 42, "office__slow").await })
+    };
+    while s.office.slow_started.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 42, "reason": "user stopped it"}});
+    let r = request(s.addr, "POST", Some(&alice), Some(&sid), Some(&cancel)).await;
+    assert_eq!(r.status, 202, "{r:?}");
+    // The cancelled request's response ends (with or without an answer).
+    let _ = tokio::time::timeout(Duration::from_secs(10), first).await;
+    let r = call(&s, Some(&alice), &sid, 42, "office__send").await;
+    assert_eq!(r.status, 409, "the reused id was accepted: {r:?}");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 0, "the reuse ran");
+    let r = call(&s, Some(&alice), &sid, 43, "office__send").await;
+    assert_eq!(result_text(&r), "send done");
+    s.office.gate.notify_one();
+}

@@ -107,6 +107,10 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
+        let admitted = match self.admit_arguments(session, tool, &arguments).await {
+            Ok(guard) => guard,
+            Err(refused) => return refused,
+        };
         let (gw, session, name, action_id, artifact) = (
             self.clone(),
             session.clone(),
@@ -116,8 +120,11 @@ impl Gateway {
         );
         self.detached(
             async move {
-                gw.commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
-                    .await
+                let outcome = gw
+                    .commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
+                    .await;
+                drop(admitted);
+                outcome
             },
             || Self::task_failed(tool),
         )
@@ -316,6 +323,43 @@ impl Gateway {
         // The action is spent (the ledger marked it): it no longer waits.
         self.inner.pending.release(&session.id, action_id);
         let binding = proof.binding().clone();
+        // An explicit commit's preview was issued earlier: what happened since is checked
+        // again, now that this action is reserved (a second commit of it was `replay`). An
+        // effect of this tool whose outcome became unknown, or an identical effect still
+        // running, means this one may repeat it (red-team round 3: a second artifact of the
+        // same call ran after the first ended `outcome_unknown`). The action is then spent
+        // without running (`failed`). A call that runs at once entered the dispatching set at
+        // its preview; a confirmed commit was decided by a human shown the unknown outcome.
+        let _dispatching = if deferred.is_none() && confirmation.is_none() {
+            let unknown = self
+                .inner
+                .store
+                .outcome_unknown_tool(&session.id, &entry.exposed)
+                .await
+                .unwrap_or(true);
+            let entered =
+                super::Dispatching::enter(&self.inner.dispatching, &session.id, &binding.digest);
+            if unknown || entered.is_none() {
+                let reason = ReasonCode::OutcomeUnknownSincePreview;
+                let _ = self
+                    .inner
+                    .store
+                    .mark_failed(action_id, reason.as_str(), self.now())
+                    .await;
+                return self
+                    .deny(
+                        session,
+                        &entry.exposed,
+                        Some(&entry),
+                        reason,
+                        Some(action_id),
+                    )
+                    .await;
+            }
+            entered
+        } else {
+            None
+        };
         // What is written is what the executor sends: the bound canonical form. If the store
         // cannot record it, nothing is sent (the action is spent: `failed`).
         let arguments = &proof.request().inputs.arguments;

@@ -21,7 +21,7 @@ use secureclaw_core::recovery::{Limit, ReasonCode, Recovery};
 use secureclaw_core::store::{ApprovalState, RateTake, SessionRecord};
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Rejections of one session are audited at most once per this many milliseconds; the record
 /// carries how many rejections it stands for.
@@ -178,7 +178,147 @@ impl PendingSlots {
     }
 }
 
+/// Bytes of call arguments each session has running in this process
+/// (`max_in_flight_bytes_per_session`; issue 12 item 6). Parsing, checking, canonicalizing and
+/// binding a call copies its arguments several times, so what one session may have running at
+/// once is bounded by bytes, not only by count.
+#[derive(Debug, Default)]
+pub(crate) struct InFlightBytes {
+    sessions: Mutex<HashMap<String, usize>>,
+}
+
+/// One call's bytes counted in [`InFlightBytes`] until it is dropped (the call ended, or its
+/// task did).
+#[derive(Debug)]
+pub(crate) struct BytesGuard {
+    owner: Arc<InFlightBytes>,
+    session: String,
+    bytes: usize,
+}
+
+impl InFlightBytes {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Count `bytes` for `session`, unless that takes the session past `cap` while it already
+    /// has something running (a lone call is always admitted: its size is bounded by
+    /// `max_argument_bytes`).
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        session: &str,
+        bytes: usize,
+        cap: usize,
+    ) -> Option<BytesGuard> {
+        let mut sessions = self.lock();
+        let running = sessions.get(session).copied().unwrap_or(0);
+        let total = running.saturating_add(bytes);
+        if running > 0 && total > cap {
+            return None;
+        }
+        sessions.insert(session.to_owned(), total);
+        Some(BytesGuard {
+            owner: Arc::clone(self),
+            session: session.to_owned(),
+            bytes,
+        })
+    }
+
+    /// Bytes `session` has running.
+    #[cfg(test)]
+    fn running(&self, session: &str) -> usize {
+        self.lock().get(session).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for BytesGuard {
+    fn drop(&mut self) {
+        let mut sessions = self.owner.lock();
+        if let Some(running) = sessions.get_mut(&self.session) {
+            *running = running.saturating_sub(self.bytes);
+            if *running == 0 {
+                sessions.remove(&self.session);
+            }
+        }
+    }
+}
+
+/// The length in bytes of `value` serialized as compact JSON, counted without building the
+/// text (`usize::MAX` if it cannot be serialized).
+pub(crate) fn serialized_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// Bytes each JSON value of a call's arguments counts for beyond its text
+/// ([`argument_weight`]): about what one parsed value costs in the copies a call makes.
+pub(crate) const VALUE_WEIGHT_BYTES: usize = 512;
+
+/// What a call's arguments weigh against `max_in_flight_bytes_per_session`: their serialized
+/// length plus [`VALUE_WEIGHT_BYTES`] for every value (scalar, array, object) in them. A 4 MB
+/// string weighs about 4 MB; 100,000 tiny values weigh about 51 MB, as they cost in memory
+/// (red-team round 3: 16 concurrent calls of 560 KB of tiny values from one session took the
+/// gateway to 1.9 GB under a bytes-only cap).
+pub(crate) fn argument_weight(arguments: &serde_json::Map<String, serde_json::Value>) -> usize {
+    let mut values: usize = 0;
+    let mut stack: Vec<&serde_json::Value> = arguments.values().collect();
+    while let Some(v) = stack.pop() {
+        values = values.saturating_add(1);
+        match v {
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    serialized_len(arguments).saturating_add(values.saturating_mul(VALUE_WEIGHT_BYTES))
+}
+
+/// How long a session refused for [`Limit::InFlightBytes`] is told to wait.
+const IN_FLIGHT_RETRY_MS: u64 = 1000;
+
 impl Gateway {
+    /// Count the arguments of a call, preview or commit of `session` against
+    /// `max_in_flight_bytes_per_session` for as long as the returned guard lives, or refuse it
+    /// ([`Limit::InFlightBytes`], audited like a rate-limit rejection); nothing was stored or
+    /// sent.
+    pub(super) async fn admit_arguments(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<BytesGuard, CallOutcome> {
+        let bytes = argument_weight(arguments);
+        let cap = self.inner.config.limits.max_in_flight_bytes_per_session;
+        match self.inner.in_flight_bytes.admit(&session.id, bytes, cap) {
+            Some(guard) => Ok(guard),
+            None => {
+                let audit = self.inner.rates.rejected(&session.id, self.now());
+                Err(self
+                    .refuse_limit(
+                        session,
+                        tool,
+                        Limit::InFlightBytes,
+                        Some(IN_FLIGHT_RETRY_MS),
+                        audit,
+                    )
+                    .await)
+            }
+        }
+    }
+
     /// Refuse a call because a per-session `limit` was reached: nothing was stored or sent.
     /// Audited as a rejection when `audit` is `Some(count)` (metadata only: the limit, the
     /// retry hint and how many rejections the record stands for).
@@ -330,6 +470,35 @@ mod tests {
             Some(3),
             "stands for itself and the two not audited"
         );
+    }
+
+    /// Regression (issue 12 item 6, red-team round 2: 60 concurrent 4 MiB calls of one
+    /// session): a session's running argument bytes are bounded; a lone call always runs; the
+    /// bytes are freed when a call ends; other sessions are not affected.
+    #[test]
+    fn in_flight_bytes_are_bounded_per_session() {
+        let b = Arc::new(InFlightBytes::default());
+        let big = b
+            .admit("s", 40, 16)
+            .expect("a lone call runs whatever its size");
+        assert!(b.admit("s", 1, 16).is_none(), "over the cap while one runs");
+        assert!(
+            b.admit("other", 10, 16).is_some(),
+            "another session is not affected"
+        );
+        drop(big);
+        assert_eq!(b.running("s"), 0);
+        let a = b.admit("s", 8, 16).unwrap();
+        let c = b.admit("s", 8, 16).expect("exactly at the cap");
+        assert!(b.admit("s", 1, 16).is_none());
+        drop(a);
+        assert_eq!(b.running("s"), 8);
+        assert!(b.admit("s", 8, 16).is_some());
+        drop(c);
+        assert_eq!(serialized_len(&serde_json::json!({"a": [1, "x"]})), 13);
+        let args = serde_json::json!({"a": [1, "x"]});
+        let args = args.as_object().unwrap();
+        assert_eq!(argument_weight(args), 13 + 3 * VALUE_WEIGHT_BYTES);
     }
 
     #[test]

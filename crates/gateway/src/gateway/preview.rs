@@ -46,6 +46,14 @@ impl Gateway {
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<PreviewOutcome, Recovery> {
+        let _admitted = match self.admit_arguments(session, tool, arguments).await {
+            Ok(guard) => guard,
+            Err(CallOutcome::Denied(refused)) => return Err(refused),
+            Err(_) => {
+                let entry = self.inner.catalog.get(tool);
+                return Err(self.recovery(ReasonCode::LimitExceeded, class(entry), tool, None));
+            }
+        };
         let started = std::time::Instant::now();
         let result = self.preview_throttled(session, tool, arguments).await;
         self.observe_preview(session, tool, &result, started);
@@ -109,27 +117,45 @@ impl Gateway {
         // same call respelt (`"INV-42 "`, an extra empty argument) included — needs a human,
         // whatever the policy or a grant says. A failed lookup counts as a repeat (fail
         // closed).
-        let repeat = self
+        let unknown_before = self
             .inner
             .store
             .outcome_unknown_tool(&session.id, &entry.exposed)
             .await
             .unwrap_or(true);
+        // An identical effect still running (a retry after a client timeout, concurrent
+        // copies) may repeat it as well: it waits for the user too. A call that will run at
+        // once enters the dispatching set here, so that of concurrent copies one runs.
+        let binding_key = binding.digest.clone();
+        let mut dispatching = None;
+        let running = if explicit {
+            super::Dispatching::running(&self.inner.dispatching, &session.id, &binding_key)
+        } else {
+            dispatching =
+                super::Dispatching::enter(&self.inner.dispatching, &session.id, &binding_key);
+            dispatching.is_none()
+        };
+        let repeat = unknown_before || running;
         if repeat && let PolicyDecision::Allow { policies } = &decision {
             decision = PolicyDecision::Confirm {
                 policies: policies.clone(),
             };
         }
-        // A limited grant is used when the gateway issues an artifact that needs no human for
-        // a destructive or financial effect; when it is used up, the call goes to a human.
-        if let (PolicyDecision::Allow { .. }, Some((key, Some(limit)))) =
-            (&decision, &prepared.grant)
+        // A grant is used when the gateway issues an artifact that needs no human for a
+        // destructive or financial effect; when it is used up, the call goes to a human. A
+        // financial effect always takes one use per object it pays, also under a grant of any
+        // number (`#*`): "any number" means any number of distinct objects, never the same
+        // invoice twice (red-team round 3).
+        if let (PolicyDecision::Allow { .. }, Some((key, limit))) = (&decision, &prepared.grant)
             && policy_request.granted
             && (entry.destructive || entry.financial)
             && !(self
                 .take_object_grant(session, entry, key, &prepared.request.inputs.arguments)
                 .await
-                && self.take_grant(session, key, *limit).await)
+                && match limit {
+                    Some(limit) => self.take_grant(session, key, *limit).await,
+                    None => true,
+                })
         {
             let mut without = policy_request.clone();
             without.granted = false;
@@ -186,6 +212,7 @@ impl Gateway {
             let deferred = Deferred {
                 action: records.action,
                 events: records.events,
+                dispatching,
             };
             let preview = PreviewOutcome {
                 action_id,

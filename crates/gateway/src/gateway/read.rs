@@ -27,6 +27,78 @@ pub(super) struct ReadOf<'a> {
     arguments: &'a Map<String, Value>,
     /// The records of the handles in its arguments.
     records: &'a [HandleRecord],
+    /// Its arguments select part of the object ([`crate::known::selects_part`]): it never
+    /// marks the object seen.
+    partial: bool,
+}
+
+/// The `head` or `tail` of a line-range read ([`ToolEntry::line_range_read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineRange {
+    Head(usize),
+    Tail(usize),
+}
+
+impl LineRange {
+    /// The range `arguments` ask for: `Ok(None)` for none, `Ok(Some(_))` for exactly one of
+    /// `head` and `tail` holding a whole number of lines (`1`, `1.0`, `1e0` alike, as the
+    /// upstream reads them), and `Err(())` for anything else — both, a fraction, a negative
+    /// number, a string: such a call is refused, never passed on with a range the gateway did
+    /// not apply itself (red-team round 3: `head: 1.0` reached the upstream, which cut the raw
+    /// file).
+    fn of(arguments: &Map<String, Value>) -> Result<Option<Self>, ()> {
+        let lines = |k: &str| -> Result<usize, ()> {
+            let n = arguments.get(k).and_then(Value::as_f64).ok_or(())?;
+            if !(n.is_finite() && n >= 0.0 && n.fract() == 0.0) {
+                return Err(());
+            }
+            // A whole number of lines; one beyond `u64` is "all lines".
+            Ok(format!("{n:.0}")
+                .parse::<u64>()
+                .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX)))
+        };
+        match (
+            arguments.contains_key("head"),
+            arguments.contains_key("tail"),
+        ) {
+            (false, false) => Ok(None),
+            (true, false) => lines("head").map(|n| Some(Self::Head(n))),
+            (false, true) => lines("tail").map(|n| Some(Self::Tail(n))),
+            (true, true) => Err(()),
+        }
+    }
+
+    /// `text` cut to the range, by lines.
+    fn apply(self, text: &str) -> String {
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        let lines: Vec<&str> = body.split('\n').collect();
+        let kept = match self {
+            Self::Head(n) => lines.get(..n.min(lines.len())).unwrap_or_default(),
+            Self::Tail(n) => lines
+                .get(lines.len().saturating_sub(n)..)
+                .unwrap_or_default(),
+        };
+        kept.join("\n")
+    }
+
+    /// Cut every text block of `output`, and every string directly under its structured
+    /// object, to the range.
+    fn apply_to(self, output: &mut ToolOutput) {
+        for block in &mut output.content {
+            if block.get("type").and_then(Value::as_str) == Some("text")
+                && let Some(Value::String(text)) = block.get_mut("text")
+            {
+                *text = self.apply(text);
+            }
+        }
+        if let Some(Value::Object(fields)) = &mut output.structured {
+            for value in fields.values_mut() {
+                if let Value::String(text) = value {
+                    *text = self.apply(text);
+                }
+            }
+        }
+    }
 }
 
 /// Replace every occurrence of a resolved value in the output's strings (and object keys) by
@@ -181,24 +253,55 @@ impl Gateway {
             .await;
         let (mut resolver, pairs) = self.resolve_handles(session, entry, None, arguments).await;
         let mut resolve = |id: &HandleId| resolver.next(id);
-        match self
-            .inner
-            .executor
-            .read(permit, arguments, &mut resolve)
-            .await
-        {
+        // A line-range read of a known server goes out whole, so that the detectors see the
+        // whole object, and the range is applied to the scrubbed text below.
+        let range = if entry.line_range_read {
+            match LineRange::of(arguments) {
+                Ok(range) => range,
+                Err(()) => {
+                    return self
+                        .deny(
+                            session,
+                            tool,
+                            Some(entry),
+                            ReasonCode::InvalidArguments,
+                            None,
+                        )
+                        .await;
+                }
+            }
+        } else {
+            None
+        };
+        let whole;
+        let sent = match range {
+            Some(_) => {
+                let mut args = arguments.clone();
+                args.remove("head");
+                args.remove("tail");
+                whole = args;
+                &whole
+            }
+            None => arguments,
+        };
+        match self.inner.executor.read(permit, sent, &mut resolve).await {
             Ok(output) => {
                 let read = ReadOf {
                     anchored,
                     arguments,
                     records: &prepared.handle_records,
+                    partial: crate::known::selects_part(arguments),
                 };
                 if anchored {
                     self.note_read_amounts(session, &output, arguments).await;
                 }
-                let outcome = self
+                let mut outcome = self
                     .finish(session, entry, Some(read), output, None, &pairs, arguments)
                     .await;
+                if let (Some(range), CallOutcome::Completed { output, .. }) = (range, &mut outcome)
+                {
+                    range.apply_to(output);
+                }
                 if anchored && let CallOutcome::Completed { output, .. } = &outcome {
                     self.note_read_payees(session, output, arguments).await;
                 }
@@ -424,6 +527,7 @@ impl Gateway {
                 } else if let Some(read) = &read
                     && !output.is_error
                     && !cut
+                    && !read.partial
                 {
                     // A read that withheld nothing and cut nothing (a summary cut hides part of
                     // the object, red-team R2): the session has seen the object's content (see
@@ -472,8 +576,65 @@ impl Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::{HandleId, ToolOutput, replace_caseless, scrub_released};
-    use serde_json::json;
+    use super::{HandleId, LineRange, ToolOutput, replace_caseless, scrub_released};
+    use serde_json::{Value, json};
+
+    /// Red-team round 3: `head` and `tail` reads each showed half of an address that a whole
+    /// read withheld. The range is applied to the scrubbed whole text.
+    #[test]
+    fn line_ranges_cut_the_scrubbed_text() {
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let of = |v: Value| LineRange::of(&args(v));
+        assert_eq!(
+            of(json!({"path": "/a", "head": 1})),
+            Ok(Some(LineRange::Head(1)))
+        );
+        assert_eq!(
+            of(json!({"path": "/a", "tail": 2})),
+            Ok(Some(LineRange::Tail(2)))
+        );
+        // Other spellings of a whole number are the same range (red-team round 3: `1.0`).
+        for n in [
+            json!(1.0),
+            json!(1e0),
+            serde_json::from_str::<Value>("10e-1").unwrap(),
+        ] {
+            assert_eq!(
+                of(json!({"path": "/a", "head": n})),
+                Ok(Some(LineRange::Head(1)))
+            );
+        }
+        assert_eq!(of(json!({"path": "/a"})), Ok(None));
+        // Anything the gateway does not apply itself is refused, never passed on.
+        for bad in [
+            json!({"path": "/a", "head": 1, "tail": 1}),
+            json!({"path": "/a", "head": "1"}),
+            json!({"path": "/a", "head": 1.5}),
+            json!({"path": "/a", "tail": -1}),
+            json!({"path": "/a", "head": null}),
+        ] {
+            assert_eq!(of(bad.clone()), Err(()), "{bad}");
+        }
+        let scrubbed = "Email hdl_em_x today\nline two\nline three\n";
+        assert_eq!(LineRange::Head(1).apply(scrubbed), "Email hdl_em_x today");
+        assert_eq!(LineRange::Tail(2).apply(scrubbed), "line two\nline three");
+        assert_eq!(
+            LineRange::Head(10).apply(scrubbed),
+            "Email hdl_em_x today\nline two\nline three"
+        );
+        assert_eq!(LineRange::Tail(0).apply(scrubbed), "");
+        let mut output = ToolOutput {
+            content: vec![json!({"type": "text", "text": scrubbed})],
+            structured: Some(json!({"content": scrubbed})),
+            is_error: false,
+        };
+        LineRange::Head(1).apply_to(&mut output);
+        assert_eq!(output.content[0]["text"], "Email hdl_em_x today");
+        assert_eq!(
+            output.structured,
+            Some(json!({"content": "Email hdl_em_x today"}))
+        );
+    }
 
     /// Red-team H2: a released value comes back as its handle whatever its letter case.
     #[test]

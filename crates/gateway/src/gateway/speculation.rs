@@ -309,10 +309,18 @@ impl Gateway {
         arguments: Map<String, Value>,
         meta: &CallMeta,
     ) -> CallOutcome {
+        let admitted = match self.admit_arguments(session, tool, &arguments).await {
+            Ok(guard) => guard,
+            Err(refused) => return refused,
+        };
         let (gw, session, name, meta) =
             (self.clone(), session.clone(), tool.to_owned(), meta.clone());
         self.detached(
-            async move { gw.call_attached(&session, &name, arguments, &meta).await },
+            async move {
+                let outcome = gw.call_attached(&session, &name, arguments, &meta).await;
+                drop(admitted);
+                outcome
+            },
             || Self::task_failed(tool),
         )
         .await

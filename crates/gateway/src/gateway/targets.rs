@@ -7,7 +7,7 @@
 use super::{Gateway, Prepared, amounts, state::ObjectMark};
 use crate::catalog::ToolEntry;
 use secureclaw_core::anchor::{
-    anchor_provenance, collect_targets_bounded, is_anchored, object_id_targets,
+    anchor_provenance_in, collect_targets_bounded, is_anchored, object_id_targets,
 };
 use secureclaw_core::canonical::{
     CanonicalRequest, HandleBinding, Inputs, Intent, RequestContext, validate_value,
@@ -59,9 +59,7 @@ impl Gateway {
             .get(tool)
             .ok_or(ReasonCode::UnknownTool)?
             .clone();
-        let size = serde_json::to_vec(arguments)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let size = super::limits::serialized_len(arguments);
         if size > self.inner.config.limits.max_argument_bytes {
             return Err(ReasonCode::InvalidArguments);
         }
@@ -284,7 +282,8 @@ impl Gateway {
         for t in found {
             let refs = find_handles(&Value::String(t.value.clone()));
             let (anchored, provenance) = match refs.as_slice() {
-                [] => anchor_provenance(
+                [] => anchor_provenance_in(
+                    &t.field,
                     &t.value,
                     &session.envelope,
                     &self.inner.config.trusted_targets,
@@ -527,7 +526,8 @@ impl Gateway {
     /// per payee), and one with neither for its canonical arguments (RFC 8785: one identical
     /// payment). `true` for an effect that is not financial; `false` if any of its objects
     /// was paid under this grant before or the store fails (a use taken for another object of
-    /// the same call stays taken: the call then needs a human either way).
+    /// the same call stays taken: the call then needs a human either way). Also under a grant
+    /// of any number (`#*`): any number of distinct objects, never one twice.
     pub(super) async fn take_object_grant(
         &self,
         session: &SessionRecord,
