@@ -946,10 +946,7 @@ fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
 fn extend_wrapped_secrets(text: &str, out: &mut [Finding]) {
     let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-');
     for finding in out.iter_mut().filter(|f| f.kind == IdentifierKind::Secret) {
-        loop {
-            let Some(rest) = text.get(finding.end..) else {
-                break;
-            };
+        while let Some(rest) = text.get(finding.end..) {
             let after_break = rest
                 .strip_prefix("\r\n")
                 .or_else(|| rest.strip_prefix('\n'));
