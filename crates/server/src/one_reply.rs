@@ -6,7 +6,8 @@
 //! An id is in flight from the moment the request is received until the service sends its
 //! response or error, even after the client cancels it: the call runs on (calls are detached)
 //! and its answer could otherwise reach a later request that reused the id (red-team round 2
-//! of 2026-12-03). (Streamable HTTP sessions get the same rule from [`crate::mcp_http`].)
+//! of 2026-12-03). A cancelled request, which rmcp never answers, frees its id once its call
+//! can no longer answer (the drain time after the cancel). (Streamable HTTP sessions get the same rule from [`crate::mcp_http`].)
 //!
 //! When the client closes its input, the end is passed on to the service only once every
 //! request in flight has been answered (at most [`OneReply::drain_within`] later): rmcp gives
@@ -15,7 +16,7 @@
 //! the process exited with the effect's outcome unrecorded (red-team of 2026-12-03).
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorData, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use std::collections::HashSet;
@@ -57,14 +58,7 @@ impl<T> OneReply<T> {
     }
 
     fn release(&self, id: &RequestId) {
-        let removed = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-        if removed {
-            self.answered.notify_waiters();
-        }
+        release(&self.in_flight, &self.answered, id);
     }
 
     /// Call `hook` for every refused duplicate (to audit it).
@@ -72,6 +66,17 @@ impl<T> OneReply<T> {
     pub fn on_duplicate(mut self, hook: Arc<dyn Fn() + Send + Sync>) -> Self {
         self.on_duplicate = Some(hook);
         self
+    }
+}
+
+/// Take `id` out of `in_flight`, signalling `answered` if it was there.
+fn release(in_flight: &Mutex<HashSet<RequestId>>, answered: &tokio::sync::Notify, id: &RequestId) {
+    let removed = in_flight
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(id);
+    if removed {
+        answered.notify_waiters();
     }
 }
 
@@ -136,6 +141,22 @@ where
                 drained(self.in_flight.clone(), self.answered.clone(), self.drain).await;
                 return None;
             };
+            // A cancelled request gets no reply from rmcp while its call runs on (calls are
+            // detached): its id stays in flight until the call can no longer answer (the
+            // drain time: the upstream timeout and 5 s), then it is free for reuse (red-team
+            // round 3: it stayed in flight for the connection's life, and the drain at the
+            // end of input always waited in full).
+            if let JsonRpcMessage::Notification(n) = &message
+                && let ClientNotification::CancelledNotification(c) = &n.notification
+                && let Some(id) = c.params.request_id.clone()
+            {
+                let (in_flight, answered, hold) =
+                    (self.in_flight.clone(), self.answered.clone(), self.drain);
+                tokio::spawn(async move {
+                    tokio::time::sleep(hold).await;
+                    release(&in_flight, &answered, &id);
+                });
+            }
             let JsonRpcMessage::Request(request) = &message else {
                 return Some(message);
             };
@@ -261,5 +282,68 @@ mod tests {
         assert_eq!(answer["id"], 5, "{answer}");
         assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
         assert_eq!(slow.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// Red-team round 3 (F6): a cancelled request's id stayed in flight for the connection's
+    /// life. It is held while its call could still answer (refused on reuse), then free.
+    #[tokio::test]
+    async fn a_cancelled_id_is_held_then_released() {
+        let slow = Slow::default();
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let transport = OneReply::new(IntoTransport::<
+            RoleServer,
+            std::io::Error,
+            TransportAdapterAsyncCombinedRW,
+        >::into_transport(server_io))
+        .drain_within(std::time::Duration::from_millis(300));
+        let server = slow.clone();
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, mut write) = tokio::io::split(client_io);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |v: Value| {
+            let mut line = v.to_string();
+            line.push('\n');
+            write.write_all(line.as_bytes()).await.unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .await;
+        let _init = lines.next_line().await.unwrap().unwrap();
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "x", "arguments": {}}});
+        send(call.clone()).await;
+        while slow.calls.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7}}),
+        )
+        .await;
+        // Within the hold: refused.
+        send(call.clone()).await;
+        let refusal: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+        assert_eq!(slow.calls.load(Ordering::SeqCst), 1);
+        // After it: the id is free again and the call is dispatched.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        send(call).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while slow.calls.load(Ordering::SeqCst) < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reuse was not dispatched"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 }

@@ -572,6 +572,19 @@ async fn api_refusals_are_audited_with_metadata_only() {
     let big = json!({"tool": "office__send", "arguments": {"body": "secret-pad".repeat(20_000)}});
     let (s, _) = raw(&e.app, post(&sid, big.to_string())).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Red-team round 3: axum's own rejections (not JSON, the wrong shape, another content
+    // type) were not audited.
+    let (s, _) = raw(&e.app, post(&sid, "{not json".into())).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _) = raw(&e.app, post(&sid, r#"{"tool": 5}"#.into())).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut text = post(&sid, json!({"tool": "office__send"}).to_string());
+    text.headers_mut().insert(
+        "content-type",
+        axum::http::HeaderValue::from_static("text/plain"),
+    );
+    let (s, _) = raw(&e.app, text).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let (s, _) = raw(
         &e.app,
         post(
@@ -595,7 +608,13 @@ async fn api_refusals_are_audited_with_metadata_only() {
         .collect();
     assert_eq!(
         in_session,
-        ["duplicate_key", "request_too_large"],
+        [
+            "duplicate_key",
+            "request_too_large",
+            "malformed_request",
+            "malformed_request",
+            "malformed_request"
+        ],
         "{rejected:?}"
     );
     let unauthenticated: Vec<_> = rejected
