@@ -770,9 +770,10 @@ pub fn is_destination_field_name(name: &str) -> bool {
         && !CONTENT_NAME_WORDS.iter().any(|w| n.contains(w))
 }
 
-/// Words of an argument name that make it a location: `path`, `filePath`, `file_name`,
-/// `dir`, `folder`, a move's `source` and `destination`, `dest`, `target`, `uri`, `url`,
-/// `output` (red-team round 3: `dest`, `target` and `uri` were anchored by bare words).
+/// Words of an argument name that make it a file-system location: `path`, `filePath`,
+/// `file_name`, `dir`, `folder`, a move's `source` and `destination`, `dest`, `target`,
+/// `output` (red-team round 3: `dest` and `target` were anchored by bare words). Not `url` or
+/// `uri`: a host written in the task (`www.example.com`) names its location without a `/`.
 const LOCATION_NAME_WORDS: &[&str] = &[
     "dest",
     "destination",
@@ -787,8 +788,6 @@ const LOCATION_NAME_WORDS: &[&str] = &[
     "path",
     "source",
     "target",
-    "uri",
-    "url",
 ];
 
 /// Whether the argument `name` holds a file-system location ([`LOCATION_NAME_WORDS`]).
@@ -1260,6 +1259,18 @@ mod tests {
             );
         }
         assert!(is_location_field("file_path") && is_location_field("dir"));
+        // A URL field is not: a host the task names anchors without a `/` (AgentDojo slack
+        // `get_webpage {"url": "www.informations.com"}`).
+        assert!(!is_location_field("url"));
+        assert!(
+            anchor_provenance_in(
+                "url",
+                "www.informations.com",
+                &env("Read www.informations.com now", &[]),
+                &[]
+            )
+            .is_some()
+        );
         assert!(!is_location_field("to") && !is_location_field("profile"));
     }
 
