@@ -149,6 +149,8 @@ struct Wrapped {
     lines: mpsc::Receiver<String>,
     state: PathBuf,
     effects: PathBuf,
+    /// The gateway's stderr (its log).
+    log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -163,6 +165,7 @@ impl Wrapped {
         let effects = dir.path().join("effects.jsonl");
         let config = write_config(dir.path(), free_port(), "", call_ms, PATIENT_MS);
         let state = dir.path().join("state");
+        let log = dir.path().join("gateway.log");
         let mut child = Command::new(EXE)
             .arg("--state-dir")
             .arg(&state)
@@ -182,7 +185,7 @@ impl Wrapped {
             .arg(&effects)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
@@ -202,6 +205,7 @@ impl Wrapped {
             lines: rx,
             state,
             effects,
+            log,
             _dir: dir,
         };
         w.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -217,6 +221,11 @@ impl Wrapped {
         stdin.write_all(v.to_string().as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// What the gateway has logged so far.
+    fn stderr_so_far(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Close the gateway's input, as a client that exits does.
@@ -434,7 +443,10 @@ fn wrap_upstream_answers_twice() {
 }
 
 /// A line that never ends: the gateway drops it past its line limit instead of buffering it,
-/// answers the call `outcome_unknown` after the timeout, and keeps answering.
+/// answers the call `outcome_unknown` after the timeout, and keeps answering. The wedged
+/// connection (nothing after the endless line can be read) is found by a ping and replaced,
+/// so the upstream's later calls are answered again (before: every later call timed out for
+/// as long as the line went on).
 #[test]
 fn wrap_upstream_sends_a_line_without_end() {
     let mut w = Wrapped::start("endless-line");
@@ -443,8 +455,51 @@ fn wrap_upstream_sends_a_line_without_end() {
     assert_outcome_unknown_text(&text_of(&r));
     w.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
     assert!(w.replies(&[3])[0]["result"]["tools"].is_array());
-    assert_eq!(effects(&w.effects).len(), 1);
+    w.call(4, WRAP_PEEK, json!({}));
+    let r = w.replies(&[4]).remove(0);
+    assert!(text_of(&r).contains("peek 1"), "{r}");
+    assert!(
+        w.stderr_so_far().contains("stopped answering"),
+        "the wedged connection was not closed: {}",
+        w.stderr_so_far()
+    );
+    w.quiet(300);
+    assert_eq!(effects(&w.effects).len(), 1, "the effect was never re-sent");
     assert_recorded_outcome_unknown(&w.state);
+}
+
+/// The same over `serve`, across callers: after alice's call meets the endless line, bob's
+/// read reaches a fresh connection to the upstream.
+#[test]
+fn serve_stdio_upstream_sends_a_line_without_end() {
+    let g = Served::start("endless-line", false);
+    let alice = g.session("alice");
+    let text = recovery_text(&g.call(&alice, PAY, json!({"ref": "a"})));
+    assert_outcome_unknown_text(&text);
+    let bob = g.session("bob");
+    let v = g.call(&bob, PEEK, json!({}));
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(effects(&g.effects).len(), 1);
+    assert_recorded_outcome_unknown(&g.state);
+}
+
+/// Positive control for the liveness check: an upstream that never answers one call but
+/// answers everything else (pings included) keeps its connection, so no reconnection is
+/// made for a call that is merely slow.
+#[test]
+fn a_slow_call_does_not_cost_the_connection() {
+    let mut w = Wrapped::start("hang-call");
+    w.call(2, WRAP_PAY, json!({"ref": "a"}));
+    let r = w.replies(&[2]).remove(0);
+    assert_outcome_unknown_text(&text_of(&r));
+    w.call(3, WRAP_PEEK, json!({}));
+    let r = w.replies(&[3]).remove(0);
+    assert!(text_of(&r).contains("peek 1"), "{r}");
+    let log = w.stderr_so_far();
+    assert!(
+        !log.contains("stopped answering") && !log.contains("connecting to the upstream again"),
+        "a live connection was closed: {log}"
+    );
 }
 
 // ------------------------------------------------------------------ start-up

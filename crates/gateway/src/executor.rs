@@ -204,7 +204,12 @@ impl Executor {
         }
         match result {
             Ok(result) => Ok(result?),
-            Err(_) => Err(ExecError::Timeout),
+            Err(_) => {
+                // Find out whether the connection still answers before the next call waits
+                // on it (a wedged stdio transport is closed and reconnected).
+                up.timed_out().await;
+                Err(ExecError::Timeout)
+            }
         }
     }
 

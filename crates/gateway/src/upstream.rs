@@ -28,6 +28,11 @@
 //! failure up to [`RECONNECT_MAX_DELAY`]. Calls in the meantime fail at once with
 //! [`UpstreamError::Unavailable`] and nothing is sent. The first answer on a connection resets
 //! the delay.
+//!
+//! A call that times out leaves its connection in doubt: the upstream may be slow, or its
+//! transport wedged (a stdio server writing one endless line, which the line reader discards
+//! but never finishes). [`Upstream::timed_out`] pings the connection; without an answer
+//! within [`LIVENESS_PING_TIMEOUT`] it is closed and the next call reconnects.
 
 use crate::config::{UpstreamSpec, UpstreamTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
@@ -206,6 +211,14 @@ pub trait Upstream: Send + Sync {
     fn restarts(&self) -> u64 {
         0
     }
+    /// A call to this upstream got no answer within the call timeout: check that the
+    /// connection still answers, and drop it if not, so that later calls reconnect instead of
+    /// waiting behind a wedged transport (issue 12: a stdio server that writes one endless
+    /// line after a call made every later call of every session time out). Resolves once the
+    /// check is done. Default: nothing to check.
+    fn timed_out(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
     /// All tools (every page).
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>>;
     /// Call one tool once.
@@ -227,6 +240,12 @@ impl<T: Upstream + ?Sized> Upstream for Arc<T> {
     }
     fn server_name(&self) -> Option<&str> {
         (**self).server_name()
+    }
+    fn restarts(&self) -> u64 {
+        (**self).restarts()
+    }
+    fn timed_out(&self) -> BoxFuture<'_, ()> {
+        (**self).timed_out()
     }
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         (**self).list_tools()
@@ -310,7 +329,14 @@ pub struct RmcpUpstream {
     restarts: std::sync::atomic::AtomicU64,
     /// When the next reconnection may be tried (never held across an await).
     backoff: std::sync::Mutex<Backoff>,
+    /// Held while a liveness check after a timed-out call runs, so that many calls timing
+    /// out together send one ping, not one each.
+    probing: tokio::sync::Mutex<()>,
 }
+
+/// How long the liveness ping after a timed-out call waits for its answer (at most; never
+/// longer than the start-up timeout).
+pub const LIVENESS_PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The `serverInfo.name` an initialized client's server reported.
 fn reported_name(client: &RunningService<RoleClient, ()>) -> Option<String> {
@@ -584,6 +610,7 @@ impl RmcpUpstream {
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
             restarts: std::sync::atomic::AtomicU64::new(0),
             backoff: std::sync::Mutex::new(Backoff::new()),
+            probing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -607,6 +634,7 @@ impl RmcpUpstream {
             client: tokio::sync::Mutex::new(Some(Arc::new(client))),
             restarts: std::sync::atomic::AtomicU64::new(0),
             backoff: std::sync::Mutex::new(Backoff::new()),
+            probing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -674,6 +702,47 @@ impl RmcpUpstream {
         }
     }
 
+    /// After a call timed out: ping the live client and, if no answer comes within
+    /// [`LIVENESS_PING_TIMEOUT`], close it (a stdio child is killed) and drop it, so the next
+    /// call reconnects (module docs). Calls still waiting on the closed client end with an
+    /// unknown outcome. Only an upstream the gateway can reconnect is closed; if a check is
+    /// already running, this one returns at once.
+    async fn probe(&self) {
+        if self.spec.is_none() {
+            return;
+        }
+        let Ok(_probing) = self.probing.try_lock() else {
+            return;
+        };
+        let Some(client) = self.client.lock().await.clone() else {
+            return;
+        };
+        let ping: rmcp::model::ClientRequest = rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        }
+        .into();
+        let limit = LIVENESS_PING_TIMEOUT.min(self.startup_timeout);
+        match tokio::time::timeout(limit, client.peer().send_request(ping)).await {
+            Ok(Ok(_)) => {
+                self.backoff().answered();
+            }
+            Ok(Err(ServiceError::McpError(_))) => {
+                // An error answer is an answer: the connection works.
+                self.backoff().answered();
+            }
+            outcome => {
+                tracing::warn!(
+                    upstream = %self.id,
+                    cause = if outcome.is_err() { "no answer to a ping" } else { "the ping failed" },
+                    "closing the connection to an upstream that stopped answering; the next call reconnects"
+                );
+                client.cancellation_token().cancel();
+                self.discard(&client).await;
+            }
+        }
+    }
+
     /// Classify a failed request (module docs) and drop the client after transport failures.
     async fn failed(&self, client: &Arc<Client>, err: ServiceError) -> UpstreamError {
         let id = self.id.clone();
@@ -725,6 +794,10 @@ impl Upstream for RmcpUpstream {
 
     fn restarts(&self) -> u64 {
         self.restarts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn timed_out(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.probe())
     }
 
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
