@@ -355,6 +355,13 @@ impl Config {
         if l.max_in_flight_bytes_per_session == 0 {
             bail!("gateway.limits.max_in_flight_bytes_per_session must be positive");
         }
+        if l.max_in_flight_bytes < l.max_in_flight_bytes_per_session {
+            bail!(
+                "gateway.limits.max_in_flight_bytes ({}) must be at least max_in_flight_bytes_per_session ({})",
+                l.max_in_flight_bytes,
+                l.max_in_flight_bytes_per_session
+            );
+        }
         if l.max_held_calls_per_session == 0 || l.max_held_bytes_per_session == 0 {
             bail!(
                 "gateway.limits.max_held_calls_per_session and max_held_bytes_per_session must be positive"

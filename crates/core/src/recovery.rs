@@ -192,6 +192,8 @@ pub enum Limit {
     ToolRate,
     /// Bytes of call arguments one session has in flight at once.
     InFlightBytes,
+    /// Bytes of call arguments every session of the gateway process has in flight at once.
+    GatewayInFlightBytes,
 }
 
 impl Limit {
@@ -205,6 +207,7 @@ impl Limit {
             Limit::SessionRate => "session_rate_per_s",
             Limit::ToolRate => "tool_rate_per_s",
             Limit::InFlightBytes => "max_in_flight_bytes_per_session",
+            Limit::GatewayInFlightBytes => "max_in_flight_bytes",
         }
     }
 }
@@ -505,6 +508,17 @@ impl Recovery {
                     match retry_after_ms {
                         Some(ms) => format!("wait {ms} ms for the session's running calls to finish, then send the call again"),
                         None => "wait for the session's running calls to finish, then send the call again".to_owned(),
+                    },
+                    "send large arguments one call at a time".into(),
+                    operator.clone(),
+                ],
+            ),
+            Limit::GatewayInFlightBytes => (
+                "the gateway has as many bytes of call arguments in flight as it may; this call was not sent",
+                vec![
+                    match retry_after_ms {
+                        Some(ms) => format!("wait {ms} ms, then send the call again"),
+                        None => "wait a moment, then send the call again".to_owned(),
                     },
                     "send large arguments one call at a time".into(),
                     operator.clone(),

@@ -44,6 +44,12 @@ pub struct Limits {
     /// `max_argument_bytes`). Default 16 MiB (red-team round 2: 60 concurrent calls of 4 MiB
     /// from one session took the gateway past 1.3 GB).
     pub max_in_flight_bytes_per_session: usize,
+    /// The same weight summed over every session of this process: a call that would take
+    /// the gateway past it is refused with `limit_exceeded` (`max_in_flight_bytes`) while
+    /// anything else runs, so that many sessions each within their own budget cannot together
+    /// exhaust memory (README limitation of round 3). Default 256 MiB; at least
+    /// `max_in_flight_bytes_per_session`.
+    pub max_in_flight_bytes: usize,
     /// Actions a session may have waiting: previews neither committed nor expired
     /// (`artifact_ttl_ms`), and approvals pending or approved but not yet used. Beyond it a
     /// preview (or a call that would leave one waiting) is refused with `limit_exceeded`
@@ -95,6 +101,7 @@ impl Default for Limits {
             max_held_calls_per_session: 256,
             max_held_bytes_per_session: 16 * 1024 * 1024,
             max_in_flight_bytes_per_session: 16 * 1024 * 1024,
+            max_in_flight_bytes: 256 * 1024 * 1024,
             max_pending_per_session: 256,
             session_rate_per_s: 50,
             session_burst: 2000,

@@ -178,13 +178,22 @@ impl PendingSlots {
     }
 }
 
-/// Bytes of call arguments each session has running in this process
-/// (`max_in_flight_bytes_per_session`; issue 12 item 6). Parsing, checking, canonicalizing and
-/// binding a call copies its arguments several times, so what one session may have running at
-/// once is bounded by bytes, not only by count.
+/// Bytes of call arguments each session, and the whole process, has running
+/// (`max_in_flight_bytes_per_session`, `max_in_flight_bytes`; issue 12 item 6). Parsing,
+/// checking, canonicalizing and binding a call copies its arguments several times, so what
+/// may run at once is bounded by bytes, not only by count.
 #[derive(Debug, Default)]
 pub(crate) struct InFlightBytes {
-    sessions: Mutex<HashMap<String, usize>>,
+    running: Mutex<Running>,
+}
+
+/// What [`InFlightBytes`] counts, under one lock.
+#[derive(Debug, Default)]
+struct Running {
+    /// Bytes per session with something running.
+    sessions: HashMap<String, usize>,
+    /// Their sum.
+    total: usize,
 }
 
 /// One call's bytes counted in [`InFlightBytes`] until it is dropped (the call ended, or its
@@ -197,27 +206,34 @@ pub(crate) struct BytesGuard {
 }
 
 impl InFlightBytes {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Running> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Count `bytes` for `session`, unless that takes the session past `cap` while it already
-    /// has something running (a lone call is always admitted: its size is bounded by
-    /// `max_argument_bytes`).
+    /// Count `bytes` for `session`, unless that takes the session past `session_cap` while it
+    /// already has something running ([`Limit::InFlightBytes`]), or the process past
+    /// `gateway_cap` while anything runs ([`Limit::GatewayInFlightBytes`]). A lone call is
+    /// always admitted: its size is bounded by `max_argument_bytes`.
     pub(crate) fn admit(
         self: &Arc<Self>,
         session: &str,
         bytes: usize,
-        cap: usize,
-    ) -> Option<BytesGuard> {
-        let mut sessions = self.lock();
-        let running = sessions.get(session).copied().unwrap_or(0);
-        let total = running.saturating_add(bytes);
-        if running > 0 && total > cap {
-            return None;
+        session_cap: usize,
+        gateway_cap: usize,
+    ) -> Result<BytesGuard, Limit> {
+        let mut running = self.lock();
+        let mine = running.sessions.get(session).copied().unwrap_or(0);
+        if mine > 0 && mine.saturating_add(bytes) > session_cap {
+            return Err(Limit::InFlightBytes);
         }
-        sessions.insert(session.to_owned(), total);
-        Some(BytesGuard {
+        if running.total > 0 && running.total.saturating_add(bytes) > gateway_cap {
+            return Err(Limit::GatewayInFlightBytes);
+        }
+        running
+            .sessions
+            .insert(session.to_owned(), mine.saturating_add(bytes));
+        running.total = running.total.saturating_add(bytes);
+        Ok(BytesGuard {
             owner: Arc::clone(self),
             session: session.to_owned(),
             bytes,
@@ -227,17 +243,24 @@ impl InFlightBytes {
     /// Bytes `session` has running.
     #[cfg(test)]
     fn running(&self, session: &str) -> usize {
-        self.lock().get(session).copied().unwrap_or(0)
+        self.lock().sessions.get(session).copied().unwrap_or(0)
+    }
+
+    /// Bytes the process has running.
+    #[cfg(test)]
+    fn total(&self) -> usize {
+        self.lock().total
     }
 }
 
 impl Drop for BytesGuard {
     fn drop(&mut self) {
-        let mut sessions = self.owner.lock();
-        if let Some(running) = sessions.get_mut(&self.session) {
-            *running = running.saturating_sub(self.bytes);
-            if *running == 0 {
-                sessions.remove(&self.session);
+        let mut running = self.owner.lock();
+        running.total = running.total.saturating_sub(self.bytes);
+        if let Some(mine) = running.sessions.get_mut(&self.session) {
+            *mine = mine.saturating_sub(self.bytes);
+            if *mine == 0 {
+                running.sessions.remove(&self.session);
             }
         }
     }
@@ -301,19 +324,18 @@ impl Gateway {
         arguments: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<BytesGuard, CallOutcome> {
         let bytes = argument_weight(arguments);
-        let cap = self.inner.config.limits.max_in_flight_bytes_per_session;
-        match self.inner.in_flight_bytes.admit(&session.id, bytes, cap) {
-            Some(guard) => Ok(guard),
-            None => {
+        let limits = &self.inner.config.limits;
+        match self.inner.in_flight_bytes.admit(
+            &session.id,
+            bytes,
+            limits.max_in_flight_bytes_per_session,
+            limits.max_in_flight_bytes,
+        ) {
+            Ok(guard) => Ok(guard),
+            Err(limit) => {
                 let audit = self.inner.rates.rejected(&session.id, self.now());
                 Err(self
-                    .refuse_limit(
-                        session,
-                        tool,
-                        Limit::InFlightBytes,
-                        Some(IN_FLIGHT_RETRY_MS),
-                        audit,
-                    )
+                    .refuse_limit(session, tool, limit, Some(IN_FLIGHT_RETRY_MS), audit)
                     .await)
             }
         }
@@ -477,28 +499,59 @@ mod tests {
     /// bytes are freed when a call ends; other sessions are not affected.
     #[test]
     fn in_flight_bytes_are_bounded_per_session() {
+        const G: usize = 1000;
         let b = Arc::new(InFlightBytes::default());
         let big = b
-            .admit("s", 40, 16)
+            .admit("s", 40, 16, G)
             .expect("a lone call runs whatever its size");
-        assert!(b.admit("s", 1, 16).is_none(), "over the cap while one runs");
+        assert_eq!(
+            b.admit("s", 1, 16, G).unwrap_err(),
+            Limit::InFlightBytes,
+            "over the cap while one runs"
+        );
         assert!(
-            b.admit("other", 10, 16).is_some(),
+            b.admit("other", 10, 16, G).is_ok(),
             "another session is not affected"
         );
         drop(big);
         assert_eq!(b.running("s"), 0);
-        let a = b.admit("s", 8, 16).unwrap();
-        let c = b.admit("s", 8, 16).expect("exactly at the cap");
-        assert!(b.admit("s", 1, 16).is_none());
+        let a = b.admit("s", 8, 16, G).unwrap();
+        let c = b.admit("s", 8, 16, G).expect("exactly at the cap");
+        assert!(b.admit("s", 1, 16, G).is_err());
         drop(a);
         assert_eq!(b.running("s"), 8);
-        assert!(b.admit("s", 8, 16).is_some());
+        assert!(b.admit("s", 8, 16, G).is_ok());
         drop(c);
+        assert_eq!(b.total(), 0);
         assert_eq!(serialized_len(&serde_json::json!({"a": [1, "x"]})), 13);
         let args = serde_json::json!({"a": [1, "x"]});
         let args = args.as_object().unwrap();
         assert_eq!(argument_weight(args), 13 + 3 * VALUE_WEIGHT_BYTES);
+    }
+
+    /// Many sessions, each within its own budget, cannot together take the process past
+    /// `max_in_flight_bytes`; a lone call still runs, and the budget frees as calls end.
+    #[test]
+    fn in_flight_bytes_are_bounded_across_sessions() {
+        let b = Arc::new(InFlightBytes::default());
+        let lone = b.admit("a", 50, 16, 30).expect("a lone call runs");
+        assert_eq!(
+            b.admit("b", 1, 16, 30).unwrap_err(),
+            Limit::GatewayInFlightBytes,
+            "a fresh session is refused while the process is over its budget"
+        );
+        drop(lone);
+        let guards: Vec<_> = (0..3)
+            .map(|i| b.admit(&format!("s{i}"), 10, 16, 30).unwrap())
+            .collect();
+        assert_eq!(b.total(), 30);
+        assert_eq!(
+            b.admit("s9", 1, 16, 30).unwrap_err(),
+            Limit::GatewayInFlightBytes
+        );
+        drop(guards);
+        assert_eq!(b.total(), 0);
+        assert!(b.admit("s9", 30, 16, 30).is_ok());
     }
 
     #[test]
