@@ -43,8 +43,8 @@
 //! timeouts, so a database that stops answering turns into errors (fail closed) instead of
 //! hanging calls.
 //!
-//! Connections are plain TCP or Unix sockets (`NoTls`): TLS to the database server is not
-//! supported yet (see the README for running it over a trusted network or a local socket).
+//! Connections to a remote server use TLS, verified with rustls, unless the URL says
+//! `sslmode=disable` ([`tls`]: the URL's `sslmode` and `sslrootcert`, and the safe default).
 //! The vault key never reaches the database: values are encrypted in the gateway.
 //!
 //! Integers: times, versions and sequence numbers are `u64`, stored bit-for-bit as `BIGINT`
@@ -52,6 +52,7 @@
 
 mod effects;
 mod schema;
+mod tls;
 
 use crate::{corrupt, int, uint};
 use async_trait::async_trait;
@@ -73,7 +74,6 @@ use secureclaw_core::vault::{self, SealedValue, VaultError};
 use secureclaw_core::{ActionId, UnixMillis};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 use zeroize::Zeroizing;
 
@@ -139,8 +139,9 @@ fn random_hex(bytes: usize) -> Result<String, StoreError> {
 }
 
 impl PgStore {
-    /// Connect to the database at `url` (`postgres://user@host:port/db?…`, any libpq-style
-    /// URL or key=value string `tokio-postgres` accepts), apply pending migrations, and
+    /// Connect to the database at `url` (`postgres://user@host:port/db?…`, a libpq-style URL:
+    /// what `tokio-postgres` accepts, plus `sslrootcert` and the `verify-*` modes; TLS as
+    /// [`tls`] describes), apply pending migrations, and
     /// register this process as a replica with a fresh id and a lease renewed in the
     /// background. Must be called inside a tokio runtime.
     ///
@@ -148,15 +149,15 @@ impl PgStore {
     /// [`StoreError::Unavailable`] if the URL does not parse, the server cannot be reached or
     /// a statement fails; [`StoreError::SchemaTooNew`] if a newer build migrated the database.
     pub async fn connect(url: &str, keys: Arc<KeyRing>) -> Result<Self, StoreError> {
-        let mut pg: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e: PgError| StoreError::Unavailable(format!("postgres url: {e}")))?;
+        let url = tls::StoreUrl::parse(url)?;
+        let connector = url.connector()?;
+        let mut pg = url.config;
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(POOL_TIMEOUT);
         }
         let manager = Manager::from_config(
             pg,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
