@@ -299,13 +299,13 @@ struct Inner {
     in_flight: Arc<InFlight>,
     /// Argument bytes each session has running (`max_in_flight_bytes_per_session`).
     in_flight_bytes: Arc<limits::InFlightBytes>,
-    /// Effects this process is dispatching without a human, by (session, binding digest)
+    /// Effects this process is dispatching without a human, by (session, [`repeat_key`])
     /// ([`Dispatching`]).
     dispatching: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
 }
 
 /// An unconfirmed effect this process is dispatching, from its preview until its outcome is
-/// recorded: an identical call (same session, same binding digest) in that time may repeat
+/// recorded: an identical call (same session, same [`repeat_key`]) in that time may repeat
 /// the effect — a client that timed out and retried, concurrent copies — so it waits for the
 /// user like a call after an unknown outcome (red-team round 3: three concurrent identical
 /// calls had three effects). The entry is removed when this guard is dropped.
@@ -315,13 +315,14 @@ struct Dispatching {
 }
 
 impl Dispatching {
-    /// Enter `(session, binding)`; `None` if an identical effect is already dispatching.
+    /// Enter `(session, key)` (a [`repeat_key`]); `None` if an identical effect is already
+    /// dispatching.
     fn enter(
         set: &Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
         session: &str,
-        binding: &str,
+        key: &str,
     ) -> Option<Self> {
-        let key = (session.to_owned(), binding.to_owned());
+        let key = (session.to_owned(), key.to_owned());
         let mut entries = set
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -335,11 +336,111 @@ impl Dispatching {
     fn running(
         set: &std::sync::Mutex<std::collections::HashSet<(String, String)>>,
         session: &str,
-        binding: &str,
+        key: &str,
     ) -> bool {
         set.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(&(session.to_owned(), binding.to_owned()))
+            .contains(&(session.to_owned(), key.to_owned()))
+    }
+}
+
+/// The key under which an effect counts as a repeat of one still [`Dispatching`]: SHA-256
+/// (hex) of its upstream, tool and destination and of its arguments written
+/// respelling-insensitively ([`respelling_insensitive`]). Two calls that differ only in
+/// spelling — spacing, letter case, look-alike or invisible characters, a number written
+/// as a string, with digit separators, a currency sign or another script's digits, array
+/// order, extra empty arguments — have one key (red-team round 3 and its verification: each
+/// such respelling ran a second payment while the first was running). A call with another
+/// non-empty argument is another call. This is not a binding: the binding digest still binds
+/// the exact request.
+fn repeat_key(request: &CanonicalRequest) -> String {
+    use sha2::{Digest as _, Sha256};
+    let key = json!([
+        request.intent.upstream,
+        request.intent.tool,
+        request.ctx.destination,
+        respelling_insensitive(&Value::Object(request.inputs.arguments.clone())),
+    ]);
+    hex::encode(Sha256::digest(key.to_string().as_bytes()))
+}
+
+/// The first code point of each run of ten decimal digits, zero to nine, outside ASCII that
+/// NFKC leaves alone (Arabic-Indic, Extended Arabic-Indic, NKo, Devanagari, Bengali,
+/// Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Thai, Lao, Tibetan, Myanmar).
+const DIGIT_ZEROS: &[u32] = &[
+    0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xE50,
+    0xED0, 0xF20, 0x1040,
+];
+
+/// `text` read as a number, if it is one however written: after NFKC, with other scripts'
+/// digits, digit separators (`_`, `,`, `'`, spaces), a currency sign and a leading `+` taken
+/// out.
+fn as_number(text: &str) -> Option<f64> {
+    let normalized = secureclaw_core::normalize::normalize(text);
+    let mut plain = String::with_capacity(normalized.len());
+    for c in normalized.trim().chars() {
+        let code = u32::from(c);
+        if let Some(zero) = DIGIT_ZEROS.iter().find(|z| (**z..**z + 10).contains(&code)) {
+            plain.push(char::from_digit(code - zero, 10)?);
+        } else if !matches!(c, '_' | ',' | '\'' | ' ' | '$' | '€' | '£' | '¥' | '+') {
+            plain.push(c);
+        }
+    }
+    plain.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// `value` with every string read as a person would — NFKC, invisible characters out,
+/// confusables mapped to one skeleton (UTS #39: a Cyrillic `а` is a Latin `a`), letter case
+/// folded, whitespace runs collapsed, trailing punctuation dropped — and strings and numbers
+/// that denote the same number written alike ([`as_number`]); object keys folded the same way;
+/// null, empty strings, arrays and objects dropped from objects (an extra empty argument is no
+/// different call); arrays compared as multisets, a one-element array as its element. Object
+/// keys are sorted by `serde_json`'s map, so the result serializes the same for any key order.
+fn respelling_insensitive(value: &Value) -> Value {
+    fn fold(s: &str) -> String {
+        // Lower case first: the skeleton maps some lower-case letters to sequences (`m` to
+        // `rn`), so both sides must reach it in the same case.
+        let lower = secureclaw_core::normalize::normalize(s).to_lowercase();
+        let skeleton: String = unicode_security::skeleton(&lower).collect();
+        skeleton
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_end_matches(|c: char| c.is_ascii_punctuation())
+            .to_owned()
+    }
+    fn number(n: f64) -> Value {
+        Value::String(format!("#{n}"))
+    }
+    fn empty(v: &Value) -> bool {
+        match v {
+            Value::Null => true,
+            Value::String(s) => s.trim().is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+    match value {
+        Value::String(s) => as_number(s).map_or_else(|| Value::String(fold(s)), number),
+        Value::Number(n) => n
+            .as_f64()
+            .map_or_else(|| Value::String(n.to_string()), number),
+        Value::Array(items) => {
+            let mut folded: Vec<Value> = items.iter().map(respelling_insensitive).collect();
+            if folded.len() == 1 {
+                return folded.pop().unwrap_or(Value::Null);
+            }
+            folded.sort_by_cached_key(Value::to_string);
+            Value::Array(folded)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (fold(k).replace(' ', ""), respelling_insensitive(v)))
+                .filter(|(_, v)| !empty(v))
+                .collect(),
+        ),
+        Value::Bool(_) | Value::Null => value.clone(),
     }
 }
 
@@ -887,6 +988,38 @@ impl Gateway {
                     .await
                 }
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod repeat_tests {
+    use super::respelling_insensitive;
+    use serde_json::json;
+
+    /// Respellings of one call compare equal (red-team: each ran a second payment while the
+    /// first was running); another amount, recipient or argument does not.
+    #[test]
+    fn respellings_of_one_call_compare_equal() {
+        let call = respelling_insensitive(
+            &json!({"to": "acme@example.com", "amount": 100, "items": ["a", "b"], "note": "Pay  now"}),
+        );
+        for same in [
+            json!({"to": "ACME@Example.com ", "amount": "100", "items": ["b", "a"], "note": "pay now."}),
+            json!({"to": "ａｃｍｅ@example.com", "amount": "1_00", "items": ["a", "b"], "note": "PAY now", "memo": ""}),
+            json!({"to": "\u{430}cme@example.com", "amount": "\u{661}\u{660}\u{660}", "items": ["a", "b"], "note": "pay now"}),
+            json!({"To": "ac\u{200b}me@example.com", "amount": "$100.00", "items": ["a", "b"], "note": "pay now", "tags": [], "x": null}),
+            json!({"to": ["acme@example.com"], "amount": "１００", "items": ["a", "b"], "note": "pay now"}),
+        ] {
+            assert_eq!(respelling_insensitive(&same), call, "{same}");
+        }
+        for other in [
+            json!({"to": "acme2@example.com", "amount": 100, "items": ["a", "b"], "note": "pay now"}),
+            json!({"to": "acme@example.com", "amount": 101, "items": ["a", "b"], "note": "pay now"}),
+            json!({"to": "acme@example.com", "amount": 100, "items": ["a"], "note": "pay now"}),
+            json!({"to": "acme@example.com", "amount": 100, "items": ["a", "b"], "note": "pay now", "memo": "retry"}),
+        ] {
+            assert_ne!(respelling_insensitive(&other), call, "{other}");
         }
     }
 }

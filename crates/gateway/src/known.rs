@@ -180,19 +180,57 @@ const PARTIAL_READ_PARAMETERS: &[&str] = &[
     "take",
     "first",
     "last",
+    // The official fetch server's names, and other spellings of a character or byte window.
+    "startindex",
+    "endindex",
+    "maxlength",
+    "charoffset",
+    "byteoffset",
+    "startbyte",
+    "endbyte",
+    "startchar",
+    "endchar",
+    "position",
+    "positions",
+    "window",
+    "slice",
+    "chunk",
+    "chunksize",
 ];
 
 /// Whether a read's arguments select part of the object (`head`, `tail`, `offset`, `limit`,
-/// `range`, … at the top level; [`PARTIAL_READ_PARAMETERS`]). Such a read never counts as the
+/// `range`, …; [`PARTIAL_READ_PARAMETERS`]). Such a read never counts as the
 /// session having seen the object: its content beyond the part shown may hold what a whole
 /// read would have withheld (red-team round 3: `head` and `tail` reads each showed half of
 /// an address that a whole read withheld).
+///
+/// Keys are looked for at any depth (a range nested as `{"opts": {"offset": 3}}` counts), up
+/// to [`PARTIAL_READ_DEPTH`] levels of objects and arrays.
 #[must_use]
 pub fn selects_part(arguments: &serde_json::Map<String, serde_json::Value>) -> bool {
-    arguments
-        .keys()
-        .any(|k| PARTIAL_READ_PARAMETERS.contains(&parameter_key(k).as_str()))
+    let mut stack: Vec<(&serde_json::Map<String, serde_json::Value>, usize)> = vec![(arguments, 0)];
+    while let Some((map, depth)) = stack.pop() {
+        for (k, v) in map {
+            if PARTIAL_READ_PARAMETERS.contains(&parameter_key(k).as_str()) {
+                return true;
+            }
+            if depth < PARTIAL_READ_DEPTH {
+                let mut values = vec![v];
+                while let Some(v) = values.pop() {
+                    match v {
+                        serde_json::Value::Object(inner) => stack.push((inner, depth + 1)),
+                        serde_json::Value::Array(items) => values.extend(items),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    false
 }
+
+/// How deep [`selects_part`] looks for a range parameter.
+pub const PARTIAL_READ_DEPTH: usize = 8;
 
 /// Parameter names (lower case, without `_` and `-`) that make an effect tool content
 /// matching: text the call expects to find in the object, or a dry run whose answer is a

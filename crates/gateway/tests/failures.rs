@@ -571,9 +571,10 @@ async fn a_promotion_whose_caller_stops_waiting_runs_every_held_call() {
 /// was checked only when a call was previewed. (a) A second explicit preview of the same
 /// call, issued before the first ended `outcome_unknown`, was committed and ran again. (b) An
 /// identical call sent while the first was still running (a client that timed out and
-/// retried, concurrent copies) ran again. Now (a) is refused at commit
-/// (`outcome_unknown_since_preview`) and (b) waits for the user (`outcome_unknown_repeat`);
-/// a different call, and the identical call once the first has its answer, still run.
+/// retried, concurrent copies) ran again, and so did a respelt copy once the identical one
+/// was held. Now (a) is refused at commit (`outcome_unknown_since_preview`) and (b) waits
+/// for the user (`outcome_unknown_repeat`), respelt or not; a different call, and the
+/// identical call once the first has its answer, still run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identical_effect_never_runs_again_while_the_first_may_have_run() {
     let h = Harness::new().await;
@@ -634,7 +635,7 @@ async fn an_identical_effect_never_runs_again_while_the_first_may_have_run() {
         gw.call(
             &first_session,
             "test__gated",
-            args(json!({"k": 1})),
+            args(json!({"to": APPROVER, "k": 1})),
             &secureclaw_gateway::CallMeta::committed(None),
         )
         .await
@@ -644,9 +645,40 @@ async fn an_identical_effect_never_runs_again_while_the_first_may_have_run() {
         assert!(Instant::now() < deadline, "the gated tool was never called");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let o = h.call(&other, "test__gated", json!({"k": 1}), None).await;
+    let o = h
+        .call(&other, "test__gated", json!({"to": APPROVER, "k": 1}), None)
+        .await;
     assert_eq!(reason(&o), Some(ReasonCode::OutcomeUnknownRepeat), "{o:?}");
     assert!(matches!(o, CallOutcome::Pending(_)), "{o:?}");
+    // The same effect respelt — a string for the number with a trailing space, an extra empty
+    // argument, another letter case and a trailing dot in the target, look-alike and
+    // invisible characters — is the same call: it waits too.
+    for respelt in [
+        json!({"to": APPROVER, "k": "1 "}),
+        json!({"to": APPROVER, "k": 1, "memo": ""}),
+        json!({"to": "Approver@Corp.Example.", "k": 1}),
+        json!({"to": APPROVER, "k": [1]}),
+    ] {
+        let o = h.call(&other, "test__gated", respelt.clone(), None).await;
+        assert!(matches!(o, CallOutcome::Pending(_)), "{respelt}: {o:?}");
+        assert_eq!(
+            reason(&o),
+            Some(ReasonCode::OutcomeUnknownRepeat),
+            "{respelt}: {o:?}"
+        );
+    }
+    // Look-alike and invisible characters: never sent while the first runs (whether held as
+    // a repeat or, not being the task's address, as an unanchored target).
+    for look_alike in [
+        json!({"to": "ａｐｐｒｏｖｅｒ@corp.example", "k": "１"}),
+        json!({"to": "\u{430}pprover@corp.example", "k": 1}),
+        json!({"to": "appro\u{200b}ver@corp.example", "k": 1}),
+    ] {
+        let o = h
+            .call(&other, "test__gated", look_alike.clone(), None)
+            .await;
+        assert!(matches!(o, CallOutcome::Pending(_)), "{look_alike}: {o:?}");
+    }
     assert_eq!(
         h.test.effects(),
         3,
@@ -658,6 +690,9 @@ async fn an_identical_effect_never_runs_again_while_the_first_may_have_run() {
     completed(&first.await.unwrap());
     // Once the first has its answer, the identical call runs (positive control).
     h.test.open_gate();
-    completed(&h.call(&other, "test__gated", json!({"k": 1}), None).await);
+    completed(
+        &h.call(&other, "test__gated", json!({"to": APPROVER, "k": 1}), None)
+            .await,
+    );
     assert_eq!(h.test.effects(), 5);
 }

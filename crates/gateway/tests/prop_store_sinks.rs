@@ -71,6 +71,8 @@ const CONTACTS: &str = "/work/docs/contacts.json";
 const NOTES: &str = "/work/docs/notes.txt";
 /// A seeded file without protected values.
 const PLAIN: &str = "/work/docs/plain.txt";
+/// A seeded file with an IBAN wrapped over two lines.
+const WRAPPED: &str = "/work/docs/wrapped.txt";
 /// Files an operation may name: the two seeded ones, two new ones in the task's directory,
 /// one outside it (writes there wait for a confirmation).
 const PATHS: [&str; 6] = [
@@ -107,6 +109,10 @@ fn seeded() -> BTreeMap<String, String> {
         (
             PLAIN.to_owned(),
             "Agenda\nTidy the shared folder on Friday.\n".to_owned(),
+        ),
+        (
+            WRAPPED.to_owned(),
+            "Salary account IBAN DE89 37\n04 0044 0532 0130 00 (main account)\nAgenda\n".to_owned(),
         ),
     ])
 }
@@ -1521,6 +1527,41 @@ fn searches_by_text_the_task_does_not_name_are_bounded() {
             let out = call(&fs3, &s3, "fs__search_files", probe(&format!("*x{i}*"))).await;
             assert_eq!(reason(&out), None, "{}", visible(&out));
         }
+    });
+}
+
+/// Round-3 limitation "partial reads": a read of part of an object (here `head` of a server
+/// the gateway cannot read whole) that cuts a value in two shows neither half: the
+/// identifier-like piece at the cut edge is withheld, in the text and in the structured
+/// content that mirrors it. Words at the edge stay (the control).
+#[test]
+fn a_partial_read_withholds_the_piece_at_its_cut_edge() {
+    let rt = runtime();
+    rt.block_on(async {
+        let fs = start(GatewayConfig::default()).await;
+        let s = session(&fs.gw).await;
+        let head = call(
+            &fs,
+            &s,
+            "fs__read_file",
+            json!({"path": WRAPPED, "head": 1}),
+        )
+        .await;
+        assert_eq!(reason(&head), None, "{}", visible(&head));
+        let text = received(&head);
+        assert!(text.contains("Salary account IBAN"), "{text}");
+        assert!(
+            !text.contains("DE89") && !text.contains(" 37"),
+            "the first half of the IBAN: {text}"
+        );
+        assert!(text.contains("withheld at the edge"), "{text}");
+        let head = call(&fs, &s, "fs__read_file", json!({"path": PLAIN, "head": 2})).await;
+        let text = received(&head);
+        assert!(
+            text.contains("Tidy the shared folder on Friday."),
+            "a word at the edge is not a piece: {text}"
+        );
+        assert!(!text.contains("withheld at the edge"), "{text}");
     });
 }
 

@@ -555,6 +555,59 @@ async fn an_approved_call_rewritten_by_the_contract_runs_when_reissued() {
     );
 }
 
+/// Issue 13 item 5: every entry point for a tool call passes the privacy monitor. An explicit
+/// preview + commit is the committed call it is: a contract that does not allow the tool
+/// refuses both (before, they skipped the monitor and the effect ran), and a contract that
+/// applies to committed calls rewrites the explicit call at the preview and at the commit
+/// alike, so the rewritten call is bound and runs once (the positive control).
+#[tokio::test]
+async fn explicit_preview_and_commit_pass_the_monitor() {
+    let mut k = contract();
+    k.allowed_tools = vec!["test__echo".into()];
+    let h = Harness::with_config(enabled(k)).await;
+    let r = h
+        .preview(&h.session, "test__count", json!({"k": 1}))
+        .await
+        .unwrap_err();
+    assert_eq!(r.reason, ReasonCode::ContractBlocked, "{r:?}");
+    let o = h
+        .commit(
+            &h.session,
+            "test__count",
+            json!({"k": 1}),
+            &secureclaw_core::artifact::ActionId("act_made_up".into()),
+            None,
+        )
+        .await;
+    assert_denied(&o, ReasonCode::ContractBlocked);
+    assert_eq!(h.test.effects(), 0);
+
+    let mut k = contract();
+    k.applies_to_committed = true;
+    let h = Harness::with_config(enabled(k)).await;
+    let call = json!({"note": "penalty for breaking my lease early"});
+    let p = h
+        .preview(&h.session, "test__count", call.clone())
+        .await
+        .unwrap();
+    completed(
+        &h.commit(
+            &h.session,
+            "test__count",
+            call,
+            &p.action_id,
+            Some(&p.artifact),
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), 1);
+    let got = received_text(&h);
+    assert!(
+        got.iter().all(|t| !t.contains("lease")),
+        "the upstream received the rewritten call: {got:?}"
+    );
+}
+
 /// Regression (issue 12 item 6): deferred calls were held in memory unvalidated and only by
 /// count (1024 of any size): one token took the gateway from 22 MiB to 4.1 GiB. A held call is
 /// now validated as the call it stands for, and a session holds at most

@@ -5,6 +5,7 @@
 //! the proof to the executor, and records the outcome; and the re-issue of an approved call.
 
 use super::{CallOutcome, Deferred, Gateway, Prepared, group, state::ObjectMark};
+use crate::catalog::ToolEntry;
 use crate::upstream::ToolOutput;
 use secureclaw_core::acceptance::{
     CommitAttempt, LedgerError, SingleUseLedger, accept, check_binding,
@@ -159,6 +160,15 @@ impl Gateway {
         if let Some(refused) = self.throttle(session, tool).await {
             return refused;
         }
+        let arguments = match self.monitor_explicit(session, tool, arguments).await {
+            Ok(arguments) => arguments,
+            Err(reason) => {
+                let entry = self.inner.catalog.get(tool);
+                return self
+                    .deny(session, tool, entry, reason, Some(action_id))
+                    .await;
+            }
+        };
         match self.prepare(session, tool, &arguments).await {
             Ok((prepared, _)) => {
                 self.commit_prepared(session, prepared, action_id, artifact, None)
@@ -337,24 +347,14 @@ impl Gateway {
                 .outcome_unknown_tool(&session.id, &entry.exposed)
                 .await
                 .unwrap_or(true);
-            let entered =
-                super::Dispatching::enter(&self.inner.dispatching, &session.id, &binding.digest);
+            let entered = super::Dispatching::enter(
+                &self.inner.dispatching,
+                &session.id,
+                &super::repeat_key(&prepared.request),
+            );
             if unknown || entered.is_none() {
                 let reason = ReasonCode::OutcomeUnknownSincePreview;
-                let _ = self
-                    .inner
-                    .store
-                    .mark_failed(action_id, reason.as_str(), self.now())
-                    .await;
-                return self
-                    .deny(
-                        session,
-                        &entry.exposed,
-                        Some(&entry),
-                        reason,
-                        Some(action_id),
-                    )
-                    .await;
+                return self.spend_unrun(session, &entry, action_id, reason).await;
             }
             entered
         } else {
@@ -369,19 +369,8 @@ impl Gateway {
             self.note_released(session, arguments).await
         };
         if noted.is_err() {
-            let _ = self
-                .inner
-                .store
-                .mark_failed(action_id, "store_unavailable", self.now())
-                .await;
             return self
-                .deny(
-                    session,
-                    &entry.exposed,
-                    Some(&entry),
-                    ReasonCode::StoreUnavailable,
-                    Some(action_id),
-                )
+                .spend_unrun(session, &entry, action_id, ReasonCode::StoreUnavailable)
                 .await;
         }
         let (mut resolver, pairs) = self
@@ -493,6 +482,31 @@ impl Gateway {
                     .await
             }
         }
+    }
+
+    /// Spend a reserved action without running it: the ledger records it `failed` with
+    /// `reason` (best effort: a reservation the store cannot mark stays `reserved` and is
+    /// reported at the next start), and the runtime is denied for `reason`. Nothing was sent.
+    async fn spend_unrun(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        action_id: &ActionId,
+        reason: ReasonCode,
+    ) -> CallOutcome {
+        let _ = self
+            .inner
+            .store
+            .mark_failed(action_id, reason.as_str(), self.now())
+            .await;
+        self.deny(
+            session,
+            &entry.exposed,
+            Some(entry),
+            reason,
+            Some(action_id),
+        )
+        .await
     }
 
     /// Re-issue of a call the user approved: the artifact is re-sealed for the approved

@@ -70,15 +70,21 @@ impl Gateway {
             return Err(r);
         }
         let entry = self.inner.catalog.get(tool);
-        let result = match self.prepare(session, tool, arguments).await {
-            Ok((prepared, _)) if prepared.entry.effect == EffectClass::Read => {
-                Err(Refused::Deny(ReasonCode::PolicyDeny))
-            }
-            Ok((prepared, policy_request)) => self
-                .preview_prepared(session, &prepared, &policy_request, true)
-                .await
-                .map(|(preview, _)| preview),
+        let result = match self
+            .monitor_explicit(session, tool, arguments.clone())
+            .await
+        {
             Err(reason) => Err(Refused::Deny(reason)),
+            Ok(arguments) => match self.prepare(session, tool, &arguments).await {
+                Ok((prepared, _)) if prepared.entry.effect == EffectClass::Read => {
+                    Err(Refused::Deny(ReasonCode::PolicyDeny))
+                }
+                Ok((prepared, policy_request)) => self
+                    .preview_prepared(session, &prepared, &policy_request, true)
+                    .await
+                    .map(|(preview, _)| preview),
+                Err(reason) => Err(Refused::Deny(reason)),
+            },
         };
         match result {
             Ok(preview) => Ok(preview),
@@ -126,7 +132,7 @@ impl Gateway {
         // An identical effect still running (a retry after a client timeout, concurrent
         // copies) may repeat it as well: it waits for the user too. A call that will run at
         // once enters the dispatching set here, so that of concurrent copies one runs.
-        let binding_key = binding.digest.clone();
+        let binding_key = super::repeat_key(&prepared.request);
         let mut dispatching = None;
         let running = if explicit {
             super::Dispatching::running(&self.inner.dispatching, &session.id, &binding_key)

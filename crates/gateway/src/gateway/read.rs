@@ -168,6 +168,192 @@ fn scrub_released(output: &mut ToolOutput, released: &[(String, HandleId)]) {
     rewrite_strings(output, &fix);
 }
 
+/// What replaces an identifier-like run of characters at a cut edge of a partial read
+/// ([`withhold_cut_edges`]).
+pub(crate) const CUT_EDGE_MARKER: &str = "[part of a value withheld at the edge of a partial read]";
+
+/// Characters a run at a cut edge is made of: those of identifiers, addresses, account
+/// numbers and tokens.
+fn is_run_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '@' | '.' | '_' | '%' | '+' | '-' | '/' | '=')
+}
+
+/// A group an account or card number is written in ("3704", "0532"): letters and digits,
+/// with a digit.
+fn is_number_group(token: &str) -> bool {
+    !token.is_empty()
+        && token.chars().all(|c| c.is_ascii_alphanumeric())
+        && token.chars().any(|c| c.is_ascii_digit())
+}
+
+/// Whether a run at a cut edge may be a piece of an identifier: it has a digit or an `@`, a
+/// `.` between other characters (a domain, an address), or is long enough to be a piece of a
+/// token ([`PIECE_MIN_CHARS`]). Ordinary words are left alone.
+fn looks_like_a_piece(run: &str) -> bool {
+    let inner_dot = run
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .contains('.');
+    run.chars().any(|c| c.is_ascii_digit())
+        || run.contains('@')
+        || inner_dot
+        || run.chars().count() >= PIECE_MIN_CHARS
+}
+
+/// A run at a cut edge this long is withheld whatever it holds (a piece of a key or token
+/// without digits).
+const PIECE_MIN_CHARS: usize = 8;
+
+/// A partial read whose text has fewer visible characters than this is withheld whole: a
+/// window that small is a probe, one or a few characters of a value at a time (red-team:
+/// `length: 1` reads spelt out an address and a key letter by letter).
+const MIN_PART_CHARS: usize = 16;
+
+/// How many of `chars` (a text read from one end) belong to the run of identifier
+/// characters it starts with, continuing over single spaces from one number group into the
+/// next (an IBAN or card number written in groups of four). `chars` from the end are reversed, and so is
+/// each group, which [`is_number_group`] does not mind.
+fn edge_run_len(chars: &[char]) -> usize {
+    let token = |from: usize| {
+        chars
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|c| is_run_char(**c))
+            .count()
+    };
+    let mut len = token(0);
+    let first: String = chars.get(..len).unwrap_or_default().iter().collect();
+    if len == 0 || !is_number_group(&first) {
+        return len;
+    }
+    while chars.get(len) == Some(&' ') {
+        let group_len = token(len + 1);
+        let group: String = chars
+            .get(len + 1..len + 1 + group_len)
+            .unwrap_or_default()
+            .iter()
+            .collect();
+        if !is_number_group(&group) {
+            break;
+        }
+        len += 1 + group_len;
+    }
+    len
+}
+
+/// `text` with the identifier-like runs at its two ends replaced by [`CUT_EDGE_MARKER`]
+/// (red-team round 3, README limitation "partial reads"). A read that selects part of an
+/// object (an `offset`/`limit`, a line or byte range) of a server the gateway cannot read
+/// whole may cut a value in two; each half alone is no value a detector knows, so the halves
+/// of an address, an IBAN or a key would reach the runtime from two reads. Which runs count
+/// is [`looks_like_a_piece`]; a handle id at an edge is left alone.
+pub(crate) fn withhold_cut_edges(text: &str) -> String {
+    let visible = text.chars().filter(|c| !c.is_whitespace()).count();
+    if visible == 0 {
+        return text.to_owned();
+    }
+    let spans = secureclaw_core::handle::handle_spans(text);
+    let in_handle = |range: &std::ops::Range<usize>| {
+        spans
+            .iter()
+            .any(|s| s.start < range.end && range.start < s.end)
+    };
+    if visible < MIN_PART_CHARS && !in_handle(&(0..text.len())) {
+        return CUT_EDGE_MARKER.to_owned();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let reversed: Vec<char> = chars.iter().rev().copied().collect();
+    let bytes = |run: &[char]| run.iter().map(|c| c.len_utf8()).sum::<usize>();
+    // The run at each end, after the spaces and punctuation a cut may have landed on (a value
+    // in groups read one group at a time, " DE89 ", is a piece too).
+    let edge = |from_end: &[char]| -> (usize, usize) {
+        let skip = from_end.iter().take_while(|c| !is_run_char(**c)).count();
+        let rest = from_end.get(skip..).unwrap_or_default();
+        let run = edge_run_len(rest);
+        (
+            bytes(from_end.get(..skip).unwrap_or_default()),
+            bytes(rest.get(..run).unwrap_or_default()),
+        )
+    };
+    let (head_skip, head_len) = edge(&chars);
+    let (tail_skip, tail_len) = edge(&reversed);
+    let head = head_skip..head_skip + head_len;
+    let tail = text.len() - tail_skip - tail_len..text.len() - tail_skip;
+    let withhold = |range: &std::ops::Range<usize>| {
+        !range.is_empty()
+            && !in_handle(range)
+            && text.get(range.clone()).is_some_and(looks_like_a_piece)
+    };
+    if head.end >= tail.start {
+        // One run from end to end: the whole text is a piece.
+        let whole = head.start..tail.end;
+        return if withhold(&whole) {
+            format!(
+                "{}{CUT_EDGE_MARKER}{}",
+                text.get(..whole.start).unwrap_or_default(),
+                text.get(whole.end..).unwrap_or_default()
+            )
+        } else {
+            text.to_owned()
+        };
+    }
+    let mut out = String::with_capacity(text.len());
+    out.push_str(text.get(..head.start).unwrap_or_default());
+    if withhold(&head) {
+        out.push_str(CUT_EDGE_MARKER);
+    } else {
+        out.push_str(text.get(head.clone()).unwrap_or_default());
+    }
+    out.push_str(text.get(head.end..tail.start).unwrap_or_default());
+    if withhold(&tail) {
+        out.push_str(CUT_EDGE_MARKER);
+    } else {
+        out.push_str(text.get(tail.clone()).unwrap_or_default());
+    }
+    out.push_str(text.get(tail.end..).unwrap_or_default());
+    out
+}
+
+/// Keys under which structured content carries the part of the object that was read.
+const PART_KEYS: &[&str] = &[
+    "content", "text", "data", "body", "chunk", "lines", "part", "value", "result", "output",
+];
+
+/// [`withhold_cut_edges`] on every text block of a result, and on the strings of its
+/// structured content that carry the part read: those under a [`PART_KEYS`] key, at any depth,
+/// and those equal to a text block (the same part, mirrored). Other structured fields (the
+/// ids of a page of records) are left alone.
+fn withhold_cut_edges_of(output: &mut ToolOutput) {
+    fn walk(v: &mut Value, under_part_key: bool, texts: &[String]) {
+        match v {
+            Value::String(s) if under_part_key || texts.iter().any(|t| t == s) => {
+                *s = withhold_cut_edges(s);
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|i| walk(i, under_part_key, texts)),
+            Value::Object(map) => {
+                for (k, val) in map.iter_mut() {
+                    walk(val, PART_KEYS.contains(&k.as_str()), texts);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut texts = Vec::new();
+    for block in &mut output.content {
+        if block.get("type").and_then(Value::as_str) == Some("text")
+            && let Some(Value::String(text)) = block.get_mut("text")
+        {
+            texts.push(text.clone());
+            *text = withhold_cut_edges(text);
+        }
+    }
+    if let Some(structured) = output.structured.as_mut() {
+        walk(structured, false, &texts);
+    }
+}
+
 /// Apply `fix` to every string of a result — values and object keys, at any depth, in the
 /// content blocks and the structured content (the walk both scrubs share).
 fn rewrite_strings(output: &mut ToolOutput, fix: &dyn Fn(&str) -> String) {
@@ -286,11 +472,12 @@ impl Gateway {
         };
         match self.inner.executor.read(permit, sent, &mut resolve).await {
             Ok(output) => {
+                let partial = crate::known::selects_part(arguments);
                 let read = ReadOf {
                     anchored,
                     arguments,
                     records: &prepared.handle_records,
-                    partial: crate::known::selects_part(arguments),
+                    partial,
                 };
                 if anchored {
                     self.note_read_amounts(session, &output, arguments).await;
@@ -298,9 +485,14 @@ impl Gateway {
                 let mut outcome = self
                     .finish(session, entry, Some(read), output, None, &pairs, arguments)
                     .await;
-                if let (Some(range), CallOutcome::Completed { output, .. }) = (range, &mut outcome)
-                {
-                    range.apply_to(output);
+                if let CallOutcome::Completed { output, .. } = &mut outcome {
+                    match range {
+                        Some(range) => range.apply_to(output),
+                        // A part the gateway could not read whole: its cut edges may split a
+                        // value the detectors would have found in the whole object.
+                        None if partial => withhold_cut_edges_of(output),
+                        None => {}
+                    }
                 }
                 if anchored && let CallOutcome::Completed { output, .. } = &outcome {
                     self.note_read_payees(session, output, arguments).await;
@@ -576,8 +768,75 @@ impl Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::{HandleId, LineRange, ToolOutput, replace_caseless, scrub_released};
+    use super::{
+        CUT_EDGE_MARKER, HandleId, LineRange, ToolOutput, replace_caseless, scrub_released,
+        withhold_cut_edges,
+    };
     use serde_json::{Value, json};
+
+    /// A value cut in two by partial reads (byte offsets, line ranges of a server the gateway
+    /// cannot read whole): the piece at each edge is withheld, each half of an IBAN, an
+    /// address or a key; words, and handle ids, at the edges stay.
+    #[test]
+    fn identifier_pieces_at_the_cut_edges_are_withheld() {
+        let m = CUT_EDGE_MARKER;
+        // The two halves of an IBAN in groups, and of an address.
+        assert_eq!(
+            withhold_cut_edges("Pay to IBAN DE89 3704 00"),
+            format!("Pay to IBAN {m}")
+        );
+        assert_eq!(
+            withhold_cut_edges("44 0532 0130 00 by Friday"),
+            format!("{m} by Friday")
+        );
+        assert_eq!(
+            withhold_cut_edges("write to alice.smi"),
+            format!("write to {m}")
+        );
+        assert_eq!(
+            withhold_cut_edges("th@example.com for the"),
+            format!("{m} for the")
+        );
+        // A key cut anywhere, and a text that is one piece.
+        assert_eq!(
+            withhold_cut_edges("key AKIAIOSFODNN7EX"),
+            format!("key {m}")
+        );
+        assert_eq!(withhold_cut_edges("AMPLE42"), m);
+        // Words at the edges stay; so does the middle, and a handle id at an edge.
+        assert_eq!(
+            withhold_cut_edges("Dear team, the meeting is moved"),
+            "Dear team, the meeting is moved"
+        );
+        assert_eq!(
+            withhold_cut_edges("call 555 0100 now, or write"),
+            "call 555 0100 now, or write"
+        );
+        assert_eq!(
+            withhold_cut_edges("hdl_em_abcdefghijklmnopqrstuvwxyz234567 is the sender"),
+            "hdl_em_abcdefghijklmnopqrstuvwxyz234567 is the sender"
+        );
+        assert_eq!(withhold_cut_edges(""), "");
+        // Non-ASCII text is cut on character boundaries.
+        assert_eq!(
+            withhold_cut_edges("Grüße an Zoë und Jürgen 12"),
+            format!("Grüße an Zoë und Jürgen {m}")
+        );
+        // A cut on a separator: the group next to it is a piece too.
+        assert_eq!(
+            withhold_cut_edges("the account number is DE89 "),
+            format!("the account number is {m} ")
+        );
+        // A long run without digits (a piece of a key or token).
+        assert_eq!(
+            withhold_cut_edges("EXAMPLEKEY and more text"),
+            format!("{m} and more text")
+        );
+        // A window too small to be anything but a probe is withheld whole.
+        for probe in ["a", " @ ", "alice.sm", "ODNN7EXAMPLE"] {
+            assert_eq!(withhold_cut_edges(probe), m, "{probe:?}");
+        }
+    }
 
     /// Red-team round 3: `head` and `tail` reads each showed half of an address that a whole
     /// read withheld. The range is applied to the scrubbed whole text.

@@ -326,6 +326,74 @@ impl Gateway {
         .await
     }
 
+    /// An explicit preview or commit passes the privacy monitor as the committed call it is
+    /// (issue 13 item 5: every entry point for a tool call goes through the monitor; before,
+    /// `preview` + `commit` skipped a contract that blocks a tool or a destination). A
+    /// contract's tool and destination checks refuse it (`contract_blocked`, recorded in the
+    /// trace like a blocked call), and a contract that `applies_to_committed` rewrites its
+    /// arguments — at the preview and again, identically, at the commit, so the rewritten call
+    /// is what is bound and run. With speculation off, or for a tool the catalog does not know
+    /// (refused later, as before), the arguments pass unchanged.
+    ///
+    /// # Errors
+    /// [`ReasonCode::ContractBlocked`] when the monitor's verdict is not ALLOW or REWRITE.
+    pub(super) async fn monitor_explicit(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Map<String, Value>, ReasonCode> {
+        if !self.inner.config.speculation.enabled {
+            return Ok(arguments);
+        }
+        let Some(entry) = self.inner.catalog.get(tool) else {
+            return Ok(arguments);
+        };
+        let destination = self
+            .inner
+            .executor
+            .destination(&entry.upstream)
+            .unwrap_or_default()
+            .to_owned();
+        let q = qualified(&entry.upstream, &entry.name);
+        let labeler = &self.inner.speculation.labeler;
+        let event = labeler.label(
+            &entry.upstream,
+            &entry.name,
+            &destination,
+            Some(derived_effect(entry.effect, entry.destructive)),
+            &arguments,
+            Mode::Committed,
+            None,
+        );
+        let kappa = select(&self.inner.config.speculation.contracts, &q);
+        // A committed call spends no disclosure budget (only pre-commit events are charged).
+        let mut budget = Budget { spent: 0 };
+        let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut budget);
+        match issued.verdict {
+            Verdict::Allow | Verdict::Rewrite { .. } => Ok(issued.arguments),
+            verdict => {
+                let tag = match &verdict {
+                    Verdict::Block(reason) => format!("block:{}", reason.as_str()),
+                    other => other.tag().to_owned(),
+                };
+                self.record(
+                    session,
+                    &q,
+                    &destination,
+                    Mode::Committed,
+                    None,
+                    &tag,
+                    Dispatch::None,
+                    None,
+                    0,
+                )
+                .await;
+                Err(ReasonCode::ContractBlocked)
+            }
+        }
+    }
+
     /// [`Gateway::call`] on the caller's task.
     async fn call_attached(
         &self,
