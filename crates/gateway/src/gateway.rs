@@ -394,8 +394,8 @@ fn as_number(text: &str) -> Option<f64> {
 /// folded, whitespace runs collapsed, trailing punctuation dropped — and strings and numbers
 /// that denote the same number written alike ([`as_number`]); object keys folded the same way;
 /// null, empty strings, arrays and objects dropped from objects (an extra empty argument is no
-/// different call); arrays compared as multisets, a one-element array as its element. Object
-/// keys are sorted by `serde_json`'s map, so the result serializes the same for any key order.
+/// different call); arrays compared as multisets, a one-element array as its element; object
+/// keys sorted, so the result serializes the same for any key order, at any depth.
 fn respelling_insensitive(value: &Value) -> Value {
     fn fold(s: &str) -> String {
         // Lower case first: the skeleton maps some lower-case letters to sequences (`m` to
@@ -434,12 +434,16 @@ fn respelling_insensitive(value: &Value) -> Value {
             folded.sort_by_cached_key(Value::to_string);
             Value::Array(folded)
         }
-        Value::Object(map) => Value::Object(
-            map.iter()
+        Value::Object(map) => {
+            // Sorted here: `serde_json` keeps insertion order in this build (`preserve_order`),
+            // so `{"to", "amount"}` and `{"amount", "to"}` would serialize apart (red-team).
+            let sorted: std::collections::BTreeMap<String, Value> = map
+                .iter()
                 .map(|(k, v)| (fold(k).replace(' ', ""), respelling_insensitive(v)))
                 .filter(|(_, v)| !empty(v))
-                .collect(),
-        ),
+                .collect();
+            Value::Object(sorted.into_iter().collect())
+        }
         Value::Bool(_) | Value::Null => value.clone(),
     }
 }
@@ -1010,9 +1014,19 @@ mod repeat_tests {
             json!({"to": "\u{430}cme@example.com", "amount": "\u{661}\u{660}\u{660}", "items": ["a", "b"], "note": "pay now"}),
             json!({"To": "ac\u{200b}me@example.com", "amount": "$100.00", "items": ["a", "b"], "note": "pay now", "tags": [], "x": null}),
             json!({"to": ["acme@example.com"], "amount": "１００", "items": ["a", "b"], "note": "pay now"}),
+            json!({"note": "pay now", "items": ["a", "b"], "amount": 100, "to": "acme@example.com"}),
         ] {
-            assert_eq!(respelling_insensitive(&same), call, "{same}");
+            assert_eq!(
+                respelling_insensitive(&same).to_string(),
+                call.to_string(),
+                "{same}"
+            );
         }
+        // Key order at any depth serializes alike (what the repeat key hashes).
+        assert_eq!(
+            respelling_insensitive(&json!({"m": {"b": 1, "a": 2}, "z": 0})).to_string(),
+            respelling_insensitive(&json!({"z": 0, "m": {"a": 2, "b": 1}})).to_string()
+        );
         for other in [
             json!({"to": "acme2@example.com", "amount": 100, "items": ["a", "b"], "note": "pay now"}),
             json!({"to": "acme@example.com", "amount": 101, "items": ["a", "b"], "note": "pay now"}),

@@ -196,6 +196,14 @@ const PARTIAL_READ_PARAMETERS: &[&str] = &[
     "slice",
     "chunk",
     "chunksize",
+    "pos",
+    "len",
+    "begin",
+    "count",
+    "size",
+    "numchars",
+    "numbytes",
+    "numlines",
 ];
 
 /// Whether a read's arguments select part of the object (`head`, `tail`, `offset`, `limit`,
@@ -211,7 +219,9 @@ pub fn selects_part(arguments: &serde_json::Map<String, serde_json::Value>) -> b
     let mut stack: Vec<(&serde_json::Map<String, serde_json::Value>, usize)> = vec![(arguments, 0)];
     while let Some((map, depth)) = stack.pop() {
         for (k, v) in map {
-            if PARTIAL_READ_PARAMETERS.contains(&parameter_key(k).as_str()) {
+            let key = parameter_key(k);
+            // Any `…offset` (`start_offset`, `charOffset`) names a position in the object.
+            if PARTIAL_READ_PARAMETERS.contains(&key.as_str()) || key.ends_with("offset") {
                 return true;
             }
             if depth < PARTIAL_READ_DEPTH {
@@ -402,6 +412,29 @@ pub fn search_texts(arguments: &serde_json::Map<String, serde_json::Value>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Range parameters are found under their common names, at any depth (red-team: the
+    /// fetch server's `start_index`/`max_length`, a range nested under `opts`, `pos`/`len`,
+    /// `start_offset`); a read naming only its object is whole.
+    #[test]
+    fn partial_reads_are_found_by_parameter_name_at_any_depth() {
+        let args = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+        for partial in [
+            serde_json::json!({"url": "u", "start_index": 10, "max_length": 5}),
+            serde_json::json!({"path": "p", "opts": {"offset": 3, "length": 4}}),
+            serde_json::json!({"path": "p", "pos": 1, "len": 1}),
+            serde_json::json!({"path": "p", "start_offset": 2, "size": 2}),
+            serde_json::json!({"path": "p", "ranges": [{"charOffset": 1}]}),
+        ] {
+            assert!(selects_part(&args(partial.clone())), "{partial}");
+        }
+        for whole in [
+            serde_json::json!({"path": "p"}),
+            serde_json::json!({"path": "p", "encoding": "utf-8", "opts": {"follow": true}}),
+        ] {
+            assert!(!selects_part(&args(whole.clone())), "{whole}");
+        }
+    }
 
     #[test]
     fn searches_are_found_by_parameter_name() {

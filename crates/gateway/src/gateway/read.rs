@@ -246,26 +246,70 @@ fn edge_run_len(chars: &[char]) -> usize {
 /// object (an `offset`/`limit`, a line or byte range) of a server the gateway cannot read
 /// whole may cut a value in two; each half alone is no value a detector knows, so the halves
 /// of an address, an IBAN or a key would reach the runtime from two reads. Which runs count
-/// is [`looks_like_a_piece`]; a handle id at an edge is left alone.
+/// is [`looks_like_a_piece`]; a text under [`MIN_PART_CHARS`] visible characters is withheld
+/// whole; a handle id at an edge is left alone.
 pub(crate) fn withhold_cut_edges(text: &str) -> String {
     let visible = text.chars().filter(|c| !c.is_whitespace()).count();
     if visible == 0 {
         return text.to_owned();
     }
     let spans = secureclaw_core::handle::handle_spans(text);
-    let in_handle = |range: &std::ops::Range<usize>| {
-        spans
-            .iter()
-            .any(|s| s.start < range.end && range.start < s.end)
-    };
-    if visible < MIN_PART_CHARS && !in_handle(&(0..text.len())) {
+    if visible < MIN_PART_CHARS && !overlaps(&spans, &(0..text.len())) {
         return CUT_EDGE_MARKER.to_owned();
     }
+    edges_withheld(text, &spans, 0, &looks_like_a_piece)
+}
+
+/// [`withhold_cut_edges`] with the edges of every line checked too, for the strong signs of a
+/// piece only (a digit, an `@`, an inner `.`: [`has_identifier_sign`]). A server that wraps
+/// the part it read in its own text (a header line, a footer) puts the cut edges at line
+/// ends inside the text (red-team: `"Contents of …:\n<part>\n<footer>"` showed every half).
+pub(crate) fn withhold_part_edges(text: &str) -> String {
+    let outer = withhold_cut_edges(text);
+    if !outer.contains('\n') {
+        return outer;
+    }
+    let spans = secureclaw_core::handle::handle_spans(&outer);
+    let mut out = String::with_capacity(outer.len());
+    let mut offset = 0;
+    for line in outer.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        out.push_str(&edges_withheld(body, &spans, offset, &has_identifier_sign));
+        out.push_str(line.get(body.len()..).unwrap_or_default());
+        offset += line.len();
+    }
+    out
+}
+
+/// Whether `range` overlaps one of `spans`.
+fn overlaps(spans: &[std::ops::Range<usize>], range: &std::ops::Range<usize>) -> bool {
+    spans
+        .iter()
+        .any(|s| s.start < range.end && range.start < s.end)
+}
+
+/// A digit, an `@` or a `.` between other characters: a run that certainly is no plain word.
+fn has_identifier_sign(run: &str) -> bool {
+    run.chars().any(|c| c.is_ascii_digit())
+        || run.contains('@')
+        || run
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .contains('.')
+}
+
+/// `text` (found at byte `base` of a text whose handle spans are `spans`) with the run at
+/// each end replaced by [`CUT_EDGE_MARKER`] when `piece` says it may be a piece of a value.
+/// Each end's run starts after the spaces and punctuation a cut may have landed on (a value in
+/// groups read one group at a time, " DE89 ", is a piece too).
+fn edges_withheld(
+    text: &str,
+    spans: &[std::ops::Range<usize>],
+    base: usize,
+    piece: &dyn Fn(&str) -> bool,
+) -> String {
     let chars: Vec<char> = text.chars().collect();
     let reversed: Vec<char> = chars.iter().rev().copied().collect();
     let bytes = |run: &[char]| run.iter().map(|c| c.len_utf8()).sum::<usize>();
-    // The run at each end, after the spaces and punctuation a cut may have landed on (a value
-    // in groups read one group at a time, " DE89 ", is a piece too).
     let edge = |from_end: &[char]| -> (usize, usize) {
         let skip = from_end.iter().take_while(|c| !is_run_char(**c)).count();
         let rest = from_end.get(skip..).unwrap_or_default();
@@ -281,12 +325,12 @@ pub(crate) fn withhold_cut_edges(text: &str) -> String {
     let tail = text.len() - tail_skip - tail_len..text.len() - tail_skip;
     let withhold = |range: &std::ops::Range<usize>| {
         !range.is_empty()
-            && !in_handle(range)
-            && text.get(range.clone()).is_some_and(looks_like_a_piece)
+            && !overlaps(spans, &(base + range.start..base + range.end))
+            && text.get(range.clone()).is_some_and(piece)
     };
     if head.end >= tail.start {
         // One run from end to end: the whole text is a piece.
-        let whole = head.start..tail.end;
+        let whole = head.start..tail.end.max(head.end);
         return if withhold(&whole) {
             format!(
                 "{}{CUT_EDGE_MARKER}{}",
@@ -314,12 +358,25 @@ pub(crate) fn withhold_cut_edges(text: &str) -> String {
     out
 }
 
-/// Keys under which structured content carries the part of the object that was read.
+/// Stems of the keys under which structured content carries the part of the object that was
+/// read: a key counts when, lower-cased and without `_` and `-`, it contains one
+/// (`contents`, `Content`, `text_snippet`).
 const PART_KEYS: &[&str] = &[
-    "content", "text", "data", "body", "chunk", "lines", "part", "value", "result", "output",
+    "content", "text", "data", "body", "chunk", "line", "part", "value", "result", "output",
+    "snippet", "excerpt", "slice", "window",
 ];
 
-/// [`withhold_cut_edges`] on every text block of a result, and on the strings of its
+/// Whether structured content under `key` carries the part read ([`PART_KEYS`]).
+fn is_part_key(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    PART_KEYS.iter().any(|stem| folded.contains(stem))
+}
+
+/// [`withhold_part_edges`] on every text block of a result, and on the strings of its
 /// structured content that carry the part read: those under a [`PART_KEYS`] key, at any depth,
 /// and those equal to a text block (the same part, mirrored). Other structured fields (the
 /// ids of a page of records) are left alone.
@@ -327,14 +384,14 @@ fn withhold_cut_edges_of(output: &mut ToolOutput) {
     fn walk(v: &mut Value, under_part_key: bool, texts: &[String]) {
         match v {
             Value::String(s) if under_part_key || texts.iter().any(|t| t == s) => {
-                *s = withhold_cut_edges(s);
+                *s = withhold_part_edges(s);
             }
             Value::Array(items) => items
                 .iter_mut()
                 .for_each(|i| walk(i, under_part_key, texts)),
             Value::Object(map) => {
                 for (k, val) in map.iter_mut() {
-                    walk(val, PART_KEYS.contains(&k.as_str()), texts);
+                    walk(val, is_part_key(k), texts);
                 }
             }
             _ => {}
@@ -346,7 +403,7 @@ fn withhold_cut_edges_of(output: &mut ToolOutput) {
             && let Some(Value::String(text)) = block.get_mut("text")
         {
             texts.push(text.clone());
-            *text = withhold_cut_edges(text);
+            *text = withhold_part_edges(text);
         }
     }
     if let Some(structured) = output.structured.as_mut() {
@@ -770,7 +827,7 @@ impl Gateway {
 mod tests {
     use super::{
         CUT_EDGE_MARKER, HandleId, LineRange, ToolOutput, replace_caseless, scrub_released,
-        withhold_cut_edges,
+        withhold_cut_edges, withhold_part_edges,
     };
     use serde_json::{Value, json};
 
@@ -836,6 +893,22 @@ mod tests {
         for probe in ["a", " @ ", "alice.sm", "ODNN7EXAMPLE"] {
             assert_eq!(withhold_cut_edges(probe), m, "{probe:?}");
         }
+        // A part wrapped in the server's own lines: its edges are line edges.
+        assert_eq!(
+            withhold_part_edges(
+                "Part of the file:\nalice.smith\n\n<error>Content truncated</error>"
+            ),
+            format!("Part of the file:\n{m}\n\n<error>Content truncated</error>")
+        );
+        assert_eq!(
+            withhold_part_edges("Part of the file:\nNN7EXAMPLE and so on\nend of part"),
+            format!("Part of the file:\n{m} and so on\nend of part")
+        );
+        // Plain lines keep their words.
+        assert_eq!(
+            withhold_part_edges("Agenda for the week\nTidy the shared folder on Friday."),
+            "Agenda for the week\nTidy the shared folder on Friday."
+        );
     }
 
     /// Red-team round 3: `head` and `tail` reads each showed half of an address that a whole

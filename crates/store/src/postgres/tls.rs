@@ -52,8 +52,18 @@ impl StoreUrl {
     /// `sslmode` is not one of `disable`, `prefer`, `require`, `verify-ca`, `verify-full`
     /// (`allow` is refused: it would take plain text when TLS fails).
     pub(crate) fn parse(url: &str) -> Result<Self, StoreError> {
-        let (base, query) = match url.split_once('?') {
-            Some((base, query)) => (base, Some(query)),
+        // Where the query starts as the driver reads it: after the credentials, which end at
+        // the first `@` after the scheme (a `?` inside a password is not a query; red-team: a
+        // password holding `?sslmode=disable&` turned TLS off).
+        let scheme_end = url.find("://").map_or(0, |i| i + 3);
+        let rest = url.get(scheme_end..).unwrap_or_default();
+        let creds_end = rest.find('@').map_or(0, |i| i + 1);
+        let query_at = rest
+            .get(creds_end..)
+            .and_then(|r| r.find('?'))
+            .map(|i| scheme_end + creds_end + i);
+        let (base, query) = match query_at {
+            Some(at) => (url.get(..at).unwrap_or_default(), url.get(at + 1..)),
             None => (url, None),
         };
         let mut root_cert = None;
@@ -227,6 +237,16 @@ mod tests {
         assert_eq!(u.config.get_application_name(), Some("gw"));
         assert_eq!(u.config.get_ports(), &[6543]);
         assert_eq!(u.config.get_password(), Some(&b"p"[..]));
+        // A `?` inside the password does not start the query.
+        let u = StoreUrl::parse("postgres://u:Se?sslmode=disable&x=cret@db.example.com:15432/db")
+            .unwrap();
+        assert_eq!(u.config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(
+            u.config.get_password(),
+            Some(&b"Se?sslmode=disable&x=cret"[..])
+        );
+        let u = StoreUrl::parse("postgres://u:p?w@localhost/db?sslmode=require").unwrap();
+        assert_eq!(u.config.get_ssl_mode(), SslMode::Require);
         for bad in ["allow", "verify", ""] {
             let err = StoreUrl::parse(&format!("postgres://u@h/x?sslmode={bad}")).unwrap_err();
             assert!(err.to_string().contains("sslmode"), "{err}");
