@@ -216,12 +216,40 @@ const PARTIAL_READ_PARAMETERS: &[&str] = &[
 /// to [`PARTIAL_READ_DEPTH`] levels of objects and arrays.
 #[must_use]
 pub fn selects_part(arguments: &serde_json::Map<String, serde_json::Value>) -> bool {
+    any_parameter(arguments, &|key| {
+        // Any `…offset` (`start_offset`, `charOffset`) names a position in the object.
+        PARTIAL_READ_PARAMETERS.contains(&key) || key.ends_with("offset")
+    })
+}
+
+/// Range parameters that page through a list of whole items rather than cut inside one.
+const PAGING_PARAMETERS: &[&str] = &[
+    "limit", "page", "pagesize", "cursor", "skip", "take", "first", "last", "count", "size",
+];
+
+/// Whether a read's arguments select a window inside an object — a range parameter that does
+/// not only page through whole items ([`PAGING_PARAMETERS`]): `offset`, `length`, `start`,
+/// `start_index`, `max_length`, a line or byte range. Such a read can cut a value inside any
+/// string of its result, so every string of its structured content is checked at its edges
+/// (red-team: the halves came back under a structured key named `raw`).
+#[must_use]
+pub fn selects_window(arguments: &serde_json::Map<String, serde_json::Value>) -> bool {
+    any_parameter(arguments, &|key| {
+        (PARTIAL_READ_PARAMETERS.contains(&key) && !PAGING_PARAMETERS.contains(&key))
+            || key.ends_with("offset")
+    })
+}
+
+/// Whether a key of `arguments`, at any depth up to [`PARTIAL_READ_DEPTH`], lower-cased and
+/// without `_` and `-`, satisfies `matches`.
+fn any_parameter(
+    arguments: &serde_json::Map<String, serde_json::Value>,
+    matches: &dyn Fn(&str) -> bool,
+) -> bool {
     let mut stack: Vec<(&serde_json::Map<String, serde_json::Value>, usize)> = vec![(arguments, 0)];
     while let Some((map, depth)) = stack.pop() {
         for (k, v) in map {
-            let key = parameter_key(k);
-            // Any `…offset` (`start_offset`, `charOffset`) names a position in the object.
-            if PARTIAL_READ_PARAMETERS.contains(&key.as_str()) || key.ends_with("offset") {
+            if matches(&parameter_key(k)) {
                 return true;
             }
             if depth < PARTIAL_READ_DEPTH {
@@ -428,6 +456,16 @@ mod tests {
         ] {
             assert!(selects_part(&args(partial.clone())), "{partial}");
         }
+        // Paging through whole items is partial but no window inside one.
+        assert!(selects_part(&args(
+            serde_json::json!({"q": "x", "limit": 10, "page": 2})
+        )));
+        assert!(!selects_window(&args(
+            serde_json::json!({"q": "x", "limit": 10, "page": 2})
+        )));
+        assert!(selects_window(&args(
+            serde_json::json!({"path": "p", "offset": 3, "limit": 4})
+        )));
         for whole in [
             serde_json::json!({"path": "p"}),
             serde_json::json!({"path": "p", "encoding": "utf-8", "opts": {"follow": true}}),

@@ -281,8 +281,7 @@ async fn a_certificate_the_store_cannot_verify_is_refused() {
     );
     let err = PgStore::connect(&url, common_pg::keys())
         .await
-        .err()
-        .expect("a certificate from another authority is refused");
+        .expect_err("a certificate from another authority is refused");
     assert!(err.to_string().contains("TLS"), "{err}");
     // The right authority but a name the certificate does not carry (127.0.0.1).
     let url = s.url(

@@ -377,10 +377,11 @@ fn is_part_key(key: &str) -> bool {
 }
 
 /// [`withhold_part_edges`] on every text block of a result, and on the strings of its
-/// structured content that carry the part read: those under a [`PART_KEYS`] key, at any depth,
-/// and those equal to a text block (the same part, mirrored). Other structured fields (the
-/// ids of a page of records) are left alone.
-fn withhold_cut_edges_of(output: &mut ToolOutput) {
+/// structured content that carry the part read: every string when the read selects a window
+/// inside an object (`window`, [`crate::known::selects_window`]); otherwise (a page of whole
+/// items) those under a [`PART_KEYS`] key, at any depth, and those equal to a text block (the
+/// same part, mirrored), so the ids of a page of records are left alone.
+fn withhold_cut_edges_of(output: &mut ToolOutput, window: bool) {
     fn walk(v: &mut Value, under_part_key: bool, texts: &[String]) {
         match v {
             Value::String(s) if under_part_key || texts.iter().any(|t| t == s) => {
@@ -391,7 +392,7 @@ fn withhold_cut_edges_of(output: &mut ToolOutput) {
                 .for_each(|i| walk(i, under_part_key, texts)),
             Value::Object(map) => {
                 for (k, val) in map.iter_mut() {
-                    walk(val, is_part_key(k), texts);
+                    walk(val, under_part_key || is_part_key(k), texts);
                 }
             }
             _ => {}
@@ -407,7 +408,7 @@ fn withhold_cut_edges_of(output: &mut ToolOutput) {
         }
     }
     if let Some(structured) = output.structured.as_mut() {
-        walk(structured, false, &texts);
+        walk(structured, window, &texts);
     }
 }
 
@@ -530,6 +531,7 @@ impl Gateway {
         match self.inner.executor.read(permit, sent, &mut resolve).await {
             Ok(output) => {
                 let partial = crate::known::selects_part(arguments);
+                let window = crate::known::selects_window(arguments);
                 let read = ReadOf {
                     anchored,
                     arguments,
@@ -547,7 +549,7 @@ impl Gateway {
                         Some(range) => range.apply_to(output),
                         // A part the gateway could not read whole: its cut edges may split a
                         // value the detectors would have found in the whole object.
-                        None if partial => withhold_cut_edges_of(output),
+                        None if partial => withhold_cut_edges_of(output, window),
                         None => {}
                     }
                 }
@@ -827,7 +829,7 @@ impl Gateway {
 mod tests {
     use super::{
         CUT_EDGE_MARKER, HandleId, LineRange, ToolOutput, replace_caseless, scrub_released,
-        withhold_cut_edges, withhold_part_edges,
+        withhold_cut_edges, withhold_cut_edges_of, withhold_part_edges,
     };
     use serde_json::{Value, json};
 
@@ -908,6 +910,37 @@ mod tests {
         assert_eq!(
             withhold_part_edges("Agenda for the week\nTidy the shared folder on Friday."),
             "Agenda for the week\nTidy the shared folder on Friday."
+        );
+    }
+
+    /// A window read's structured strings are checked whatever their key (red-team: the
+    /// halves came back under `raw`); a page of whole items keeps its ids outside content-like
+    /// keys.
+    #[test]
+    fn structured_parts_are_checked_by_the_kind_of_range() {
+        let m = CUT_EDGE_MARKER;
+        let output = || ToolOutput {
+            content: vec![json!({"type": "text", "text": "see the structured content"})],
+            structured: Some(
+                json!({"raw": "alice.smith@exa", "items": [{"id": "INV-42"}],
+                "Contents": "of the key AKIAIOSFODNN7"}),
+            ),
+            is_error: false,
+        };
+        let mut window = output();
+        withhold_cut_edges_of(&mut window, true);
+        let st = window.structured.unwrap_or_default();
+        assert_eq!(st["raw"], m);
+        assert_eq!(st["items"][0]["id"], m);
+        assert_eq!(st["Contents"], format!("of the key {m}"));
+        let mut page = output();
+        withhold_cut_edges_of(&mut page, false);
+        let st = page.structured.unwrap_or_default();
+        assert_eq!(st["items"][0]["id"], "INV-42", "a page keeps its ids");
+        assert_eq!(
+            st["Contents"],
+            format!("of the key {m}"),
+            "a content-like key"
         );
     }
 
