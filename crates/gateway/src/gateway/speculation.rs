@@ -326,6 +326,34 @@ impl Gateway {
         .await
     }
 
+    /// The call as the privacy monitor sees it: its destination, its qualified name and the
+    /// labeled event (Ghost Tool Calls §4, the labeler's view of `arguments` in `mode`).
+    fn labeled(
+        &self,
+        entry: &crate::catalog::ToolEntry,
+        arguments: &Map<String, Value>,
+        mode: Mode,
+        confidence: Option<f64>,
+    ) -> (String, String, secureclaw_core::contract::LabeledEvent) {
+        let destination = self
+            .inner
+            .executor
+            .destination(&entry.upstream)
+            .unwrap_or_default()
+            .to_owned();
+        let q = qualified(&entry.upstream, &entry.name);
+        let event = self.inner.speculation.labeler.label(
+            &entry.upstream,
+            &entry.name,
+            &destination,
+            Some(derived_effect(entry.effect, entry.destructive)),
+            arguments,
+            mode,
+            confidence,
+        );
+        (destination, q, event)
+    }
+
     /// An explicit preview or commit passes the privacy monitor as the committed call it is
     /// (issue 13 item 5: every entry point for a tool call goes through the monitor; before,
     /// `preview` + `commit` skipped a contract that blocks a tool or a destination). A
@@ -349,23 +377,8 @@ impl Gateway {
         let Some(entry) = self.inner.catalog.get(tool) else {
             return Ok(arguments);
         };
-        let destination = self
-            .inner
-            .executor
-            .destination(&entry.upstream)
-            .unwrap_or_default()
-            .to_owned();
-        let q = qualified(&entry.upstream, &entry.name);
+        let (destination, q, event) = self.labeled(entry, &arguments, Mode::Committed, None);
         let labeler = &self.inner.speculation.labeler;
-        let event = labeler.label(
-            &entry.upstream,
-            &entry.name,
-            &destination,
-            Some(derived_effect(entry.effect, entry.destructive)),
-            &arguments,
-            Mode::Committed,
-            None,
-        );
         let kappa = select(&self.inner.config.speculation.contracts, &q);
         // A committed call spends no disclosure budget (only pre-commit events are charged).
         let mut budget = Budget { spent: 0 };
@@ -490,23 +503,8 @@ impl Gateway {
                 )
                 .await;
         }
-        let destination = self
-            .inner
-            .executor
-            .destination(&entry.upstream)
-            .unwrap_or_default()
-            .to_owned();
-        let q = qualified(&entry.upstream, &entry.name);
+        let (destination, q, event) = self.labeled(&entry, &arguments, mode, meta.confidence);
         let labeler = &self.inner.speculation.labeler;
-        let event = labeler.label(
-            &entry.upstream,
-            &entry.name,
-            &destination,
-            Some(derived_effect(entry.effect, entry.destructive)),
-            &arguments,
-            mode,
-            meta.confidence,
-        );
         let contracts = &self.inner.config.speculation.contracts;
         let kappa: Option<&Contract> = select(contracts, &q);
         // The disclosure budget lives in the store, shared by every replica and kept across
