@@ -307,8 +307,9 @@ async fn wrap_session(
     let key = hex::encode(sha2::Sha256::digest(inputs.to_string().as_bytes()));
     let dir = state_dir.join("wrap-sessions");
     let path = dir.join(&key);
+    let stored = std::fs::read_to_string(&path).ok();
     if !new_session
-        && let Ok(id) = std::fs::read_to_string(&path)
+        && let Some(id) = &stored
         && let Some(session) = gw.session(id.trim()).await?
         && session.caller == caller
         && session.envelope == envelope
@@ -316,6 +317,9 @@ async fn wrap_session(
         return Ok((session, true));
     }
     let session = gw.open_session(caller, envelope).await?;
+    if let Some(old) = &stored {
+        decline_replaced(gw, old.trim()).await;
+    }
     crate::state::ensure_dir(&dir)?;
     // Written beside and renamed over the old id, so that a concurrent `wrap` reads either.
     let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
@@ -323,6 +327,47 @@ async fn wrap_session(
     crate::state::write_private(&tmp, session.id.as_bytes())?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot write `{}`", path.display()))?;
     Ok((session, false))
+}
+
+/// Decline the pending approvals of the session a `wrap` launch replaced (`--new-session`, or
+/// a stored session that no longer matches): nothing will serve that session again, so its
+/// approvals would only wait in `approvals list` until they expire. A failure is reported and
+/// leaves them pending (they still expire; fail safe).
+async fn decline_replaced(gw: &secureclaw_gateway::Gateway, old_session: &str) {
+    let pending = match gw
+        .approvals(Some(secureclaw_core::store::ApprovalState::Pending))
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            crate::warn_operator(&format!(
+                "cannot list the replaced session's approvals: {e}"
+            ));
+            return;
+        }
+    };
+    let mut declined = 0usize;
+    for (approval, action) in pending {
+        if action.session != old_session {
+            continue;
+        }
+        match gw
+            .decide_approval(&approval.action_id, false, "wrap (session replaced)")
+            .await
+        {
+            Ok(_) => declined += 1,
+            Err(e) => crate::warn_operator(&format!(
+                "cannot decline approval {} of the replaced session: {e}",
+                approval.action_id.0
+            )),
+        }
+    }
+    if declined > 0 {
+        crate::say(&format!(
+            "declined {declined} pending approval{} of the session this launch replaced",
+            if declined == 1 { "" } else { "s" }
+        ));
+    }
 }
 
 /// Warn about every rule that applies to no listed tool (issue 15: a misspelt rule was
@@ -524,9 +569,9 @@ pub async fn serve(
     )
     .nest_service("/mcp", mcp);
     crate::say(&format!(
-        "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics, approvals page at /approvals); state directory {}; operator token in {}; approvals: {} list",
+        "listening on http://{bind} (MCP at /mcp, API at /v1, metrics at /metrics, approvals page at /approvals); state directory {}; operator token {}; approvals: {} list",
         dir.display(),
-        dir.join("operator.token").display(),
+        state::operator_token_source(&dir),
         approvals_command(&dir, store_used)
     ));
     if require_token {
@@ -676,7 +721,8 @@ pub async fn audit(
     match cmd {
         AuditCommand::Verify => match store.verify_audit().await {
             Ok(n) => println!(
-                "audit log OK: {n} records, chain verified ({})",
+                "audit log OK: {n} record{}, chain verified ({})",
+                if n == 1 { "" } else { "s" },
                 if store_url.is_some() {
                     "PostgreSQL store".to_owned()
                 } else {

@@ -147,6 +147,16 @@ pub fn operator_token(dir: &Path) -> Result<String> {
     Ok(token)
 }
 
+/// Where the operator token comes from, for start-up messages: `from $SECURECLAW_OPERATOR_TOKEN`
+/// when that is set (no file is written then), otherwise `in <dir>/operator.token`.
+pub fn operator_token_source(dir: &Path) -> String {
+    if std::env::var_os("SECURECLAW_OPERATOR_TOKEN").is_some() {
+        "from $SECURECLAW_OPERATOR_TOKEN".to_owned()
+    } else {
+        format!("in {}", dir.join("operator.token").display())
+    }
+}
+
 /// Register the operator token (and its body without `sco_`) with the detectors: a token this
 /// program generated (`sco_` + base32) is random, so its fragments are found too
 /// ([`secureclaw_core::detect::add_random_secret`]); one the operator chose is found whole.

@@ -803,6 +803,12 @@ fn approvals_survive_a_restart_of_the_client() {
         r["result"]["isError"], true,
         "single use across restarts: {r}"
     );
+    // A payment left pending in this session …
+    let r = again.call(4, "pay_invoice", pay.clone());
+    let left = r["result"]["structuredContent"]["recovery"]["action_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("pending: {r}"))
+        .to_owned();
     let dir = again.stop();
     // `--new-session` starts over: the approval belongs to the earlier session.
     let mut fresh = Wrapped::start_in(
@@ -818,6 +824,27 @@ fn approvals_survive_a_restart_of_the_client() {
         r["result"]["structuredContent"]["recovery"]["reason"], "approval_session_mismatch",
         "{r}"
     );
+    // … is declined when `--new-session` replaces the session: nothing serves it any more, so
+    // it no longer waits in `approvals list`.
+    let list = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["approvals", "list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        !list.contains(&left),
+        "replaced session's approval still pending: {list}"
+    );
+    let all = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["approvals", "list", "--all"])
+        .output()
+        .unwrap();
+    let all = String::from_utf8_lossy(&all.stdout);
+    assert!(all.contains(&left), "declined, not lost: {all}");
     let paid = fresh
         .audit()
         .iter()

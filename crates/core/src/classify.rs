@@ -77,6 +77,113 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Entries one read may add to a directory ([`DirectoryRule::entries`]); more are ignored
+/// (they stay unanchored: a human decides).
+pub const MAX_DIRECTORY_ENTRIES: usize = 4096;
+
+/// Longest directory entry, in bytes; a longer string is not a destination name and is
+/// ignored.
+pub const MAX_DIRECTORY_ENTRY_BYTES: usize = 256;
+
+/// `[[gateway.directory]]`: a read whose result lists the upstream's **own destinations**, such
+/// as a chat workspace's channels or members (DESIGN.md §3 "Targets, anchoring and
+/// provenance"; issue 11 item 10, legitimate chains).
+///
+/// Every string at `path` in the structured result of a matching read is an entry. For the
+/// rest of the session, a target of a tool **of the same upstream** that is not an `egress`
+/// sink is anchored when its value (or the plaintext of the one handle it consists of) is
+/// exactly such an entry and the session did not write it itself (provenance
+/// [`crate::policy::Provenance::Directory`]). So `send_channel_message {"channel": "general"}`
+/// needs no prompt after `get_channels` listed `general`, while an address or a URL typed by
+/// the agent, or any target of an `egress` tool (mail, web posts, invitations), is unaffected.
+///
+/// The operator vouches that whoever can add an entry to the listing may be a destination of
+/// the upstream's internal tools. Destructive and financial effects still need a grant or a
+/// confirmation. Entries longer than [`MAX_DIRECTORY_ENTRY_BYTES`] or beyond the first
+/// [`MAX_DIRECTORY_ENTRIES`] of one read are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryRule {
+    /// Upstream id pattern (`*` wildcards).
+    #[serde(default = "star")]
+    pub upstream: String,
+    /// Read tool pattern (the tool's own name, as in `[[gateway.classify]]`).
+    pub tool: String,
+    /// JSON pointer pattern into the result's structured content; `*` matches one segment
+    /// (`/result/*` for a list of names, `/result/*/name` for a list of objects).
+    pub path: String,
+}
+
+impl DirectoryRule {
+    /// The directory entries of `structured` (a read result of `upstream`'s `tool`): every
+    /// string at a pointer the rule's `path` matches, in document order, at most
+    /// [`MAX_DIRECTORY_ENTRIES`], each at most [`MAX_DIRECTORY_ENTRY_BYTES`] and not blank.
+    /// Empty when the rule does not name this read.
+    #[must_use]
+    pub fn entries(
+        &self,
+        upstream: &str,
+        tool: &str,
+        structured: &serde_json::Value,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        if glob_match(&self.upstream, upstream) && glob_match(&self.tool, tool) {
+            let pattern: Vec<&str> = self.path.split('/').skip(1).collect();
+            collect_entries(&pattern, structured, &mut out);
+        }
+        out
+    }
+
+    /// Check the rule: its path is a JSON pointer (`/…`).
+    ///
+    /// # Errors
+    /// A message naming the path.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.path.starts_with('/') {
+            return Err(format!(
+                "path `{}` must be a JSON pointer starting with `/`",
+                self.path
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Walk `value` along `pattern` (pointer segments, `*` = any one), pushing the strings found.
+fn collect_entries(pattern: &[&str], value: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    if out.len() >= MAX_DIRECTORY_ENTRIES {
+        return;
+    }
+    let Some((first, rest)) = pattern.split_first() else {
+        if let Value::String(s) = value
+            && !s.trim().is_empty()
+            && s.len() <= MAX_DIRECTORY_ENTRY_BYTES
+        {
+            out.push(s.clone());
+        }
+        return;
+    };
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let segment = k.replace('~', "~0").replace('/', "~1");
+                if glob_match(first, &segment) {
+                    collect_entries(rest, v, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                if glob_match(first, &i.to_string()) {
+                    collect_entries(rest, v, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The rule set plus defaults for detected identifiers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Classifier {
@@ -151,6 +258,57 @@ impl Classifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directory_entries_are_the_strings_at_the_path() {
+        let rule = DirectoryRule {
+            upstream: "slack".into(),
+            tool: "get_channels".into(),
+            path: "/result/*".into(),
+        };
+        let v = serde_json::json!({"result": ["general", "random", "", {"x": "nested"}, 7,
+                                              "x".repeat(MAX_DIRECTORY_ENTRY_BYTES + 1)]});
+        assert_eq!(
+            rule.entries("slack", "get_channels", &v),
+            vec!["general", "random"],
+            "blank, nested, non-string and over-long values are not entries"
+        );
+        assert!(
+            rule.entries("slack", "read_channel_messages", &v)
+                .is_empty()
+        );
+        assert!(rule.entries("mail", "get_channels", &v).is_empty());
+        let members = DirectoryRule {
+            upstream: "*".into(),
+            tool: "get_users_in_channel".into(),
+            path: "/result/*/name".into(),
+        };
+        let v = serde_json::json!({"result": [{"name": "Alice", "bio": "Bob"}, {"name": "Eve"}]});
+        assert_eq!(
+            members.entries("slack", "get_users_in_channel", &v),
+            vec!["Alice", "Eve"]
+        );
+        let many: Vec<String> = (0..MAX_DIRECTORY_ENTRIES + 10)
+            .map(|i| format!("c{i}"))
+            .collect();
+        assert_eq!(
+            rule.entries(
+                "slack",
+                "get_channels",
+                &serde_json::json!({ "result": many })
+            )
+            .len(),
+            MAX_DIRECTORY_ENTRIES
+        );
+        assert!(
+            DirectoryRule {
+                path: "result/*".into(),
+                ..rule
+            }
+            .validate()
+            .is_err()
+        );
+    }
 
     #[test]
     fn first_matching_rule_wins() {

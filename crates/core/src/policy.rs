@@ -46,6 +46,14 @@ pub enum Provenance {
         /// The read it came from (`upstream__tool`).
         source: String,
     },
+    /// An entry of the upstream's own directory (a channel or member listing the operator
+    /// declared authoritative with `[[gateway.directory]]`, [`crate::classify::DirectoryRule`])
+    /// that a read of this session returned; it anchors targets of that upstream's tools that
+    /// are not `egress` sinks.
+    Directory {
+        /// The upstream whose directory lists it.
+        upstream: String,
+    },
     /// A handle to a value found in free text or in a field that does not vouch for it.
     FreeText {
         /// The read it came from (`upstream__tool`).
@@ -70,7 +78,10 @@ impl Provenance {
     pub fn anchors(&self) -> bool {
         matches!(
             self,
-            Provenance::Task | Provenance::Operator | Provenance::AuthoritativeField { .. }
+            Provenance::Task
+                | Provenance::Operator
+                | Provenance::AuthoritativeField { .. }
+                | Provenance::Directory { .. }
         )
     }
 }

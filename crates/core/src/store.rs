@@ -848,8 +848,10 @@ pub trait TaskStateStore: Send + Sync {
         limit: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Record `digests` ([`crate::task_state::StateDigest::Amount`]) as amounts that anchored
-    /// reads of `session` returned. Idempotent.
+    /// Record `digests` as values reads of `session` returned that the gateway must recognise
+    /// later: amounts of anchored reads ([`crate::task_state::StateDigest::Amount`]) and
+    /// directory entries ([`crate::task_state::StateDigest::Directory`]; the domain tags keep
+    /// the kinds apart). Idempotent.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].

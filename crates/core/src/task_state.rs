@@ -9,6 +9,10 @@
 //!   financial tool's grant covers one use per task unless the task says `tool#N` or `#*`);
 //! - **read amounts**: the amounts that reads the task anchored returned (an invoice's own
 //!   amount may be paid under a grant), stored as keyed digests ([`StateDigest::Amount`]);
+//! - **directory entries**: the entries of an upstream's own directory (channels, members)
+//!   that reads of the session returned, where the operator declared the listing
+//!   authoritative ([`crate::classify::DirectoryRule`]), as keyed digests
+//!   ([`StateDigest::Directory`], kept with the read amounts);
 //! - the **written set**: the values this session's store effects wrote. A read of an object
 //!   the session wrote is never anchored, and values the runtime wrote get fresh handles
 //!   (red-team F1). Membership is tested by keyed digest ([`StateDigest::Written`]); the
@@ -29,6 +33,11 @@ pub enum StateDigest {
     Written,
     /// An amount (decimal text) that an anchored read of the session returned (`amt:`).
     Amount,
+    /// An entry of an upstream's own directory that a read of the session returned
+    /// (`dir:`, over `upstream` + U+001F + the entry; [`crate::classify::DirectoryRule`]).
+    /// Kept beside the read amounts (one table of read-derived digests; the domain tag
+    /// keeps the kinds apart).
+    Directory,
 }
 
 impl StateDigest {
@@ -36,6 +45,7 @@ impl StateDigest {
         match self {
             StateDigest::Written => b"secureclaw.written-value.v1",
             StateDigest::Amount => b"secureclaw.read-amount.v1",
+            StateDigest::Directory => b"secureclaw.directory-entry.v1",
         }
     }
 
@@ -43,6 +53,7 @@ impl StateDigest {
         match self {
             StateDigest::Written => "wv",
             StateDigest::Amount => "amt",
+            StateDigest::Directory => "dir",
         }
     }
 }

@@ -323,6 +323,10 @@ pub struct GatewayConfig {
     pub trusted_targets: Vec<String>,
     /// Classification rules, first match wins.
     pub classify: Vec<FieldRule>,
+    /// `[[gateway.directory]]`: reads whose results list an upstream's own destinations
+    /// (channels, members); their entries anchor targets of that upstream's non-`egress`
+    /// tools ([`secureclaw_core::classify::DirectoryRule`]). None by default.
+    pub directory: Vec<secureclaw_core::classify::DirectoryRule>,
     /// Summary operator settings.
     pub summary: SummaryConfig,
     /// Tool overrides, first match wins.
@@ -436,6 +440,9 @@ impl GatewayConfig {
                     r.path
                 ));
             }
+        }
+        for (i, d) in self.directory.iter().enumerate() {
+            d.validate().map_err(|e| format!("directory[{i}]: {e}"))?;
         }
         self.speculation.validate()
     }

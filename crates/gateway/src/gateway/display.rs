@@ -136,6 +136,9 @@ pub(super) fn describe_call(
             Provenance::AuthoritativeField { source } => {
                 format!("authoritative field of {source}")
             }
+            Provenance::Directory { upstream } => {
+                format!("listed in the directory of {upstream} (operator-declared)")
+            }
             Provenance::FreeText { source } => format!("free text of {source}"),
             Provenance::Literal => "written by the agent".to_owned(),
             Provenance::ProtectedObject => {

@@ -541,6 +541,7 @@ impl Gateway {
                 if anchored {
                     self.note_read_amounts(session, &output, arguments).await;
                 }
+                self.note_directory(session, entry, &output).await;
                 let mut outcome = self
                     .finish(session, entry, Some(read), output, None, &pairs, arguments)
                     .await;

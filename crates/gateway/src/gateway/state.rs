@@ -15,6 +15,12 @@ use secureclaw_core::store::SessionRecord;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
+/// The digested form of a directory entry: the upstream, U+001F, the entry (trimmed), so an
+/// entry of one upstream's directory never anchors another's targets.
+fn directory_key(upstream: &str, value: &str) -> String {
+    format!("{upstream}\u{1f}{}", value.trim())
+}
+
 /// What a session's record of an object says (crates/core `protect`): its content was seen
 /// only as handles (protected), or the session has seen it (read it, or wrote it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,18 +298,83 @@ impl Gateway {
     /// Store `keys` ([`amounts::read_amount_key`]s and [`amounts::payee_key`]s) as keyed
     /// digests of the session; a failure is logged.
     async fn note_amount_keys(&self, session: &SessionRecord, keys: &[String]) {
+        self.note_read_keys(
+            session,
+            secureclaw_core::task_state::StateDigest::Amount,
+            keys,
+        )
+        .await;
+    }
+
+    /// Record the entries of the upstream's own directory that this read returned
+    /// (`[[gateway.directory]]`, [`secureclaw_core::classify::DirectoryRule`]) as keyed
+    /// digests of the session, from the upstream's structured result before declassification
+    /// (the entry as the upstream wrote it). A failure is logged: those targets then need a
+    /// human.
+    pub(super) async fn note_directory(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        output: &ToolOutput,
+    ) {
+        let Some(structured) = &output.structured else {
+            return;
+        };
+        let mut keys: Vec<String> = Vec::new();
+        for rule in &self.inner.config.directory {
+            keys.extend(
+                rule.entries(&entry.upstream, &entry.name, structured)
+                    .iter()
+                    .map(|e| directory_key(&entry.upstream, e)),
+            );
+        }
+        keys.sort();
+        keys.dedup();
+        self.note_read_keys(
+            session,
+            secureclaw_core::task_state::StateDigest::Directory,
+            &keys,
+        )
+        .await;
+    }
+
+    /// Whether a read of this session listed `value` in `upstream`'s directory (keyed digests
+    /// under every live handle key); `false` if the store or the key ring fails.
+    pub(super) async fn in_directory(
+        &self,
+        session: &SessionRecord,
+        upstream: &str,
+        value: &str,
+    ) -> bool {
+        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
+            &self.inner.keys,
+            secureclaw_core::task_state::StateDigest::Directory,
+            &session.id,
+            &directory_key(upstream, value),
+        ) else {
+            return false;
+        };
+        self.inner
+            .store
+            .amount_known(&session.id, &digests)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Store `keys` as keyed digests of `kind` for the session; a failure is logged.
+    async fn note_read_keys(
+        &self,
+        session: &SessionRecord,
+        kind: secureclaw_core::task_state::StateDigest,
+        keys: &[String],
+    ) {
         if keys.is_empty() {
             return;
         }
         let digests: Result<Vec<String>, _> = keys
             .iter()
             .map(|a| {
-                secureclaw_core::task_state::state_digest(
-                    &self.inner.keys,
-                    secureclaw_core::task_state::StateDigest::Amount,
-                    &session.id,
-                    a,
-                )
+                secureclaw_core::task_state::state_digest(&self.inner.keys, kind, &session.id, a)
             })
             .collect();
         let noted = match digests {
@@ -316,7 +387,7 @@ impl Gateway {
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = noted {
-            tracing::warn!(error = %e, "recording read amounts failed; they will need a human");
+            tracing::warn!(error = %e, "recording read values failed; they will need a human");
         }
     }
 

@@ -112,7 +112,14 @@ impl Gateway {
             .map_err(|_| ReasonCode::Internal)?
             .map_err(|_| ReasonCode::TooManyTargets)?
         };
-        let mut targets = self.targets(session, &entry, arguments, found, &records);
+        let mut targets = self
+            .directory_anchored(
+                session,
+                &entry,
+                self.targets(session, &entry, arguments, found, &records),
+                &records,
+            )
+            .await;
         let mut names_protected = false;
         let mut protection_unknown = false;
         if entry.effect == EffectClass::Effect && entry.sink == SinkKind::Store {
@@ -245,6 +252,10 @@ impl Gateway {
     /// identifier kind wherever it appears — except for a tool the operator declared
     /// target-less (`targets = []`). A target is anchored only by the task envelope, the
     /// operator's trusted targets, or a handle from an authoritative field of an anchored read.
+    ///
+    /// Each fact comes with the value a directory entry could anchor
+    /// ([`Gateway::directory_anchored`]): the literal, or the id of the one handle it consists
+    /// of, for an unanchored target; `None` otherwise.
     fn targets(
         &self,
         session: &SessionRecord,
@@ -252,7 +263,7 @@ impl Gateway {
         arguments: &Map<String, Value>,
         found: Vec<secureclaw_core::anchor::Target>,
         records: &BTreeMap<HandleId, HandleRecord>,
-    ) -> Vec<TargetFact> {
+    ) -> Vec<(TargetFact, Option<String>)> {
         // The operator declared the tool target-less (`targets = []`, e.g. saving a draft):
         // nothing in its arguments is a destination.
         if entry.targets_declared && entry.targets.is_empty() {
@@ -260,7 +271,7 @@ impl Gateway {
         }
         let mut seen_handles: std::collections::HashSet<&HandleId> =
             std::collections::HashSet::new();
-        let mut out: Vec<TargetFact> = Vec::new();
+        let mut out: Vec<(TargetFact, Option<String>)> = Vec::new();
         let mut found = found;
         if entry.destructive
             || entry.financial
@@ -281,27 +292,33 @@ impl Gateway {
         }
         for t in found {
             let refs = find_handles(&Value::String(t.value.clone()));
-            let (anchored, provenance) = match refs.as_slice() {
+            let (anchored, provenance, candidate) = match refs.as_slice() {
                 [] => anchor_provenance_in(
                     &t.field,
                     &t.value,
                     &session.envelope,
                     &self.inner.config.trusted_targets,
                 )
-                .map_or((false, Provenance::Literal), |p| (true, p)),
+                .map_or((false, Provenance::Literal, Some(t.value.clone())), |p| {
+                    (true, p, None)
+                }),
                 [(_, id)] if id.0 == t.value.trim() => {
                     seen_handles.extend(records.get_key_value(id).map(|(k, _)| k));
-                    handle_provenance(records.get(id))
+                    let (anchored, provenance) = handle_provenance(records.get(id));
+                    (anchored, provenance, Some(id.0.clone()))
                 }
                 // Text around a handle, or several handles: the runtime composed it.
-                _ => (false, Provenance::Literal),
+                _ => (false, Provenance::Literal, None),
             };
-            out.push(TargetFact {
-                field: t.field,
-                anchored,
-                via_handle: !refs.is_empty(),
-                provenance,
-            });
+            out.push((
+                TargetFact {
+                    field: t.field,
+                    anchored,
+                    via_handle: !refs.is_empty(),
+                    provenance,
+                },
+                candidate.filter(|_| !anchored),
+            ));
         }
         // A handle outside the target fields may be a destination too (`reply_to`, a header,
         // a nested object): one that is not anchored, and whose record does not name this tool
@@ -337,12 +354,56 @@ impl Gateway {
                 .next()
                 .unwrap_or_default()
                 .to_owned();
-            out.push(TargetFact {
-                field,
-                anchored,
-                via_handle: true,
-                provenance,
-            });
+            out.push((
+                TargetFact {
+                    field,
+                    anchored,
+                    via_handle: true,
+                    provenance,
+                },
+                Some(id.0.clone()),
+            ));
+        }
+        out
+    }
+
+    /// Anchor the targets whose value is an entry of the upstream's own directory
+    /// (`[[gateway.directory]]`, provenance [`Provenance::Directory`]): only for an effect
+    /// tool that is not an `egress` sink (a directory names internal destinations; a web
+    /// fetch or a mail leaves), only a literal or the plaintext of the one handle a target
+    /// consists of, and never a value the session wrote itself.
+    async fn directory_anchored(
+        &self,
+        session: &SessionRecord,
+        entry: &ToolEntry,
+        facts: Vec<(TargetFact, Option<String>)>,
+        records: &BTreeMap<HandleId, HandleRecord>,
+    ) -> Vec<TargetFact> {
+        let applies = !self.inner.config.directory.is_empty()
+            && entry.effect == EffectClass::Effect
+            && entry.sink != SinkKind::Egress;
+        let mut out = Vec::with_capacity(facts.len());
+        for (mut fact, candidate) in facts {
+            if let Some(candidate) = candidate.filter(|_| applies && !fact.anchored) {
+                let value = match find_handles(&Value::String(candidate.clone())).as_slice() {
+                    [] => Some(candidate),
+                    [(_, id)] => match records.get(id) {
+                        Some(r) => self.handle_plaintext(r).await,
+                        None => None,
+                    },
+                    _ => None,
+                };
+                if let Some(value) = value
+                    && !self.wrote(session, &value).await
+                    && self.in_directory(session, &entry.upstream, &value).await
+                {
+                    fact.anchored = true;
+                    fact.provenance = Provenance::Directory {
+                        upstream: entry.upstream.clone(),
+                    };
+                }
+            }
+            out.push(fact);
         }
         out
     }

@@ -100,12 +100,29 @@ pub(crate) type PgError = tokio_postgres::Error;
 pub(crate) fn db(e: PgError) -> StoreError {
     match e.as_db_error() {
         Some(d) => StoreError::Unavailable(format!("postgres: {}", d.message())),
-        None => StoreError::Unavailable(format!("postgres: {e}")),
+        None => StoreError::Unavailable(format!("postgres: {}", with_causes(&e))),
     }
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
-    StoreError::Unavailable(format!("postgres pool: {e}"))
+    StoreError::Unavailable(format!("postgres pool: {}", with_causes(&e)))
+}
+
+/// `e` followed by each error in its source chain (`: cause`), skipping a cause whose text the
+/// previous one already shows: a TLS failure then names its reason (an unknown issuer, a name
+/// the certificate does not hold) instead of only "error performing TLS handshake".
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !c.is_empty() && !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The PostgreSQL store. `Send + Sync`; share it with an [`Arc`]. Dropping it stops the lease

@@ -108,7 +108,9 @@ impl StoreUrl {
                 .get_hostaddrs()
                 .iter()
                 .all(std::net::IpAddr::is_loopback);
-        let mode = explicit_mode.unwrap_or(if local {
+        // Naming a CA asks for TLS: without an `sslmode`, `sslrootcert` requires it on a
+        // loopback host too (a new user's local test otherwise ran in plain text silently).
+        let mode = explicit_mode.unwrap_or(if local && root_cert.is_none() {
             SslMode::Disable
         } else {
             SslMode::Require
@@ -206,6 +208,15 @@ mod tests {
         );
         assert_eq!(
             mode("postgres://u@%2Fvar%2Frun%2Fpostgresql/x"),
+            SslMode::Disable
+        );
+        // Naming a CA asks for TLS, on a loopback host too (new-user finding: it was plain).
+        assert_eq!(
+            mode("postgres://u@localhost/x?sslrootcert=/etc/ca.pem"),
+            SslMode::Require
+        );
+        assert_eq!(
+            mode("postgres://u@localhost/x?sslrootcert=/etc/ca.pem&sslmode=disable"),
             SslMode::Disable
         );
         // Explicit modes are honoured, libpq's verify modes included.
