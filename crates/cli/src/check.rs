@@ -79,9 +79,10 @@ pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCod
     }
     if unmatched.is_empty() {
         println!(
-            "every rule applies to a listed tool ({} [[gateway.tools]], {} [[gateway.classify]])",
+            "every rule applies to a listed tool ({} [[gateway.tools]], {} [[gateway.classify]], {} [[gateway.directory]])",
             config.gateway.tools.len(),
-            config.gateway.classify.len()
+            config.gateway.classify.len(),
+            config.gateway.directory.len()
         );
         Ok(ExitCode::SUCCESS)
     } else {

@@ -89,29 +89,37 @@ pub const MAX_DIRECTORY_ENTRY_BYTES: usize = 256;
 /// as a chat workspace's channels or members (DESIGN.md §3 "Targets, anchoring and
 /// provenance"; issue 11 item 10, legitimate chains).
 ///
-/// Every string at `path` in the structured result of a matching read is an entry. For the
-/// rest of the session, a target of a tool **of the same upstream** that is not an `egress`
-/// sink is anchored when its value (or the plaintext of the one handle it consists of) is
-/// exactly such an entry and the session did not write it itself (provenance
-/// [`crate::policy::Provenance::Directory`]). So `send_channel_message {"channel": "general"}`
-/// needs no prompt after `get_channels` listed `general`, while an address or a URL typed by
-/// the agent, or any target of an `egress` tool (mail, web posts, invitations), is unaffected.
+/// Every string at `path` in the structured result of a matching read, **as the runtime was
+/// shown it** (after declassification), is an entry — except a string holding a handle (a
+/// value the runtime never saw) and a string containing one of the read's own argument
+/// strings (an upstream that echoes the agent's input would otherwise let it list anything).
+/// For the rest of the session, a target of one of the tools in `anchors` (`upstream__tool`
+/// patterns, of the same upstream) is anchored when the target's field is named like a
+/// destination (`channel`, `recipient`, `user`, …; never a content field such as `body`), the
+/// tool is an effect and not an `egress` sink, its value (or the plaintext of the one handle
+/// it consists of) is exactly such an entry, and the session did not write it itself
+/// (provenance [`crate::policy::Provenance::Directory`]). So
+/// `send_channel_message {"channel": "general"}` needs no prompt after `get_channels` listed
+/// `general`, while message text, an address or a URL typed by the agent, and every target of
+/// a tool the rule does not name are unaffected.
 ///
 /// The operator vouches that whoever can add an entry to the listing may be a destination of
-/// the upstream's internal tools. Destructive and financial effects still need a grant or a
-/// confirmation. Entries longer than [`MAX_DIRECTORY_ENTRY_BYTES`] or beyond the first
+/// the named tools. Destructive and financial effects still need a grant or a confirmation.
+/// Entries longer than [`MAX_DIRECTORY_ENTRY_BYTES`] or beyond the first
 /// [`MAX_DIRECTORY_ENTRIES`] of one read are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectoryRule {
-    /// Upstream id pattern (`*` wildcards).
-    #[serde(default = "star")]
+    /// Upstream id pattern (`*` wildcards). Required.
     pub upstream: String,
     /// Read tool pattern (the tool's own name, as in `[[gateway.classify]]`).
     pub tool: String,
     /// JSON pointer pattern into the result's structured content; `*` matches one segment
     /// (`/result/*` for a list of names, `/result/*/name` for a list of objects).
     pub path: String,
+    /// The effect tools (`upstream__tool` patterns) whose destination fields an entry may
+    /// anchor. Required and non-empty: nothing is anchored by default.
+    pub anchors: Vec<String>,
 }
 
 impl DirectoryRule {
@@ -134,16 +142,28 @@ impl DirectoryRule {
         out
     }
 
-    /// Check the rule: its path is a JSON pointer (`/…`).
+    /// The rule's identity in digests: an entry recorded under one rule anchors only the tools
+    /// that rule names.
+    #[must_use]
+    pub fn key(&self) -> String {
+        format!("{}\u{1f}{}\u{1f}{}", self.upstream, self.tool, self.path)
+    }
+
+    /// Check the rule: its path is a JSON pointer (`/…`) and it names the tools it anchors.
     ///
     /// # Errors
-    /// A message naming the path.
+    /// A message naming the path or the missing `anchors`.
     pub fn validate(&self) -> Result<(), String> {
         if !self.path.starts_with('/') {
             return Err(format!(
-                "path `{}` must be a JSON pointer starting with `/`",
+                "path `{}` must be a JSON pointer starting with `/` into the result's structuredContent",
                 self.path
             ));
+        }
+        if self.anchors.is_empty() || self.anchors.iter().any(|a| a.trim().is_empty()) {
+            return Err(
+                "`anchors` must list the effect tools (`upstream__tool` patterns) whose destinations the entries anchor".to_owned(),
+            );
         }
         Ok(())
     }
@@ -265,6 +285,7 @@ mod tests {
             upstream: "slack".into(),
             tool: "get_channels".into(),
             path: "/result/*".into(),
+            anchors: vec!["slack__send_channel_message".into()],
         };
         let v = serde_json::json!({"result": ["general", "random", "", {"x": "nested"}, 7,
                                               "x".repeat(MAX_DIRECTORY_ENTRY_BYTES + 1)]});
@@ -282,6 +303,7 @@ mod tests {
             upstream: "*".into(),
             tool: "get_users_in_channel".into(),
             path: "/result/*/name".into(),
+            anchors: vec!["*".into()],
         };
         let v = serde_json::json!({"result": [{"name": "Alice", "bio": "Bob"}, {"name": "Eve"}]});
         assert_eq!(
@@ -300,13 +322,23 @@ mod tests {
             .len(),
             MAX_DIRECTORY_ENTRIES
         );
+        assert!(rule.validate().is_ok());
         assert!(
             DirectoryRule {
                 path: "result/*".into(),
-                ..rule
+                ..rule.clone()
             }
             .validate()
             .is_err()
+        );
+        assert!(
+            DirectoryRule {
+                anchors: vec![],
+                ..rule
+            }
+            .validate()
+            .is_err(),
+            "a rule must name what it anchors"
         );
     }
 

@@ -121,6 +121,30 @@ pub fn unmatched_rules(config: &GatewayConfig, listed: &[(String, String)]) -> V
             });
         }
     }
+    for (i, rule) in config.directory.iter().enumerate() {
+        let any = listed
+            .iter()
+            .any(|(u, t)| glob_match(&rule.upstream, u) && glob_match(&rule.tool, t));
+        if !any {
+            let pattern = format!("{}__{}", rule.upstream, rule.tool);
+            out.push(UnmatchedRule {
+                key: format!("gateway.directory[{i}]"),
+                closest: closest(&pattern, &names),
+                pattern: format!("upstream = {}, tool = {}", rule.upstream, rule.tool),
+                why: "matches no listed tool (`tool` is the tool's own name)".to_owned(),
+            });
+        }
+        for anchored in &rule.anchors {
+            if !names.iter().any(|n| glob_match(anchored, n)) {
+                out.push(UnmatchedRule {
+                    key: format!("gateway.directory[{i}].anchors"),
+                    closest: closest(anchored, &names),
+                    pattern: anchored.clone(),
+                    why: "matches no listed tool (`upstream__tool`)".to_owned(),
+                });
+            }
+        }
+    }
     out
 }
 
@@ -153,6 +177,23 @@ mod tests {
         assert_eq!(found[0].key, "gateway.tools[0]");
         assert_eq!(found[0].closest.as_deref(), Some("office__send_email"));
         assert!(found[0].to_string().contains("matches no listed tool"));
+    }
+
+    /// A directory rule written with the `upstream__tool` form, or naming a tool to anchor
+    /// that is not listed, is reported; the right form is not (new-user trial).
+    #[test]
+    fn directory_rules_are_checked_against_the_listed_tools() {
+        let c = config(
+            "[[directory]]\nupstream = \"office\"\ntool = \"office__read_invoice\"\npath = \"/vendor\"\nanchors = [\"office__send_emial\"]\n\n[[directory]]\nupstream = \"office\"\ntool = \"read_invoice\"\npath = \"/vendor\"\nanchors = [\"office__send_email\"]\n",
+        );
+        let found = unmatched_rules(&c, &listed());
+        let keys: Vec<&str> = found.iter().map(|f| f.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["gateway.directory[0]", "gateway.directory[0].anchors"],
+            "{found:?}"
+        );
+        assert_eq!(found[1].closest.as_deref(), Some("office__send_email"));
     }
 
     /// Positive control: exact names and patterns that match something are not reported.

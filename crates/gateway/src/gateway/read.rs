@@ -541,7 +541,6 @@ impl Gateway {
                 if anchored {
                     self.note_read_amounts(session, &output, arguments).await;
                 }
-                self.note_directory(session, entry, &output).await;
                 let mut outcome = self
                     .finish(session, entry, Some(read), output, None, &pairs, arguments)
                     .await;
@@ -556,6 +555,9 @@ impl Gateway {
                 }
                 if anchored && let CallOutcome::Completed { output, .. } = &outcome {
                     self.note_read_payees(session, output, arguments).await;
+                }
+                if let CallOutcome::Completed { output, .. } = &outcome {
+                    self.note_directory(session, entry, output, arguments).await;
                 }
                 outcome
             }

@@ -15,10 +15,31 @@ use secureclaw_core::store::SessionRecord;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-/// The digested form of a directory entry: the upstream, U+001F, the entry (trimmed), so an
-/// entry of one upstream's directory never anchors another's targets.
-fn directory_key(upstream: &str, value: &str) -> String {
-    format!("{upstream}\u{1f}{}", value.trim())
+/// The digested form of a directory entry: its rule, the upstream, the entry (trimmed),
+/// separated by U+001F, so an entry recorded under one rule anchors only that rule's tools of
+/// that upstream.
+fn directory_key(
+    rule: &secureclaw_core::classify::DirectoryRule,
+    upstream: &str,
+    value: &str,
+) -> String {
+    format!("{}\u{1f}{upstream}\u{1f}{}", rule.key(), value.trim())
+}
+
+/// Every string of `v`, object keys included.
+fn collect_strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        Value::Object(map) => {
+            for (k, i) in map {
+                out.push(k.clone());
+                collect_strings(i, out);
+            }
+        }
+        Value::Null | Value::Bool(_) => {}
+    }
 }
 
 /// What a session's record of an object says (crates/core `protect`): its content was seen
@@ -308,25 +329,37 @@ impl Gateway {
 
     /// Record the entries of the upstream's own directory that this read returned
     /// (`[[gateway.directory]]`, [`secureclaw_core::classify::DirectoryRule`]) as keyed
-    /// digests of the session, from the upstream's structured result before declassification
-    /// (the entry as the upstream wrote it). A failure is logged: those targets then need a
-    /// human.
+    /// digests of the session, from the **declassified** result the runtime is given: a
+    /// string holding a handle (a value the runtime never saw: no guessing oracle) and a
+    /// string containing one of the read's own argument strings (an echo of the agent's
+    /// input) are not entries. A failure is logged: those targets then need a human.
     pub(super) async fn note_directory(
         &self,
         session: &SessionRecord,
         entry: &ToolEntry,
-        output: &ToolOutput,
+        shown: &ToolOutput,
+        arguments: &Map<String, Value>,
     ) {
-        let Some(structured) = &output.structured else {
+        let Some(structured) = &shown.structured else {
             return;
         };
+        let mut inputs: Vec<String> = Vec::new();
+        collect_strings(&Value::Object(arguments.clone()), &mut inputs);
+        let inputs: Vec<String> = inputs
+            .iter()
+            .map(|a| a.trim().to_lowercase())
+            .filter(|a| !a.is_empty())
+            .collect();
         let mut keys: Vec<String> = Vec::new();
         for rule in &self.inner.config.directory {
-            keys.extend(
-                rule.entries(&entry.upstream, &entry.name, structured)
-                    .iter()
-                    .map(|e| directory_key(&entry.upstream, e)),
-            );
+            for e in rule.entries(&entry.upstream, &entry.name, structured) {
+                let lower = e.to_lowercase();
+                if find_handles(&Value::String(e.clone())).is_empty()
+                    && !inputs.iter().any(|a| lower.contains(a.as_str()))
+                {
+                    keys.push(directory_key(rule, &entry.upstream, &e));
+                }
+            }
         }
         keys.sort();
         keys.dedup();
@@ -338,22 +371,39 @@ impl Gateway {
         .await;
     }
 
-    /// Whether a read of this session listed `value` in `upstream`'s directory (keyed digests
-    /// under every live handle key); `false` if the store or the key ring fails.
+    /// Whether a read of this session listed `value` in a directory whose rule names `entry`
+    /// among the tools it anchors (keyed digests under every live handle key); `false` if the
+    /// store or the key ring fails.
     pub(super) async fn in_directory(
         &self,
         session: &SessionRecord,
-        upstream: &str,
+        entry: &ToolEntry,
         value: &str,
     ) -> bool {
-        let Ok(digests) = secureclaw_core::task_state::state_lookup_digests(
-            &self.inner.keys,
-            secureclaw_core::task_state::StateDigest::Directory,
-            &session.id,
-            &directory_key(upstream, value),
-        ) else {
+        let qualified = format!("{}__{}", entry.upstream, entry.name);
+        let mut digests = Vec::new();
+        for rule in &self.inner.config.directory {
+            if !secureclaw_core::handle::glob_match(&rule.upstream, &entry.upstream)
+                || !rule
+                    .anchors
+                    .iter()
+                    .any(|p| secureclaw_core::handle::glob_match(p, &qualified))
+            {
+                continue;
+            }
+            match secureclaw_core::task_state::state_lookup_digests(
+                &self.inner.keys,
+                secureclaw_core::task_state::StateDigest::Directory,
+                &session.id,
+                &directory_key(rule, &entry.upstream, value),
+            ) {
+                Ok(d) => digests.extend(d),
+                Err(_) => return false,
+            }
+        }
+        if digests.is_empty() {
             return false;
-        };
+        }
         self.inner
             .store
             .amount_known(&session.id, &digests)

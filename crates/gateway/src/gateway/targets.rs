@@ -369,8 +369,8 @@ impl Gateway {
 
     /// Anchor the targets whose value is an entry of the upstream's own directory
     /// (`[[gateway.directory]]`, provenance [`Provenance::Directory`]): only for an effect
-    /// tool that is not an `egress` sink (a directory names internal destinations; a web
-    /// fetch or a mail leaves), only a literal or the plaintext of the one handle a target
+    /// tool that is not an `egress` sink and that the rule names in `anchors`, only in a field
+    /// named like a destination, only a literal or the plaintext of the one handle a target
     /// consists of, and never a value the session wrote itself.
     async fn directory_anchored(
         &self,
@@ -384,7 +384,12 @@ impl Gateway {
             && entry.sink != SinkKind::Egress;
         let mut out = Vec::with_capacity(facts.len());
         for (mut fact, candidate) in facts {
-            if let Some(candidate) = candidate.filter(|_| applies && !fact.anchored) {
+            // Only a field named like a destination (`channel`, `recipient`, `user`): never
+            // content (`body`), whose text an entry must not vouch for (red-team: a body equal
+            // to an entry was posted without a human).
+            let destination = secureclaw_core::anchor::is_destination_field_name(&fact.field);
+            if let Some(candidate) = candidate.filter(|_| applies && destination && !fact.anchored)
+            {
                 let value = match find_handles(&Value::String(candidate.clone())).as_slice() {
                     [] => Some(candidate),
                     [(_, id)] => match records.get(id) {
@@ -395,7 +400,7 @@ impl Gateway {
                 };
                 if let Some(value) = value
                     && !self.wrote(session, &value).await
-                    && self.in_directory(session, &entry.upstream, &value).await
+                    && self.in_directory(session, entry, &value).await
                 {
                     fact.anchored = true;
                     fact.provenance = Provenance::Directory {
