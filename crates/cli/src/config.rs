@@ -315,6 +315,21 @@ pub struct Config {
     pub upstream: Vec<UpstreamSpec>,
 }
 
+/// A parse error with a hint where serde's wording does not say what to change: a repeated
+/// table written with single brackets (`[gateway.directory]`) reads as "invalid type: map,
+/// expected a sequence" (new-user trial).
+fn with_hint(message: &str) -> String {
+    if message.contains("expected a sequence") {
+        format!(
+            "{message}\nhint: a table that can repeat — [[upstream]], [[gateway.tools]], \
+             [[gateway.classify]], [[gateway.directory]], [[gateway.speculation.contracts]] — \
+             is written with double brackets"
+        )
+    } else {
+        message.to_owned()
+    }
+}
+
 impl Config {
     /// Read, parse and validate `path`. Relative policy paths are resolved against the
     /// file's directory.
@@ -324,8 +339,8 @@ impl Config {
         if let Some(missing) = missing_contract_fields(&text) {
             bail!("{}: {missing}", path.display());
         }
-        let mut config: Config =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut config: Config = toml::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), with_hint(&e.to_string())))?;
         let base = path.parent().unwrap_or(Path::new("."));
         for p in &mut config.server.policy_files {
             if p.is_relative() {
@@ -564,6 +579,15 @@ mod tests {
                 .unwrap_or_default();
             assert!(err.contains(needle), "{text}: {err}");
         }
+        // A repeated table written with single brackets gets a hint.
+        let err = toml::from_str::<Config>(
+            "[gateway.directory]\nupstream = \"a\"\ntool = \"b\"\npath = \"/x\"\nanchors = [\"a__c\"]\n",
+        )
+        .err()
+        .map(|e| with_hint(&e.to_string()))
+        .unwrap_or_default();
+        assert!(err.contains("double brackets"), "{err}");
+        assert_eq!(with_hint("unknown field `x`"), "unknown field `x`");
         let ok: Config = toml::from_str(
             "[[upstream]]\nid = \"a\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n",
         )
