@@ -107,33 +107,34 @@ pub fn unmatched_rules(config: &GatewayConfig, listed: &[(String, String)]) -> V
             why,
         });
     }
-    for (i, rule) in config.classify.iter().enumerate() {
+    // Result rules name the read by upstream and the tool's own name.
+    let results = config
+        .classify
+        .iter()
+        .map(|r| ("classify", &r.upstream, &r.tool))
+        .enumerate()
+        .chain(
+            config
+                .directory
+                .iter()
+                .map(|r| ("directory", &r.upstream, &r.tool))
+                .enumerate(),
+        );
+    for (i, (table, upstream, tool)) in results {
         let any = listed
             .iter()
-            .any(|(u, t)| glob_match(&rule.upstream, u) && glob_match(&rule.tool, t));
+            .any(|(u, t)| glob_match(upstream, u) && glob_match(tool, t));
         if !any {
-            let pattern = format!("{}__{}", rule.upstream, rule.tool);
+            let pattern = format!("{upstream}__{tool}");
             out.push(UnmatchedRule {
-                key: format!("gateway.classify[{i}]"),
+                key: format!("gateway.{table}[{i}]"),
                 closest: closest(&pattern, &names),
-                pattern: format!("upstream = {}, tool = {}", rule.upstream, rule.tool),
-                why: "matches no listed tool".to_owned(),
+                pattern: format!("upstream = {upstream}, tool = {tool}"),
+                why: "matches no listed tool (`tool` is the tool's own name)".to_owned(),
             });
         }
     }
     for (i, rule) in config.directory.iter().enumerate() {
-        let any = listed
-            .iter()
-            .any(|(u, t)| glob_match(&rule.upstream, u) && glob_match(&rule.tool, t));
-        if !any {
-            let pattern = format!("{}__{}", rule.upstream, rule.tool);
-            out.push(UnmatchedRule {
-                key: format!("gateway.directory[{i}]"),
-                closest: closest(&pattern, &names),
-                pattern: format!("upstream = {}, tool = {}", rule.upstream, rule.tool),
-                why: "matches no listed tool (`tool` is the tool's own name)".to_owned(),
-            });
-        }
         for anchored in &rule.anchors {
             if !names.iter().any(|n| glob_match(anchored, n)) {
                 out.push(UnmatchedRule {

@@ -325,7 +325,8 @@ impl TestUpstream {
     }
 }
 
-fn test_tool(name: &str, read_only: bool, destructive: bool) -> UpstreamTool {
+/// An upstream tool of `name` with its annotations (input schema: any object).
+pub fn test_tool(name: &str, read_only: bool, destructive: bool) -> UpstreamTool {
     UpstreamTool {
         name: name.into(),
         title: None,
@@ -337,7 +338,8 @@ fn test_tool(name: &str, read_only: bool, destructive: bool) -> UpstreamTool {
     }
 }
 
-fn text_output(v: Value) -> ToolOutput {
+/// A successful result: `v` as structured content and as its JSON text.
+pub fn text_output(v: Value) -> ToolOutput {
     ToolOutput {
         content: vec![json!({"type": "text", "text": v.to_string()})],
         structured: Some(v),
