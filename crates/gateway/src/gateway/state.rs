@@ -343,6 +343,9 @@ impl Gateway {
         let Some(structured) = &shown.structured else {
             return;
         };
+        if self.inner.config.directory.is_empty() {
+            return;
+        }
         let mut inputs: Vec<String> = Vec::new();
         collect_strings(&Value::Object(arguments.clone()), &mut inputs);
         let inputs: Vec<String> = inputs
