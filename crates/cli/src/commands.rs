@@ -86,7 +86,7 @@ const LAUNCHERS: &[&str] = &[
 
 /// The default upstream id of `wrap`: the name of the program that serves the tools, lowercase,
 /// with anything but letters and digits turned into `-` (see [`LAUNCHERS`]).
-fn derive_id(command: &str, args: &[String]) -> String {
+pub(crate) fn derive_id(command: &str, args: &[String]) -> String {
     // The last path component that is not a build-layout name, without extension or npm
     // version: `@scope/pkg@1.2.3` → `pkg`, `…/server-filesystem/dist/index.js` →
     // `server-filesystem`, `server.py` → `server`.

@@ -12,6 +12,7 @@ mod eval;
 mod guard;
 mod stack;
 mod state;
+mod tools;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -124,6 +125,10 @@ enum Command {
     /// Inspect a session's speculative trace: marginal exposure per observer.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Review and approve upstream tool definitions: list their pins, diff a changed tool,
+    /// pin what the upstreams list now (a changed or new tool is hidden until pinned).
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
     /// List, rotate or retire keys.
     #[command(subcommand)]
     Keys(commands::KeysCommand),
@@ -158,7 +163,8 @@ enum Command {
     #[command(hide = true)]
     FaultUpstream {
         /// The fault: ok, die-after-effect, 404-after-effect, hang-call, hang-list,
-        /// endless-line, deep-schema, wrong-id, duplicate-reply, input-required.
+        /// endless-line, deep-schema, wrong-id, duplicate-reply, input-required, rug-pull,
+        /// rug-pull-after-effect.
         #[arg(long)]
         mode: String,
         /// Every effect (`pay`) appends a line here before the fault.
@@ -299,6 +305,9 @@ fn main() -> ExitCode {
             Command::Policy(c) => commands::policy(c),
             Command::Config(c) => check::run(explicit_state_dir.as_deref(), c).await,
             Command::Trace(c) => trace::trace(&state_dir, store_url, c).await,
+            Command::Tools(c) => {
+                tools::run(explicit_state_dir.as_deref(), explicit_store.as_deref(), c).await
+            }
             Command::Keys(c) => commands::keys(&state_dir, c),
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::Eval(c) => eval::run(c),

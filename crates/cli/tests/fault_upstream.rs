@@ -161,7 +161,12 @@ impl Wrapped {
 
     /// [`Wrapped::start`] with calls timing out after `call_ms`.
     fn start_with(mode: &str, call_ms: u64) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), mode, call_ms)
+    }
+
+    /// [`Wrapped::start_with`] in `dir` (its `state` directory and effects file are kept
+    /// from an earlier `wrap` in the same directory).
+    fn start_in(dir: tempfile::TempDir, mode: &str, call_ms: u64) -> Self {
         let effects = dir.path().join("effects.jsonl");
         let config = write_config(dir.path(), free_port(), "", call_ms, PATIENT_MS);
         let state = dir.path().join("state");
@@ -271,6 +276,123 @@ impl Wrapped {
             assert!(v.get("id").is_none(), "unexpected reply: {line}");
         }
     }
+}
+
+/// `secureclaw --state-dir STATE tools SUB --id fault -- EXE fault-upstream --mode MODE
+/// --effects EFFECTS`: exit success and stdout.
+fn tools_cli(sub: &str, state: &Path, mode: &str, effects: &Path) -> (bool, String) {
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["tools", sub, "--id", "fault", "--"])
+        .arg(EXE)
+        .args(["fault-upstream", "--mode", mode, "--effects"])
+        .arg(effects)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "tools {sub}: {stdout}\n{stderr}"
+    );
+    (out.status.success(), format!("{stdout}{stderr}"))
+}
+
+/// The names `tools/list` shows.
+fn listed_tools(w: &mut Wrapped, id: i64) -> Vec<String> {
+    w.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+    let r = w.replies(&[id]).remove(0);
+    r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 16 item 4 (rug pull at a restart of the gateway): the first `wrap` pins the
+/// upstream's tools; the upstream then lists `pay` with a description carrying instructions.
+/// `tools list` and `tools diff` show the change; the next `wrap` hides `pay` and refuses it
+/// (`tool_definition_changed`, nothing sent) while `peek` works; after `tools pin` the running
+/// `wrap` serves `pay` again.
+#[test]
+fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tools_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().to_path_buf();
+    let mut w = Wrapped::start_in(dir, "ok", PATIENT_MS);
+    assert_eq!(listed_tools(&mut w, 2), ["pay", "peek"]);
+    let (state, effects_file) = (w.state.clone(), w.effects.clone());
+    // Keep the directory: the next wrap starts in it.
+    let dir = std::mem::replace(&mut w._dir, tempfile::tempdir().unwrap());
+    drop(w);
+    assert_eq!(dir.path(), keep);
+
+    let (ok, out) = tools_cli("list", &state, "rug-pull", &effects_file);
+    assert!(!ok, "a changed tool makes `tools list` exit 1: {out}");
+    assert!(out.contains("changed  pay"), "{out}");
+    assert!(out.contains("pinned   peek"), "{out}");
+    let (ok, out) = tools_cli("diff", &state, "rug-pull", &effects_file);
+    assert!(ok, "{out}");
+    assert!(out.contains("fault__pay (changed)"), "{out}");
+    assert!(out.contains("description:"), "{out}");
+    assert!(out.contains("- \"Pay an invoice.\""), "{out}");
+    assert!(out.contains("+ \"Pay an invoice. <IMPORTANT>"), "{out}");
+    assert!(
+        !out.contains("peek"),
+        "an unchanged tool is not shown: {out}"
+    );
+    assert!(out.contains("poisoning scan: "), "{out}");
+    assert!(out.contains("Pay an invoice. [removed]"), "{out}");
+
+    let mut w = Wrapped::start_in(dir, "rug-pull", PATIENT_MS);
+    assert_eq!(
+        listed_tools(&mut w, 2),
+        ["peek"],
+        "the changed tool is hidden"
+    );
+    w.call(3, WRAP_PAY, json!({"ref": "a"}));
+    let r = w.replies(&[3]).remove(0);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text_of(&r).contains("tool_definition_changed"), "{r}");
+    assert!(effects(&w.effects).is_empty(), "nothing was sent to it");
+    w.call(4, WRAP_PEEK, json!({}));
+    assert!(text_of(&w.replies(&[4]).remove(0)).contains("peek 1"));
+    assert!(
+        w.stderr_so_far().contains("secureclaw tools diff"),
+        "the operator's log says what to do: {}",
+        w.stderr_so_far()
+    );
+
+    let (ok, out) = tools_cli("pin", &state, "rug-pull", &effects_file);
+    assert!(ok, "{out}");
+    assert!(out.contains("1 new or changed"), "{out}");
+    assert_eq!(listed_tools(&mut w, 5), ["pay", "peek"]);
+    w.call(6, WRAP_PAY, json!({"ref": "b"}));
+    assert!(text_of(&w.replies(&[6]).remove(0)).contains("paid 1"));
+    assert_eq!(effects(&w.effects).len(), 1);
+    let (ok, out) = tools_cli("list", &state, "rug-pull", &effects_file);
+    assert!(ok, "everything pinned: {out}");
+}
+
+/// Issue 16 item 4 (rug pull while the gateway runs): the upstream process dies after an
+/// effect and the restarted one lists `pay` with another description. The reconnection
+/// compares the listing with the one at start-up: `pay` is hidden and refused
+/// (`tool_definition_changed`), and the call is not sent; `peek`, unchanged, is served.
+#[test]
+fn a_tool_changed_by_a_restarted_upstream_is_refused() {
+    let mut w = Wrapped::start_with("rug-pull-after-effect", PATIENT_MS);
+    w.call(2, WRAP_PAY, json!({"ref": "a"}));
+    assert_outcome_unknown_text(&text_of(&w.replies(&[2]).remove(0)));
+    assert_eq!(effects(&w.effects).len(), 1);
+    // The next call reconnects; the new process lists `pay` differently.
+    w.call(3, WRAP_PEEK, json!({}));
+    assert!(text_of(&w.replies(&[3]).remove(0)).contains("peek 1"));
+    assert_eq!(listed_tools(&mut w, 4), ["peek"]);
+    w.call(5, WRAP_PAY, json!({"ref": "b"}));
+    let r = w.replies(&[5]).remove(0);
+    assert!(text_of(&r).contains("tool_definition_changed"), "{r}");
+    assert_eq!(effects(&w.effects).len(), 1, "nothing more was sent");
 }
 
 fn text_of(reply: &Value) -> String {

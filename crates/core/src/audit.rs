@@ -58,6 +58,10 @@ pub enum AuditKind {
     /// rejection record stands for `count` rejections of its session within a second).
     /// `detail` holds the front end and a reason code, never the request.
     Rejection,
+    /// Tool-definition pins (issue 16 item 4): an upstream's tools were pinned (on first use
+    /// or by the operator), or its listing differs from its pins (`reason`
+    /// `tool_definition_changed`; `detail` names the changed, unpinned and removed tools).
+    ToolPins,
 }
 
 /// One event.

@@ -118,6 +118,11 @@ pub enum ReasonCode {
     /// the preview was issued (or an identical call is still running): the preview no longer
     /// stands; nothing was sent. Previewing again asks the user.
     OutcomeUnknownSincePreview,
+    /// The upstream's definition of this tool (description, schemas, annotations) differs
+    /// from the one the operator pinned, or the tool was never pinned: it is hidden and its
+    /// calls are refused until the operator reviews the difference and pins it again
+    /// (`secureclaw tools diff` / `tools pin`; issue 16 item 4, rug pulls). Nothing was sent.
+    ToolDefinitionChanged,
 }
 
 impl ReasonCode {
@@ -165,6 +170,7 @@ impl ReasonCode {
             ReasonCode::MatchBudget => "match_budget",
             ReasonCode::ApprovalSessionMismatch => "approval_session_mismatch",
             ReasonCode::OutcomeUnknownSincePreview => "outcome_unknown_since_preview",
+            ReasonCode::ToolDefinitionChanged => "tool_definition_changed",
         }
     }
 }
@@ -426,6 +432,13 @@ impl Recovery {
                 vec![
                     "do not retry: tell the user the earlier call may already have run and ask them to check".into(),
                     "preview the call again if the user wants it: it then waits for their approval".into(),
+                ],
+            ),
+            ReasonCode::ToolDefinitionChanged => (
+                "this tool's definition at its server differs from the one the operator approved (pinned), or it was never approved; it may have been changed to do something else, so it is hidden and nothing was sent",
+                vec![
+                    "use another tool from tools/list, or tell the user the tool needs the operator's review".into(),
+                    "the operator reviews the change with `secureclaw tools diff` and approves it with `secureclaw tools pin`".into(),
                 ],
             ),
             ReasonCode::ApprovalSessionMismatch => (

@@ -906,6 +906,50 @@ pub trait TaskStateStore: Send + Sync {
     -> Result<WrittenRows, StoreError>;
 }
 
+/// A pinned tool definition (issue 16 item 4: tool-definition pinning against rug pulls).
+///
+/// The operator trusts an upstream's tools as they were when pinned; a tool whose definition
+/// (name, title, description, input and output schema, annotations) differs from its pin is
+/// hidden from the runtime and its calls are denied `tool_definition_changed` until the
+/// operator reviews the difference and pins again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPin {
+    /// The configured upstream id.
+    pub upstream: String,
+    /// The tool's name at the upstream.
+    pub tool: String,
+    /// SHA-256 (lower-case hex) of `definition`.
+    pub digest: String,
+    /// The definition as pinned: RFC 8785 canonical JSON, so that a later difference can be
+    /// shown to the operator.
+    pub definition: String,
+    /// When it was pinned.
+    pub pinned_at: UnixMillis,
+}
+
+/// Tool-definition pins, per upstream (issue 16 item 4). Shared by every replica of one store.
+#[async_trait]
+pub trait ToolPinStore: Send + Sync {
+    /// The pins of `upstream`, by tool name; empty if it was never pinned.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn tool_pins(&self, upstream: &str) -> Result<Vec<ToolPin>, StoreError>;
+
+    /// In one transaction: store `pins` (replacing earlier pins of the same upstream and tool)
+    /// and remove the pins of `upstream`'s tools named in `unpin` (tools the upstream no longer
+    /// lists, removed by the operator's re-pin).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn put_tool_pins(
+        &self,
+        upstream: &str,
+        pins: &[ToolPin],
+        unpin: &[String],
+    ) -> Result<(), StoreError>;
+}
+
 /// One write of a group commit ([`EffectStore::apply_group`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum GroupWrite {
@@ -1018,6 +1062,7 @@ pub trait Store:
     + RateLimitStore
     + TaskStateStore
     + EffectStore
+    + ToolPinStore
 {
 }
 
@@ -1031,6 +1076,7 @@ impl<T> Store for T where
         + RateLimitStore
         + TaskStateStore
         + EffectStore
+        + ToolPinStore
 {
 }
 

@@ -119,6 +119,7 @@ fn counter_tool(name: &str) -> UpstreamTool {
         read_only_hint: false,
         destructive_hint: false,
         open_world_hint: true,
+        output_schema: None,
     }
 }
 
@@ -245,6 +246,7 @@ fn files_tool(name: &str, properties: Value, read_only: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: false,
         open_world_hint: false,
+        output_schema: None,
     }
 }
 

@@ -57,6 +57,7 @@ impl Upstream for SlowSearch {
                 read_only_hint: true,
                 destructive_hint: false,
                 open_world_hint: true,
+                output_schema: None,
             }])
         })
     }

@@ -42,6 +42,14 @@ pub struct ToolEntry {
     pub financial: bool,
     /// Sink kind of an effect tool (operator configuration; default `store`).
     pub sink: SinkKind,
+    /// Object references in the arguments (attachments, file and document ids) are targets,
+    /// as for an `egress` sink: the sink is `egress`, or no operator rule declares the sink
+    /// and the upstream does not declare the tool closed-world (`openWorldHint: false`). An
+    /// undeclared open-world effect is thus held to both sinks' rules: no handle flows into it
+    /// unless its record names it (`store`), and what it sends out is checked (`egress`)
+    /// (red-team of 2026-12-04: a plain `wrap` of a mail server let the runtime attach
+    /// invoices the task never named).
+    pub egress_targets: bool,
     /// Argument names holding effect targets.
     pub targets: Vec<String>,
     /// The targets come from an operator rule (possibly empty), not from the default list.
@@ -93,6 +101,8 @@ impl ToolEntry {
         let financial =
             effect == EffectClass::Effect && rule.and_then(|r| r.financial).unwrap_or(false);
         let sink = rule.and_then(|r| r.sink).unwrap_or_default();
+        let egress_targets = sink == SinkKind::Egress
+            || (rule.and_then(|r| r.sink).is_none() && tool.open_world_hint);
         let targets = rule.and_then(|r| r.targets.clone()).unwrap_or_else(|| {
             DEFAULT_TARGET_FIELDS
                 .iter()
@@ -111,6 +121,7 @@ impl ToolEntry {
             destructive,
             financial,
             sink,
+            egress_targets,
             targets,
             targets_declared: rule.is_some_and(|r| r.targets.is_some()),
             hidden: rule.is_some_and(|r| r.hidden),

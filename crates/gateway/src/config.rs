@@ -333,6 +333,9 @@ pub struct GatewayConfig {
     pub tools: Vec<ToolRule>,
     /// Issue-time privacy contracts for speculative and committed calls (`[gateway.speculation]`).
     pub speculation: SpeculationConfig,
+    /// Tool-definition pinning against rug pulls (`pin = "on-first-use" | "manual" | "off"`;
+    /// default `on-first-use`): see [`crate::pins`].
+    pub pin: crate::pins::PinMode,
 }
 
 /// What answers a shadowed call (Ghost Tool Calls §4 SHADOW).

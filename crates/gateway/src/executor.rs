@@ -41,6 +41,10 @@ pub enum ExecError {
     /// The upstream did not answer in time (the request had been sent).
     #[error("upstream timed out")]
     Timeout,
+    /// The tool is quarantined: its definition differs from its pin or it was never pinned
+    /// ([`crate::pins`]). Nothing was sent.
+    #[error("tool definition changed since it was pinned")]
+    DefinitionChanged,
 }
 
 impl ExecError {
@@ -57,7 +61,11 @@ impl ExecError {
             ExecError::Upstream(UpstreamError::OutcomeUnknown { .. }) => "upstream_outcome_unknown",
             ExecError::Upstream(UpstreamError::Unsupported(_)) => "upstream_unsupported_result",
             ExecError::Upstream(UpstreamError::Unavailable { .. }) => "upstream_unavailable",
+            ExecError::Upstream(UpstreamError::DefinitionChanged { .. }) => {
+                "tool_definition_changed"
+            }
             ExecError::Timeout => "upstream_timeout",
+            ExecError::DefinitionChanged => "tool_definition_changed",
         }
     }
 
@@ -97,6 +105,10 @@ struct Connection {
 /// [`Connector`]); it never hands a connection out.
 pub struct Executor {
     connections: Vec<Connection>,
+    /// Quarantined tools, as (upstream id, tool name at the upstream): their definition
+    /// differs from its pin or was never pinned ([`crate::pins`]). Nothing is sent to them,
+    /// whatever path the call took (read, commit, approval, speculation substitute).
+    quarantine: std::sync::Arc<crate::pins::Quarantine>,
     timeout: Duration,
     /// Where each upstream call's latency is recorded (the gateway's metrics).
     latency: Option<crate::gateway::UpstreamLatency>,
@@ -136,6 +148,7 @@ impl Executor {
         }
         Ok(Self {
             connections,
+            quarantine: std::sync::Arc::default(),
             timeout,
             latency: None,
         })
@@ -164,6 +177,34 @@ impl Executor {
             listings.push((c.spec.clone(), server, tools));
         }
         Ok(listings)
+    }
+
+    /// The quarantine the executor enforces (shared with the gateway, which fills it from the
+    /// pins at start-up and releases tools the operator pins again).
+    pub(crate) fn quarantine(&self) -> &std::sync::Arc<crate::pins::Quarantine> {
+        &self.quarantine
+    }
+
+    /// Quarantine every tool an upstream found changed after a reconnection
+    /// ([`Upstream::drifted`]), so that it is hidden and refused before any call reaches it.
+    pub(crate) fn sync_drift(&self) {
+        for c in &self.connections {
+            for (tool, digest) in c.upstream.drifted() {
+                if !self.quarantine.contains(&c.spec.id, &tool) {
+                    tracing::warn!(upstream = %c.spec.id, tool = %tool,
+                        "tool definition changed after a reconnection: hidden and refused (tool_definition_changed) until `secureclaw tools pin`");
+                    self.quarantine.insert(&c.spec.id, &tool, &digest);
+                }
+            }
+        }
+    }
+
+    /// Tell `upstream` that the operator pinned these `(tool, digest)` definitions, so that a
+    /// definition a reconnection found changed is sent to again ([`Upstream::accept_definitions`]).
+    pub(crate) fn accept_definitions(&self, upstream: &str, pinned: &[(String, String)]) {
+        if let Some(up) = self.upstream(upstream) {
+            up.accept_definitions(pinned);
+        }
     }
 
     fn upstream(&self, id: &str) -> Option<&dyn Upstream> {
@@ -196,6 +237,9 @@ impl Executor {
         let up = self
             .upstream(upstream)
             .ok_or_else(|| ExecError::UnknownUpstream(upstream.to_owned()))?;
+        if self.quarantine.contains(upstream, tool) {
+            return Err(ExecError::DefinitionChanged);
+        }
         let started = std::time::Instant::now();
         let result =
             tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await;
@@ -203,6 +247,12 @@ impl Executor {
             latency.observe(upstream, started);
         }
         match result {
+            // A reconnection found the tool's definition changed: quarantined from now on
+            // (released when the operator pins what the upstream lists), nothing was sent.
+            Ok(Err(UpstreamError::DefinitionChanged { tool, digest, .. })) => {
+                self.quarantine.insert(upstream, &tool, &digest);
+                Err(ExecError::DefinitionChanged)
+            }
             Ok(result) => Ok(result?),
             Err(_) => {
                 // Find out whether the connection still answers before the next call waits

@@ -46,6 +46,7 @@ mod commit;
 mod display;
 mod group;
 mod limits;
+mod pinning;
 mod preview;
 mod read;
 mod sessions;
@@ -620,6 +621,15 @@ impl Gateway {
         .await?
         .with_latency(metrics.upstream.clone());
         let mut listings = executor.startup_listings(startup).await?;
+        // Pins compare what the upstream listed, before its prose is scrubbed for the runtime.
+        let pin_events = pinning::check_at_start(
+            store.as_ref(),
+            &listings,
+            config.pin,
+            clock(),
+            executor.quarantine(),
+        )
+        .await?;
         for (spec, _, tools) in &mut listings {
             for tool in tools.iter_mut() {
                 let scrubbed =
@@ -676,6 +686,11 @@ impl Gateway {
                 dispatching: Arc::default(),
             }),
         };
+        for ev in pin_events {
+            gw.audit(ev)
+                .await
+                .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        }
         let dangling = gw
             .inner
             .store
@@ -761,11 +776,14 @@ impl Gateway {
 
     /// Tools visible to `caller`: the policy decides visibility with the same rules as calls
     /// (a tool whose every call would be denied is not listed).
-    #[must_use]
-    pub fn list_tools(&self, caller: &str) -> Vec<ToolEntry> {
+    /// Quarantined tools ([`crate::pins`]) are not listed.
+    pub async fn list_tools(&self, caller: &str) -> Vec<ToolEntry> {
+        self.refresh_quarantine().await;
+        let quarantine = self.inner.executor.quarantine();
         self.inner
             .catalog
             .iter()
+            .filter(|e| !quarantine.contains(&e.upstream, &e.name))
             .filter(|e| {
                 let req = PolicyRequest {
                     caller: caller.to_owned(),
@@ -840,6 +858,7 @@ impl Gateway {
             ExecError::Store => ReasonCode::StoreUnavailable,
             ExecError::Timeout => ReasonCode::UpstreamTimeout,
             ExecError::Upstream(_) | ExecError::UnknownUpstream(_) => ReasonCode::UpstreamError,
+            ExecError::DefinitionChanged => ReasonCode::ToolDefinitionChanged,
         };
         // Only the error class: an upstream message may quote arguments after handles were
         // resolved, i.e. protected values.

@@ -20,6 +20,7 @@ pub mod executor;
 mod gateway;
 pub mod known;
 pub mod permit;
+pub mod pins;
 pub mod rules;
 pub mod upstream;
 

@@ -159,6 +159,7 @@ mod tests {
             destructive: false,
             financial: false,
             sink: SinkKind::Egress,
+            egress_targets: true,
             targets: vec![],
             targets_declared: true,
             hidden: false,
@@ -173,6 +174,7 @@ mod tests {
                 read_only_hint: true,
                 destructive_hint: false,
                 open_world_hint: false,
+                output_schema: None,
             },
         }
     }

@@ -82,6 +82,19 @@ pub enum UpstreamError {
     /// The server asked for client input or created a task; the gateway does not relay those.
     #[error("upstream `{0}` returned a result the gateway does not relay (input request or task)")]
     Unsupported(String),
+    /// After a reconnection the upstream lists this tool with a definition other than the one
+    /// it listed when the gateway started (a new process, possibly a new version: `npx -y`
+    /// fetches the latest), or lists a tool it did not list then. The call was not sent
+    /// (issue 16 item 4, rug pulls; [`crate::pins`]).
+    #[error("upstream `{id}` changed the definition of tool `{tool}` since the gateway started")]
+    DefinitionChanged {
+        /// Upstream id.
+        id: String,
+        /// Tool name at the upstream.
+        tool: String,
+        /// Digest of the definition it lists now ([`crate::pins::digest`]).
+        digest: String,
+    },
     /// The upstream failed and its reconnection is backing off: the call was not sent.
     #[error(
         "upstream `{id}` is unavailable after a failure; the next reconnection attempt is in \
@@ -181,6 +194,9 @@ pub struct UpstreamTool {
     pub destructive_hint: bool,
     /// `openWorldHint` (absent = true).
     pub open_world_hint: bool,
+    /// JSON Schema of the structured result (`outputSchema`), if any. Only pinned
+    /// ([`crate::pins`]): a change of what a tool says it returns is a change of the tool.
+    pub output_schema: Option<Map<String, Value>>,
 }
 
 /// A tool result, in protocol-neutral form.
@@ -219,6 +235,16 @@ pub trait Upstream: Send + Sync {
     fn timed_out(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+    /// The operator pinned these `(tool name, definition digest)` pairs: an upstream that
+    /// refuses calls to tools whose definition changed after a reconnection
+    /// ([`UpstreamError::DefinitionChanged`]) sends them again when the digest matches.
+    /// Default: nothing to do.
+    fn accept_definitions(&self, _pinned: &[(String, String)]) {}
+    /// Tools whose definition changed after a reconnection, with the digest listed now
+    /// (their calls are refused with [`UpstreamError::DefinitionChanged`]). Default: none.
+    fn drifted(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// All tools (every page).
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>>;
     /// Call one tool once.
@@ -246,6 +272,12 @@ impl<T: Upstream + ?Sized> Upstream for Arc<T> {
     }
     fn timed_out(&self) -> BoxFuture<'_, ()> {
         (**self).timed_out()
+    }
+    fn accept_definitions(&self, pinned: &[(String, String)]) {
+        (**self).accept_definitions(pinned);
+    }
+    fn drifted(&self) -> Vec<(String, String)> {
+        (**self).drifted()
     }
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         (**self).list_tools()
@@ -332,6 +364,12 @@ pub struct RmcpUpstream {
     /// Held while a liveness check after a timed-out call runs, so that many calls timing
     /// out together send one ping, not one each.
     probing: tokio::sync::Mutex<()>,
+    /// Definition digests of the first listing (start-up), by tool name; compared with the
+    /// listing of every reconnection ([`crate::pins`]).
+    baseline: std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>,
+    /// Tools whose definition a reconnection found changed (or new), with the digest it
+    /// listed: calls to them are not sent.
+    drifted: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 /// How long the liveness ping after a timed-out call waits for its answer (at most; never
@@ -611,6 +649,8 @@ impl RmcpUpstream {
             restarts: std::sync::atomic::AtomicU64::new(0),
             backoff: std::sync::Mutex::new(Backoff::new()),
             probing: tokio::sync::Mutex::new(()),
+            baseline: std::sync::Mutex::default(),
+            drifted: std::sync::Mutex::default(),
         }
     }
 
@@ -635,6 +675,8 @@ impl RmcpUpstream {
             restarts: std::sync::atomic::AtomicU64::new(0),
             backoff: std::sync::Mutex::new(Backoff::new()),
             probing: tokio::sync::Mutex::new(()),
+            baseline: std::sync::Mutex::default(),
+            drifted: std::sync::Mutex::default(),
         })
     }
 
@@ -684,12 +726,58 @@ impl RmcpUpstream {
                 });
             }
         };
+        // The new process may serve other tool definitions (an upgrade, a rug pull): list
+        // them before anything is sent on it. A listing that fails fails the reconnection.
+        if let Err(e) = self.compare_listing(&fresh).await {
+            let mut backoff = self.backoff();
+            backoff.failed(std::time::Instant::now());
+            drop(backoff);
+            fresh.cancellation_token().cancel();
+            return Err(UpstreamError::Call {
+                id: self.id.clone(),
+                message: format!("reconnection failed: {e}"),
+            });
+        }
         self.backoff().connected();
         let fresh = Arc::new(fresh);
         *slot = Some(fresh.clone());
         self.restarts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(fresh)
+    }
+
+    /// List the tools of a reconnected `client` and record each whose definition differs
+    /// from the start-up listing, or that it did not list, as drifted (its calls are then not
+    /// sent). Nothing to compare before the first listing.
+    async fn compare_listing(&self, client: &Client) -> Result<(), String> {
+        let Some(baseline) = self
+            .baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        else {
+            return Ok(());
+        };
+        let tools = match tokio::time::timeout(self.startup_timeout, client.peer().list_all_tools())
+            .await
+        {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
+            Err(_) => return Err("tools/list did not answer in time".into()),
+        };
+        let mut drifted = self
+            .drifted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for tool in tools.into_iter().map(convert_tool) {
+            let digest = crate::pins::digest(&crate::pins::canonical_definition(&tool));
+            if baseline.get(&tool.name) != Some(&digest) {
+                tracing::warn!(upstream = %self.id, tool = %tool.name,
+                    "after a reconnection the upstream lists this tool with another definition than at start-up; its calls are refused (tool_definition_changed) until the operator pins it");
+                drifted.insert(tool.name, digest);
+            }
+        }
+        Ok(())
     }
 
     /// Drop `client` after a transport failure (if it is still the live one), so the next
@@ -776,6 +864,7 @@ fn convert_tool(tool: Tool) -> UpstreamTool {
         read_only_hint: ann.and_then(|a| a.read_only_hint).unwrap_or(false),
         destructive_hint: ann.and_then(|a| a.destructive_hint).unwrap_or(true),
         open_world_hint: ann.and_then(|a| a.open_world_hint).unwrap_or(true),
+        output_schema: tool.output_schema.as_deref().cloned(),
     }
 }
 
@@ -800,13 +889,58 @@ impl Upstream for RmcpUpstream {
         Box::pin(self.probe())
     }
 
+    fn drifted(&self) -> Vec<(String, String)> {
+        self.drifted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(t, d)| (t.clone(), d.clone()))
+            .collect()
+    }
+
+    fn accept_definitions(&self, pinned: &[(String, String)]) {
+        let mut drifted = self
+            .drifted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut baseline = self
+            .baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (tool, digest) in pinned {
+            if drifted.get(tool) == Some(digest) {
+                drifted.remove(tool);
+                if let Some(b) = baseline.as_mut() {
+                    b.insert(tool.clone(), digest.clone());
+                }
+            }
+        }
+    }
+
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
         Box::pin(async move {
             let client = self.client().await?;
             match client.peer().list_all_tools().await {
                 Ok(tools) => {
                     self.backoff().answered();
-                    Ok(tools.into_iter().map(convert_tool).collect())
+                    let tools: Vec<UpstreamTool> = tools.into_iter().map(convert_tool).collect();
+                    let mut baseline = self
+                        .baseline
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if baseline.is_none() {
+                        *baseline = Some(
+                            tools
+                                .iter()
+                                .map(|t| {
+                                    let d =
+                                        crate::pins::digest(&crate::pins::canonical_definition(t));
+                                    (t.name.clone(), d)
+                                })
+                                .collect(),
+                        );
+                    }
+                    Ok(tools)
                 }
                 Err(e) => Err(self.failed(&client, e).await),
             }
@@ -820,6 +954,19 @@ impl Upstream for RmcpUpstream {
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
             let client = self.client().await?;
+            let drifted = self
+                .drifted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&name)
+                .cloned();
+            if let Some(digest) = drifted {
+                return Err(UpstreamError::DefinitionChanged {
+                    id: self.id.clone(),
+                    tool: name,
+                    digest,
+                });
+            }
             let mut params = CallToolRequestParams::new(name);
             params.arguments = Some(arguments);
             let response = match client.peer().call_tool_once(params).await {
@@ -1024,6 +1171,7 @@ mod tests {
             read_only_hint: false,
             destructive_hint: true,
             open_world_hint: true,
+            output_schema: None,
         };
         let markers: Vec<String> = secureclaw_core::summary::DEFAULT_INJECTION_MARKERS
             .iter()
@@ -1068,6 +1216,7 @@ mod tests {
             read_only_hint: true,
             destructive_hint: false,
             open_world_hint: false,
+            output_schema: None,
         };
         assert_eq!(scrub_tool_metadata(&mut plain, &markers), 0);
         assert_eq!(plain.description.as_deref(), Some("Read a file as text."));

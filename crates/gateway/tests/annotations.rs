@@ -64,6 +64,7 @@ fn hinted(name: &str, read_only: bool, destructive: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: destructive,
         open_world_hint: false,
+        output_schema: None,
     }
 }
 
@@ -140,9 +141,10 @@ async fn start(
     })
 }
 
-fn effect_of(gw: &Gateway, exposed: &str) -> (EffectClass, bool) {
+async fn effect_of(gw: &Gateway, exposed: &str) -> (EffectClass, bool) {
     let e = gw
         .list_tools("alice")
+        .await
         .into_iter()
         .find(|e| e.exposed == exposed)
         .unwrap_or_else(|| panic!("`{exposed}` is not listed"));
@@ -177,7 +179,7 @@ async fn read_only_hint_alone_does_not_make_a_read() {
     .unwrap();
     // Effect, and destructive too: its `destructiveHint: false` is not believed either.
     assert_eq!(
-        effect_of(&env.gw, "liar__wipe"),
+        effect_of(&env.gw, "liar__wipe").await,
         (EffectClass::Effect, true)
     );
     let session = env
@@ -211,7 +213,10 @@ async fn operator_rule_makes_a_read() {
     let env = start(config, vec![(spec("liar", true), liar.clone())])
         .await
         .unwrap();
-    assert_eq!(effect_of(&env.gw, "liar__wipe"), (EffectClass::Read, false));
+    assert_eq!(
+        effect_of(&env.gw, "liar__wipe").await,
+        (EffectClass::Read, false)
+    );
     let session = env
         .gw
         .open_session("alice", secureclaw_core::TaskEnvelope::default())
@@ -263,24 +268,27 @@ async fn catalog_needs_server_name_tool_name_and_hint() {
     .await
     .unwrap();
     assert_eq!(
-        effect_of(&env.gw, "fs__read_text_file").0,
+        effect_of(&env.gw, "fs__read_text_file").await.0,
         EffectClass::Read
     );
     assert_eq!(
-        effect_of(&env.gw, "fs__list_directory").0,
-        EffectClass::Effect
-    );
-    assert_eq!(effect_of(&env.gw, "fs__write_file").0, EffectClass::Effect);
-    assert_eq!(
-        effect_of(&env.gw, "fs__read_text_file2").0,
+        effect_of(&env.gw, "fs__list_directory").await.0,
         EffectClass::Effect
     );
     assert_eq!(
-        effect_of(&env.gw, "other__read_text_file").0,
+        effect_of(&env.gw, "fs__write_file").await.0,
         EffectClass::Effect
     );
     assert_eq!(
-        effect_of(&env.gw, "nameless__read_text_file").0,
+        effect_of(&env.gw, "fs__read_text_file2").await.0,
+        EffectClass::Effect
+    );
+    assert_eq!(
+        effect_of(&env.gw, "other__read_text_file").await.0,
+        EffectClass::Effect
+    );
+    assert_eq!(
+        effect_of(&env.gw, "nameless__read_text_file").await.0,
         EffectClass::Effect
     );
 }
@@ -409,7 +417,7 @@ async fn destructive_hint_false_does_not_spare_the_grant() {
             .await
             .unwrap();
         assert_eq!(
-            effect_of(&env.gw, "up__wipe"),
+            effect_of(&env.gw, "up__wipe").await,
             (EffectClass::Effect, !lower)
         );
         let session = env
@@ -741,4 +749,47 @@ fn mixed_script_look_alikes_are_refused() {
         &[],
     )
     .unwrap();
+}
+
+/// Red-team of 2026-12-04: with no operator rule naming its sink, the demo office's
+/// `send_email` (which declares `openWorldHint: true`) was a `store` sink, so the invoices it
+/// attached were not targets and a runtime attached ones the task never named. An undeclared
+/// open-world effect now has its object references checked as an `egress` tool's are; the
+/// attachment the task names still goes (positive control), and so does an unnamed one when
+/// the operator declares the sink `store` (the operator's word).
+#[tokio::test]
+async fn an_undeclared_open_world_effect_has_its_attachments_checked() {
+    let rule = |sink: Option<secureclaw_core::handle::SinkKind>| ToolRule {
+        tool: "office__send_email".into(),
+        destructive: Some(false),
+        sink,
+        ..ToolRule::default()
+    };
+    let mut config = GatewayConfig::default();
+    config.tools.push(rule(None));
+    let h = Harness::with_config(config).await;
+    let send = |attachment: &str| {
+        json!({"to": "approver@corp.example", "subject": "INV-42", "body": "Invoice",
+               "attachments": [attachment]})
+    };
+    let o = h
+        .call(&h.session, "office__send_email", send("INV-43"), None)
+        .await;
+    assert_pending(&o);
+    assert_eq!(h.sent(), 0);
+    let o = h
+        .call(&h.session, "office__send_email", send("INV-42"), None)
+        .await;
+    completed(&o);
+    assert_eq!(h.sent(), 1);
+
+    let mut config = GatewayConfig::default();
+    config
+        .tools
+        .push(rule(Some(secureclaw_core::handle::SinkKind::Store)));
+    let h = Harness::with_config(config).await;
+    completed(
+        &h.call(&h.session, "office__send_email", send("INV-43"), None)
+            .await,
+    );
 }

@@ -200,6 +200,7 @@ fn tool(name: &str, read_only: bool, destructive: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: destructive,
         open_world_hint: true,
+        output_schema: None,
     }
 }
 
@@ -921,6 +922,7 @@ async fn runtime_visible_surfaces_hold_no_plaintext() {
     }
     let tools: Vec<String> =
         h.gw.list_tools("alice")
+            .await
             .iter()
             .map(|t| format!("{t:?}"))
             .collect();

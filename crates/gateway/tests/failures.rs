@@ -432,6 +432,7 @@ async fn hidden_tools_are_unknown() {
     let h = Harness::with_config(config).await;
     let listed: Vec<String> =
         h.gw.list_tools("alice")
+            .await
             .into_iter()
             .map(|t| t.exposed)
             .collect();

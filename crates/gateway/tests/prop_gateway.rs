@@ -273,6 +273,7 @@ impl Upstream for RecordUpstream {
                 read_only_hint: true,
                 destructive_hint: false,
                 open_world_hint: false,
+                output_schema: None,
             }])
         })
     }

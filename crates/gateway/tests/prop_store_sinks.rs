@@ -156,6 +156,7 @@ fn tool(name: &str, properties: Value, read_only: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: false,
         open_world_hint: false,
+        output_schema: None,
     }
 }
 

@@ -240,6 +240,7 @@ fn tool(name: &str, read_only: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: !read_only,
         open_world_hint: false,
+        output_schema: None,
     }
 }
 

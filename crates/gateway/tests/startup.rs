@@ -55,6 +55,7 @@ impl Upstream for Broken {
                         read_only_hint: true,
                         destructive_hint: false,
                         open_world_hint: false,
+                        output_schema: None,
                     }])
                 }
             }

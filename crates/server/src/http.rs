@@ -497,6 +497,7 @@ async fn tools(
     let list: Vec<Value> = s
         .gateway
         .list_tools(&session.caller)
+        .await
         .into_iter()
         .map(|t| json!({"name": t.exposed, "description": t.upstream_tool.description, "effect": t.effect,
                         "input_schema": t.upstream_tool.input_schema}))

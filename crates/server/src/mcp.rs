@@ -393,6 +393,7 @@ impl ServerHandler for McpFrontEnd {
         let mut tools: Vec<Tool> = self
             .gateway
             .list_tools(&session.caller)
+            .await
             .iter()
             .map(to_tool)
             .collect();

@@ -44,6 +44,7 @@ fn tool(name: &str, read_only: bool) -> UpstreamTool {
         read_only_hint: read_only,
         destructive_hint: false,
         open_world_hint: true,
+        output_schema: None,
     }
 }
 

@@ -2427,6 +2427,63 @@ pub async fn rate_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// Tool-definition pins (issue 16 item 4): per upstream, replaced per tool, removed on
+/// request, all in one call; another connection sees them.
+///
+/// # Errors
+/// The broken contract.
+pub async fn tool_pins(s: &dyn Subject) -> Outcome {
+    use secureclaw_core::store::ToolPin;
+    let store = s.store();
+    let pin = |tool: &str, digest: &str, at: u64| ToolPin {
+        upstream: "office".into(),
+        tool: tool.into(),
+        digest: digest.into(),
+        definition: format!("{{\"name\":\"{tool}\"}}"),
+        pinned_at: UnixMillis(at),
+    };
+    ensure!(
+        store
+            .tool_pins("office")
+            .await
+            .map_err(fail("tool_pins"))?
+            .is_empty(),
+        "an upstream never pinned has no pins"
+    );
+    store
+        .put_tool_pins("office", &[pin("send", "d1", 1), pin("read", "d2", 1)], &[])
+        .await
+        .map_err(fail("put_tool_pins"))?;
+    let got = store.tool_pins("office").await.map_err(fail("tool_pins"))?;
+    ensure!(
+        got == vec![pin("read", "d2", 1), pin("send", "d1", 1)],
+        "pins come back by tool name: {got:?}"
+    );
+    ensure!(
+        store
+            .tool_pins("other")
+            .await
+            .map_err(fail("tool_pins"))?
+            .is_empty(),
+        "pins are per upstream"
+    );
+    store
+        .put_tool_pins("office", &[pin("send", "d3", 2)], &["read".into()])
+        .await
+        .map_err(fail("put_tool_pins again"))?;
+    let got = s
+        .reopen()
+        .await?
+        .tool_pins("office")
+        .await
+        .map_err(fail("tool_pins"))?;
+    ensure!(
+        got == vec![pin("send", "d3", 2)],
+        "a re-pin replaces, an unpin removes, another connection sees both: {got:?}"
+    );
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -2446,7 +2503,7 @@ macro_rules! conformance_tests {
             written_values_never_in_clear, held_calls, held_call_bounds,
             held_calls_released_once_under_concurrency, held_caps_under_concurrency,
             held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency,
-            pre_effect_writes_in_one_transaction, group_commit);
+            pre_effect_writes_in_one_transaction, group_commit, tool_pins);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

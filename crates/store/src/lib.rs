@@ -68,6 +68,7 @@ mod effects;
 mod handles;
 mod held;
 mod ledger;
+mod pins;
 pub mod postgres;
 mod schema;
 mod sessions;

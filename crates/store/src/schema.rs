@@ -334,6 +334,18 @@ const V8_ACTIONS_BY_BINDING: &str = "
 CREATE INDEX actions_session_binding ON actions (session, binding);
 ";
 
+/// Version 9: tool-definition pins (issue 16 item 4).
+const V9_TOOL_PINS: &str = "
+CREATE TABLE tool_pins (
+    upstream    TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    definition  TEXT NOT NULL,
+    pinned_at   INTEGER NOT NULL,
+    PRIMARY KEY (upstream, tool)
+) STRICT;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -344,6 +356,7 @@ const MIGRATIONS: &[&str] = &[
     V6_TASK_STATE,
     V7_SPECULATION_STATE,
     V8_ACTIONS_BY_BINDING,
+    V9_TOOL_PINS,
 ];
 
 /// `PRAGMA user_version`.
@@ -404,7 +417,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 8);
+        assert_eq!(user_version(&conn).unwrap(), 9);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -447,7 +460,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 8);
+        assert_eq!(user_version(&conn).unwrap(), 9);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -14,7 +14,7 @@ use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, EffectStore, GroupOutcome,
     GroupWrite, HeldBounds, HeldCall, HoldOutcome, LedgerEntry, LedgerStore, RateLimitStore,
     RateLimits, RateTake, SessionRecord, SessionStore, SpeculationStore, StoreError,
-    TaskStateStore, VaultStore, WrittenBounds, WrittenRows, WrittenValue,
+    TaskStateStore, ToolPin, ToolPinStore, VaultStore, WrittenBounds, WrittenRows, WrittenValue,
 };
 use secureclaw_core::{ActionId, UnixMillis};
 use zeroize::Zeroizing;
@@ -331,5 +331,21 @@ impl EffectStore for SqliteStore {
 
     async fn apply_group(&self, writes: &[GroupWrite]) -> Result<GroupOutcome, StoreError> {
         SqliteStore::apply_group(self, writes)
+    }
+}
+
+#[async_trait]
+impl ToolPinStore for SqliteStore {
+    async fn tool_pins(&self, upstream: &str) -> Result<Vec<ToolPin>, StoreError> {
+        SqliteStore::tool_pins(self, upstream)
+    }
+
+    async fn put_tool_pins(
+        &self,
+        upstream: &str,
+        pins: &[ToolPin],
+        unpin: &[String],
+    ) -> Result<(), StoreError> {
+        SqliteStore::put_tool_pins(self, upstream, pins, unpin)
     }
 }

@@ -87,6 +87,7 @@ pub fn tool() -> UpstreamTool {
         read_only_hint: false,
         destructive_hint: false,
         open_world_hint: true,
+        output_schema: None,
     }
 }
 

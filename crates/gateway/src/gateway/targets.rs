@@ -59,6 +59,9 @@ impl Gateway {
             .get(tool)
             .ok_or(ReasonCode::UnknownTool)?
             .clone();
+        if self.quarantined(&entry).await {
+            return Err(ReasonCode::ToolDefinitionChanged);
+        }
         let size = super::limits::serialized_len(arguments);
         if size > self.inner.config.limits.max_argument_bytes {
             return Err(ReasonCode::InvalidArguments);
@@ -103,7 +106,7 @@ impl Gateway {
             Vec::new()
         } else {
             let (args, fields) = (arguments.clone(), entry.targets.clone());
-            let egress = entry.sink == SinkKind::Egress;
+            let egress = entry.egress_targets;
             let limit = self.inner.config.limits.max_targets_per_call;
             tokio::task::spawn_blocking(move || {
                 collect_targets_bounded(&args, &fields, egress, limit)
@@ -275,7 +278,7 @@ impl Gateway {
         let mut found = found;
         if entry.destructive
             || entry.financial
-            || (entry.effect == EffectClass::Effect && entry.sink == SinkKind::Egress)
+            || (entry.effect == EffectClass::Effect && entry.egress_targets)
         {
             // The objects a destructive or financial effect acts on are targets too (F11), and
             // so are the ids an egress tool sends out (a contact id designates a recipient:

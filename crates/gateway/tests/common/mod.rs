@@ -178,6 +178,7 @@ fn convert_tool(tool: Tool) -> UpstreamTool {
         read_only_hint: ann.and_then(|a| a.read_only_hint).unwrap_or(false),
         destructive_hint: ann.and_then(|a| a.destructive_hint).unwrap_or(true),
         open_world_hint: ann.and_then(|a| a.open_world_hint).unwrap_or(true),
+        output_schema: tool.output_schema.as_deref().cloned(),
     }
 }
 
@@ -335,6 +336,7 @@ pub fn test_tool(name: &str, read_only: bool, destructive: bool) -> UpstreamTool
         read_only_hint: read_only,
         destructive_hint: destructive,
         open_world_hint: true,
+        output_schema: None,
     }
 }
 

@@ -51,6 +51,7 @@
 //! (as in the SQLite store).
 
 mod effects;
+mod pins;
 mod schema;
 mod tls;
 

@@ -332,6 +332,18 @@ const V6_ACTIONS_BY_BINDING: &str = r"
 CREATE INDEX actions_session_binding ON actions (session, binding);
 ";
 
+/// Version 7: tool-definition pins (issue 16 item 4).
+const V7_TOOL_PINS: &str = r"
+CREATE TABLE tool_pins (
+    upstream    TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    definition  TEXT NOT NULL,
+    pinned_at   BIGINT NOT NULL,
+    PRIMARY KEY (upstream, tool)
+);
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -340,6 +352,7 @@ const MIGRATIONS: &[&str] = &[
     V4_TASK_STATE,
     V5_SPECULATION_STATE,
     V6_ACTIONS_BY_BINDING,
+    V7_TOOL_PINS,
 ];
 
 /// The highest schema version this build knows.

@@ -1,0 +1,332 @@
+//! `secureclaw tools list|diff|pin`: review and approve upstream tool definitions (issue 16
+//! item 4, rug pulls; see `secureclaw_gateway::pins`).
+//!
+//! Each command starts (stdio) or connects to (HTTP) the upstreams as `serve` or `wrap` would,
+//! lists their tools and compares each definition with its pin in the gateway's store. A
+//! running gateway picks up a new pin at the tool's next call or listing; nothing needs a
+//! restart.
+
+use crate::config::Config;
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::store::{Store, ToolPin};
+use secureclaw_gateway::RmcpUpstream;
+use secureclaw_gateway::pins;
+use secureclaw_gateway::upstream::UpstreamTool;
+use secureclaw_gateway::{UpstreamSpec, UpstreamTransport};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `secureclaw tools …`.
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List every upstream tool with its pin: `pinned`, `changed` (the definition differs from
+    /// its pin: hidden and refused), `new` (never pinned: hidden and refused) or `removed` (pinned,
+    /// no longer listed). Exit status 1 when any tool is changed or new.
+    List(ToolsArgs),
+    /// Show what changed in each changed or new tool: the pinned and the listed value of every
+    /// field that differs (description, schemas, annotations).
+    Diff(ToolsArgs),
+    /// Pin the definitions the upstreams list now, so that the gateway serves them (after
+    /// reviewing them with `tools diff`). Without --tool: every tool of every upstream, and the
+    /// pins of tools no longer listed are dropped.
+    Pin(ToolsArgs),
+}
+
+/// Which upstreams: those of a config file (as `serve`), or one command (as `wrap`).
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// The config file whose `[[upstream]]`s to check (as `serve -c`); its state directory
+    /// and store are used unless --state-dir / --store-url say otherwise.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// For a `wrap` upstream: its id, if `wrap` was given `--id` (default: derived from the
+    /// command exactly as `wrap` derives it).
+    #[arg(long)]
+    id: Option<String>,
+    /// Only this tool (its name at the upstream, or `upstream__tool`; repeatable).
+    #[arg(long = "tool", value_name = "TOOL")]
+    tools: Vec<String>,
+    /// Start even if the upstream's command can reach the state directory (as `wrap`
+    /// --allow-upstream-state-access).
+    #[arg(long)]
+    allow_upstream_state_access: bool,
+    /// The stdio upstream as given to `wrap`, after `--` (instead of --config).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// One upstream's tools as listed now, with its pins.
+struct Listed {
+    spec: UpstreamSpec,
+    tools: Vec<UpstreamTool>,
+    pins: Vec<ToolPin>,
+}
+
+/// Run a `tools` subcommand.
+///
+/// # Errors
+/// No upstream given, an upstream that cannot be started or listed, no gateway state in the
+/// state directory, store failures.
+pub async fn run(
+    state_dir: Option<&Path>,
+    store_url: Option<&str>,
+    cmd: ToolsCommand,
+) -> Result<ExitCode> {
+    let (ToolsCommand::List(args) | ToolsCommand::Diff(args) | ToolsCommand::Pin(args)) = &cmd;
+    let (specs, dir, store_url, config_file, markers) = upstreams(state_dir, store_url, args)?;
+    crate::guard::check_trusted_access(
+        &crate::guard::trusted_inputs(&dir, config_file.as_deref(), &[]),
+        &specs,
+        args.allow_upstream_state_access,
+    )?;
+    let (keys, store) = crate::stack::open_existing_state(&dir, store_url.as_deref()).await?;
+    drop(keys);
+    let mut listed = Vec::new();
+    for spec in specs {
+        let startup = std::time::Duration::from_secs(30);
+        let up = RmcpUpstream::connect(&spec, startup).await?;
+        let tools = secureclaw_gateway::upstream::startup_tools(&up, startup)
+            .await
+            .with_context(|| format!("listing the tools of upstream `{}`", spec.id))?;
+        let pins = store
+            .tool_pins(&spec.id)
+            .await
+            .with_context(|| format!("reading the pins of upstream `{}`", spec.id))?;
+        listed.push(Listed { spec, tools, pins });
+    }
+    let wanted = |l: &Listed, tool: &str| {
+        args.tools.is_empty()
+            || args
+                .tools
+                .iter()
+                .any(|t| t == tool || *t == format!("{}__{tool}", l.spec.id))
+    };
+    match cmd {
+        ToolsCommand::List(_) => Ok(list(&listed, &wanted)),
+        ToolsCommand::Diff(_) => Ok(diff(&listed, &wanted, &markers)),
+        ToolsCommand::Pin(_) => pin(store.as_ref(), &listed, &wanted, !args.tools.is_empty()).await,
+    }
+}
+
+/// The upstream specs, state directory, store URL, config file and injection markers the
+/// arguments name.
+#[allow(clippy::type_complexity)]
+fn upstreams(
+    state_dir: Option<&Path>,
+    store_url: Option<&str>,
+    args: &ToolsArgs,
+) -> Result<(
+    Vec<UpstreamSpec>,
+    PathBuf,
+    Option<String>,
+    Option<PathBuf>,
+    Vec<String>,
+)> {
+    if let Some(file) = &args.config {
+        if !args.command.is_empty() {
+            bail!("give either --config FILE or the upstream command after `--`, not both");
+        }
+        let config = Config::load(file)?;
+        let dir = state_dir
+            .map(Path::to_path_buf)
+            .or_else(|| config.server.state_dir.clone())
+            .unwrap_or_else(crate::state::default_dir);
+        let url = store_url.map(str::to_owned).or(config.store.url.clone());
+        return Ok((
+            config.upstream,
+            dir,
+            url,
+            Some(file.clone()),
+            config.gateway.summary.injection_markers,
+        ));
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        bail!(
+            "name the upstreams: --config FILE (as `serve -c`), or the upstream command after `--` (as `wrap`)"
+        );
+    };
+    let id = args
+        .id
+        .clone()
+        .unwrap_or_else(|| crate::commands::derive_id(program, rest));
+    let spec = UpstreamSpec {
+        id,
+        transport: UpstreamTransport::Stdio {
+            command: program.clone(),
+            args: rest.to_vec(),
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        namespace: false,
+    };
+    let dir = state_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(crate::state::default_dir);
+    Ok((
+        vec![spec],
+        dir,
+        store_url.map(str::to_owned),
+        None,
+        secureclaw_core::summary::SummaryConfig::default().injection_markers,
+    ))
+}
+
+/// `changed`, `new` or `pinned` for a listed tool.
+fn status(l: &Listed, tool: &UpstreamTool) -> &'static str {
+    match l.pins.iter().find(|p| p.tool == tool.name) {
+        None => "new",
+        Some(p) if p.digest != pins::digest(&pins::canonical_definition(tool)) => "changed",
+        Some(_) => "pinned",
+    }
+}
+
+fn list(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool) -> ExitCode {
+    let mut review = 0;
+    for l in listed {
+        println!("upstream `{}`: {} tools", l.spec.id, l.tools.len());
+        if l.pins.is_empty() {
+            println!(
+                "  (never pinned: a gateway started with `pin = \"on-first-use\"` pins it as listed)"
+            );
+        }
+        for tool in l.tools.iter().filter(|t| wanted(l, &t.name)) {
+            let s = status(l, tool);
+            if s != "pinned" {
+                review += 1;
+            }
+            println!("  {s:<8} {}", tool.name);
+        }
+        for p in l.pins.iter().filter(|p| wanted(l, &p.tool)) {
+            if !l.tools.iter().any(|t| t.name == p.tool) {
+                println!("  {:<8} {}", "removed", p.tool);
+            }
+        }
+    }
+    if review > 0 {
+        println!(
+            "{review} tool{} hidden from the runtime until pinned: review with `secureclaw tools diff`, approve with `secureclaw tools pin`",
+            if review == 1 { " is" } else { "s are" }
+        );
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn diff(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool, markers: &[String]) -> ExitCode {
+    let mut shown = 0;
+    for l in listed {
+        for tool in l.tools.iter().filter(|t| wanted(l, &t.name)) {
+            let pin = l.pins.iter().find(|p| p.tool == tool.name);
+            let d = pins::diff(pin.map(|p| p.definition.as_str()), tool);
+            if d.is_empty() {
+                continue;
+            }
+            shown += 1;
+            let what = if pin.is_some() { "changed" } else { "new" };
+            println!("{}__{} ({what}):\n{d}", l.spec.id, tool.name);
+            // The tool-poisoning scan (issue 16 item 5): what the runtime would be shown.
+            let mut scrubbed = tool.clone();
+            let found = secureclaw_gateway::upstream::scrub_tool_metadata(&mut scrubbed, markers);
+            if found > 0 {
+                println!(
+                    "  poisoning scan: {found} identifier{}, secret{} or injection marker{} in its title, description or schema prose; the runtime is shown:\n    {}\n",
+                    if found == 1 { "" } else { "s" },
+                    if found == 1 { "" } else { "s" },
+                    if found == 1 { "" } else { "s" },
+                    scrubbed
+                        .description
+                        .as_deref()
+                        .unwrap_or("(no description)")
+                );
+            }
+        }
+        for p in l.pins.iter().filter(|p| wanted(l, &p.tool)) {
+            if !l.tools.iter().any(|t| t.name == p.tool) {
+                shown += 1;
+                println!(
+                    "{}__{} (removed: pinned, no longer listed)\n",
+                    l.spec.id, p.tool
+                );
+            }
+        }
+    }
+    if shown == 0 {
+        println!("every listed tool matches its pin");
+    }
+    ExitCode::SUCCESS
+}
+
+async fn pin(
+    store: &dyn Store,
+    listed: &[Listed],
+    wanted: &dyn Fn(&Listed, &str) -> bool,
+    only_named: bool,
+) -> Result<ExitCode> {
+    let now = (secureclaw_gateway::system_clock())();
+    let mut matched = 0;
+    for l in listed {
+        let pins: Vec<ToolPin> = l
+            .tools
+            .iter()
+            .filter(|t| wanted(l, &t.name))
+            .map(|t| pins::pin_of(&l.spec.id, t, now))
+            .collect();
+        let unpin: Vec<String> = l
+            .pins
+            .iter()
+            .filter(|p| wanted(l, &p.tool) && !l.tools.iter().any(|t| t.name == p.tool))
+            .map(|p| p.tool.clone())
+            .collect();
+        matched += pins.len() + unpin.len();
+        let changed: Vec<&str> = pins
+            .iter()
+            .filter(|p| {
+                !l.pins
+                    .iter()
+                    .any(|old| old.tool == p.tool && old.digest == p.digest)
+            })
+            .map(|p| p.tool.as_str())
+            .collect();
+        store
+            .put_tool_pins(&l.spec.id, &pins, &unpin)
+            .await
+            .with_context(|| format!("storing the pins of upstream `{}`", l.spec.id))?;
+        let mut ev = AuditEvent::new(AuditKind::ToolPins, now);
+        ev.caller = Some("operator (secureclaw tools pin)".into());
+        ev.detail = json!({
+            "upstream": l.spec.id,
+            "pinned": changed,
+            "unpinned": unpin,
+            "by": "operator",
+        });
+        store
+            .append_audit(ev)
+            .await
+            .context("appending the pin to the audit log")?;
+        println!(
+            "upstream `{}`: {} tool{} pinned ({} new or changed){}",
+            l.spec.id,
+            pins.len(),
+            if pins.len() == 1 { "" } else { "s" },
+            changed.len(),
+            if unpin.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} pin{} of tools no longer listed dropped",
+                    unpin.len(),
+                    if unpin.len() == 1 { "" } else { "s" }
+                )
+            }
+        );
+    }
+    if only_named && matched == 0 {
+        bail!("no listed or pinned tool matches the --tool names given");
+    }
+    Ok(ExitCode::SUCCESS)
+}

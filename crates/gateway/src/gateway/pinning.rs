@@ -1,0 +1,137 @@
+//! Tool-definition pins at start-up and at call time (issue 16 item 4; see [`crate::pins`]).
+
+use super::{Gateway, GatewayError};
+use crate::catalog::{Listing, ToolEntry};
+use crate::pins::{self, PinMode, Quarantine};
+use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::store::Store;
+use secureclaw_core::time::UnixMillis;
+use serde_json::json;
+
+/// Compare every upstream's start-up listing with its pins: pin an upstream never pinned
+/// (under [`PinMode::OnFirstUse`]), quarantine changed and unpinned tools in `quarantine`, and
+/// return the audit events to append (one per upstream that was pinned or differs).
+///
+/// # Errors
+/// [`GatewayError::Store`] if the pins cannot be read or written: the gateway does not start
+/// rather than run without knowing what the operator trusted.
+pub(super) async fn check_at_start(
+    store: &dyn Store,
+    listings: &[Listing],
+    mode: PinMode,
+    now: UnixMillis,
+    quarantine: &Quarantine,
+) -> Result<Vec<AuditEvent>, GatewayError> {
+    let mut events = Vec::new();
+    if mode == PinMode::Off {
+        if !listings.is_empty() {
+            tracing::warn!(
+                "tool-definition pinning is off (`[gateway] pin = \"off\"`): a changed tool description or schema is not detected"
+            );
+        }
+        return Ok(events);
+    }
+    let store_err = |e: secureclaw_core::store::StoreError| {
+        GatewayError::Store(format!("tool-definition pins: {e}"))
+    };
+    for (spec, _, tools) in listings {
+        let pinned = store.tool_pins(&spec.id).await.map_err(store_err)?;
+        let check = pins::compare(&spec.id, tools, &pinned, mode, now);
+        if !check.pin_now.is_empty() {
+            store
+                .put_tool_pins(&spec.id, &check.pin_now, &[])
+                .await
+                .map_err(store_err)?;
+            tracing::info!(upstream = %spec.id, tools = check.pin_now.len(),
+                "pinned the upstream's tool definitions on first use; a later change hides the tool until `secureclaw tools pin`");
+            let mut ev = AuditEvent::new(AuditKind::ToolPins, now);
+            ev.detail = json!({
+                "upstream": spec.id,
+                "pinned": check.pin_now.iter().map(|p| &p.tool).collect::<Vec<_>>(),
+                "by": "on-first-use",
+            });
+            events.push(ev);
+            continue;
+        }
+        for name in check.quarantined() {
+            if let Some(tool) = tools.iter().find(|t| &t.name == name) {
+                quarantine.insert(
+                    &spec.id,
+                    name,
+                    &pins::digest(&pins::canonical_definition(tool)),
+                );
+            }
+        }
+        if !check.changed.is_empty() {
+            tracing::warn!(upstream = %spec.id, tools = ?check.changed,
+                "tool definitions differ from their pins (a rug pull?): hidden and refused (tool_definition_changed) until reviewed with `secureclaw tools diff` and approved with `secureclaw tools pin`");
+        }
+        if !check.unpinned.is_empty() {
+            tracing::warn!(upstream = %spec.id, tools = ?check.unpinned,
+                "new tools without a pin: hidden and refused (tool_definition_changed) until approved with `secureclaw tools pin`");
+        }
+        if !check.removed.is_empty() {
+            tracing::warn!(upstream = %spec.id, tools = ?check.removed,
+                "pinned tools the upstream no longer lists");
+        }
+        if !(check.changed.is_empty() && check.unpinned.is_empty() && check.removed.is_empty()) {
+            let mut ev = AuditEvent::new(AuditKind::ToolPins, now);
+            ev.reason = Some(secureclaw_core::ReasonCode::ToolDefinitionChanged);
+            ev.detail = json!({
+                "upstream": spec.id,
+                "changed": check.changed,
+                "unpinned": check.unpinned,
+                "removed": check.removed,
+            });
+            events.push(ev);
+        }
+    }
+    Ok(events)
+}
+
+impl Gateway {
+    /// Whether `entry`'s tool is quarantined. Before answering `true`, the upstream's pins are
+    /// read again: a tool the operator pinned since (`secureclaw tools pin`, possibly from
+    /// another process) is released. A store failure keeps the tool quarantined.
+    pub(super) async fn quarantined(&self, entry: &ToolEntry) -> bool {
+        self.inner.executor.sync_drift();
+        let quarantine = self.inner.executor.quarantine();
+        if !quarantine.contains(&entry.upstream, &entry.name) {
+            return false;
+        }
+        self.release_pinned(&entry.upstream).await;
+        quarantine.contains(&entry.upstream, &entry.name)
+    }
+
+    /// Release every quarantined tool the operator has pinned since (for listings).
+    pub(super) async fn refresh_quarantine(&self) {
+        self.inner.executor.sync_drift();
+        let quarantine = self.inner.executor.quarantine();
+        if quarantine.is_empty() {
+            return;
+        }
+        for upstream in quarantine.upstreams() {
+            self.release_pinned(&upstream).await;
+        }
+    }
+
+    async fn release_pinned(&self, upstream: &str) {
+        let pins = match self.inner.store.tool_pins(upstream).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(upstream, error = %e, "reading tool pins failed; quarantined tools stay quarantined");
+                return;
+            }
+        };
+        let released = self
+            .inner
+            .executor
+            .quarantine()
+            .release_pinned(upstream, &pins);
+        if !released.is_empty() {
+            self.inner.executor.accept_definitions(upstream, &released);
+            let names: Vec<&str> = released.iter().map(|(t, _)| t.as_str()).collect();
+            tracing::info!(upstream, tools = ?names, "tools pinned by the operator are available again");
+        }
+    }
+}
