@@ -189,11 +189,14 @@ impl Executor {
     /// ([`Upstream::drifted`]), so that it is hidden and refused before any call reaches it.
     pub(crate) fn sync_drift(&self) {
         for c in &self.connections {
-            for (tool, digest) in c.upstream.drifted() {
-                if !self.quarantine.contains(&c.spec.id, &tool) {
-                    tracing::warn!(upstream = %c.spec.id, tool = %tool,
+            for listed in c.upstream.drifted() {
+                if !self.quarantine.contains(&c.spec.id, &listed.tool) {
+                    tracing::warn!(upstream = %c.spec.id, tool = %listed.tool,
                         "tool definition changed after a reconnection: hidden and refused (tool_definition_changed) until `secureclaw tools pin`");
-                    self.quarantine.insert(&c.spec.id, &tool, &digest);
+                    self.quarantine.insert(secureclaw_core::store::ToolPin {
+                        upstream: c.spec.id.clone(),
+                        ..listed
+                    });
                 }
             }
         }
@@ -249,8 +252,8 @@ impl Executor {
         match result {
             // A reconnection found the tool's definition changed: quarantined from now on
             // (released when the operator pins what the upstream lists), nothing was sent.
-            Ok(Err(UpstreamError::DefinitionChanged { tool, digest, .. })) => {
-                self.quarantine.insert(upstream, &tool, &digest);
+            Ok(Err(UpstreamError::DefinitionChanged { .. })) => {
+                self.sync_drift();
                 Err(ExecError::DefinitionChanged)
             }
             Ok(result) => Ok(result?),

@@ -46,7 +46,7 @@ mod commit;
 mod display;
 mod group;
 mod limits;
-mod pinning;
+pub mod pinning;
 mod preview;
 mod read;
 mod sessions;

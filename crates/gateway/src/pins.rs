@@ -159,7 +159,21 @@ pub fn compare(
 /// (`+`), pretty-printed. `pinned` is `None` for a tool never pinned. Empty when equal.
 #[must_use]
 pub fn diff(pinned: Option<&str>, listed: &UpstreamTool) -> String {
-    let now = definition(listed);
+    diff_definitions(pinned, &definition(listed))
+}
+
+/// [`diff`] of a pinned definition and a listed one, both canonical JSON text (as stored in a
+/// [`ToolPin`]); an unparsable text counts as empty.
+#[must_use]
+pub fn diff_text(pinned: Option<&str>, listed: &str) -> String {
+    diff_definitions(
+        pinned,
+        &serde_json::from_str::<Value>(listed).unwrap_or(Value::Null),
+    )
+}
+
+fn diff_definitions(pinned: Option<&str>, now: &Value) -> String {
+    let now = now.clone();
     let before: Map<String, Value> = pinned
         .and_then(|p| serde_json::from_str::<Value>(p).ok())
         .and_then(|v| match v {
@@ -192,21 +206,22 @@ pub fn diff(pinned: Option<&str>, listed: &UpstreamTool) -> String {
     out
 }
 
-/// The quarantined tools of a running gateway: (upstream id, tool name) with the digest of
-/// the definition the upstream listed. The executor sends nothing to them.
+/// The quarantined tools of a running gateway, each with its definition as the upstream lists
+/// it (a [`ToolPin`] not yet stored: what pinning it would store). The executor sends nothing
+/// to them.
 #[derive(Debug, Default)]
 pub struct Quarantine {
-    tools: std::sync::RwLock<BTreeMap<(String, String), String>>,
+    tools: std::sync::RwLock<BTreeMap<(String, String), ToolPin>>,
 }
 
 impl Quarantine {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<(String, String), String>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<(String, String), ToolPin>> {
         self.tools
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<(String, String), String>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<(String, String), ToolPin>> {
         self.tools
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -225,10 +240,24 @@ impl Quarantine {
         self.read().is_empty()
     }
 
-    /// Quarantine `tool` of `upstream`, listed with definition digest `digest`.
-    pub fn insert(&self, upstream: &str, tool: &str, digest: &str) {
+    /// Quarantine the tool `listed` describes (its upstream, name, digest and definition).
+    pub fn insert(&self, listed: ToolPin) {
         self.write()
-            .insert((upstream.to_owned(), tool.to_owned()), digest.to_owned());
+            .insert((listed.upstream.clone(), listed.tool.clone()), listed);
+    }
+
+    /// The quarantined tools, by upstream and name.
+    #[must_use]
+    pub fn tools(&self) -> Vec<ToolPin> {
+        self.read().values().cloned().collect()
+    }
+
+    /// The quarantined `tool` of `upstream`, if it is.
+    #[must_use]
+    pub fn get(&self, upstream: &str, tool: &str) -> Option<ToolPin> {
+        self.read()
+            .get(&(upstream.to_owned(), tool.to_owned()))
+            .cloned()
     }
 
     /// The upstreams with a quarantined tool.
@@ -238,15 +267,15 @@ impl Quarantine {
     }
 
     /// Release the tools of `upstream` whose listed definition now has a pin in `pins` (the
-    /// operator pinned it again); returns their names with the digest that was pinned.
+    /// operator pinned it); returns their names with the digest that was pinned.
     pub fn release_pinned(&self, upstream: &str, pins: &[ToolPin]) -> Vec<(String, String)> {
         let mut tools = self.write();
         let released: Vec<(String, String)> = tools
             .iter()
-            .filter(|((u, t), d)| {
-                u == upstream && pins.iter().any(|p| &p.tool == t && &p.digest == *d)
+            .filter(|((u, t), l)| {
+                u == upstream && pins.iter().any(|p| &p.tool == t && p.digest == l.digest)
             })
-            .map(|((_, t), d)| (t.clone(), d.clone()))
+            .map(|((_, t), l)| (t.clone(), l.digest.clone()))
             .collect();
         for (t, _) in &released {
             tools.remove(&(upstream.to_owned(), t.clone()));

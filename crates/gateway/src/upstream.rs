@@ -240,9 +240,10 @@ pub trait Upstream: Send + Sync {
     /// ([`UpstreamError::DefinitionChanged`]) sends them again when the digest matches.
     /// Default: nothing to do.
     fn accept_definitions(&self, _pinned: &[(String, String)]) {}
-    /// Tools whose definition changed after a reconnection, with the digest listed now
-    /// (their calls are refused with [`UpstreamError::DefinitionChanged`]). Default: none.
-    fn drifted(&self) -> Vec<(String, String)> {
+    /// Tools whose definition changed after a reconnection, as listed now (what pinning them
+    /// would store; their calls are refused with [`UpstreamError::DefinitionChanged`]).
+    /// Default: none.
+    fn drifted(&self) -> Vec<secureclaw_core::store::ToolPin> {
         Vec::new()
     }
     /// All tools (every page).
@@ -276,7 +277,7 @@ impl<T: Upstream + ?Sized> Upstream for Arc<T> {
     fn accept_definitions(&self, pinned: &[(String, String)]) {
         (**self).accept_definitions(pinned);
     }
-    fn drifted(&self) -> Vec<(String, String)> {
+    fn drifted(&self) -> Vec<secureclaw_core::store::ToolPin> {
         (**self).drifted()
     }
     fn list_tools(&self) -> BoxFuture<'_, Result<Vec<UpstreamTool>, UpstreamError>> {
@@ -369,7 +370,7 @@ pub struct RmcpUpstream {
     baseline: std::sync::Mutex<Option<std::collections::BTreeMap<String, String>>>,
     /// Tools whose definition a reconnection found changed (or new), with the digest it
     /// listed: calls to them are not sent.
-    drifted: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+    drifted: std::sync::Mutex<std::collections::BTreeMap<String, secureclaw_core::store::ToolPin>>,
 }
 
 /// How long the liveness ping after a timed-out call waits for its answer (at most; never
@@ -770,11 +771,11 @@ impl RmcpUpstream {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for tool in tools.into_iter().map(convert_tool) {
-            let digest = crate::pins::digest(&crate::pins::canonical_definition(&tool));
-            if baseline.get(&tool.name) != Some(&digest) {
+            let listed = crate::pins::pin_of(&self.id, &tool, secureclaw_core::UnixMillis(0));
+            if baseline.get(&tool.name) != Some(&listed.digest) {
                 tracing::warn!(upstream = %self.id, tool = %tool.name,
                     "after a reconnection the upstream lists this tool with another definition than at start-up; its calls are refused (tool_definition_changed) until the operator pins it");
-                drifted.insert(tool.name, digest);
+                drifted.insert(tool.name, listed);
             }
         }
         Ok(())
@@ -889,12 +890,12 @@ impl Upstream for RmcpUpstream {
         Box::pin(self.probe())
     }
 
-    fn drifted(&self) -> Vec<(String, String)> {
+    fn drifted(&self) -> Vec<secureclaw_core::store::ToolPin> {
         self.drifted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .map(|(t, d)| (t.clone(), d.clone()))
+            .values()
+            .cloned()
             .collect()
     }
 
@@ -908,7 +909,7 @@ impl Upstream for RmcpUpstream {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (tool, digest) in pinned {
-            if drifted.get(tool) == Some(digest) {
+            if drifted.get(tool).is_some_and(|l| &l.digest == digest) {
                 drifted.remove(tool);
                 if let Some(b) = baseline.as_mut() {
                     b.insert(tool.clone(), digest.clone());
@@ -960,11 +961,11 @@ impl Upstream for RmcpUpstream {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .get(&name)
                 .cloned();
-            if let Some(digest) = drifted {
+            if let Some(listed) = drifted {
                 return Err(UpstreamError::DefinitionChanged {
                     id: self.id.clone(),
                     tool: name,
-                    digest,
+                    digest: listed.digest,
                 });
             }
             let mut params = CallToolRequestParams::new(name);

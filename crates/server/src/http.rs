@@ -242,6 +242,8 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
         .route("/v1/audit", get(audit))
         .route("/v1/audit/verify", get(audit_verify))
         .route("/v1/tools", get(tools))
+        .route("/v1/tools/quarantine", get(tool_quarantine))
+        .route("/v1/tools/pin", post(pin_tool))
         .route("/v1/call", post(call))
         .route("/v1/branches/{branch}/promote", post(promote_branch))
         .route("/v1/branches/{branch}/abandon", post(abandon_branch))
@@ -487,6 +489,49 @@ async fn audit_verify(State(s): State<ApiState>, _: Operator) -> Result<Json<Val
             "audit_broken",
             e.to_string(),
         )),
+    }
+}
+
+/// Operator: the tools the gateway holds quarantined (definition changed since pinned, or
+/// never pinned), each with what differs (issue 16 item 4).
+async fn tool_quarantine(State(s): State<ApiState>, _: Operator) -> Result<Json<Value>, ApiError> {
+    let tools = s.gateway.quarantined_tools().await?;
+    Ok(Json(json!({"tools": tools})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PinRequest {
+    upstream: String,
+    tool: String,
+    /// The digest the operator reviewed (from `GET /v1/tools/quarantine`).
+    digest: String,
+}
+
+/// Operator: pin a quarantined tool exactly as the gateway holds it, if its digest is the one
+/// reviewed; 404 `not_quarantined` otherwise.
+async fn pin_tool(
+    State(s): State<ApiState>,
+    _: Operator,
+    body: Result<Json<PinRequest>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(req) = body?;
+    if s.gateway
+        .pin_quarantined(&req.upstream, &req.tool, &req.digest, "operator-api")
+        .await?
+    {
+        Ok(Json(
+            json!({"upstream": req.upstream, "tool": req.tool, "digest": req.digest, "pinned": true}),
+        ))
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_quarantined",
+            format!(
+                "`{}` of upstream `{}` is not quarantined with digest `{}`: see GET /v1/tools/quarantine",
+                req.tool, req.upstream, req.digest
+            ),
+        ))
     }
 }
 

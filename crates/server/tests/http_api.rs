@@ -86,9 +86,15 @@ struct Env {
 }
 
 async fn env() -> Env {
+    env_with_pins(&[]).await
+}
+
+/// [`env`] over a store that already holds `pins` for upstream `office`.
+async fn env_with_pins(pins: &[secureclaw_core::store::ToolPin]) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let keys = Arc::new(KeyRing::generate(&mut |b| getrandom::fill(b).unwrap()));
     let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
+    store.put_tool_pins("office", pins, &[]).unwrap();
     let policy = Arc::new(secureclaw_policy::CedarPolicy::load(&[]).unwrap());
     let office = Arc::new(Office {
         sent: AtomicUsize::new(0),
@@ -753,4 +759,118 @@ async fn speculative_calls_over_http() {
     let (s, body) = send(&e.app, "GET", &path, Some(OPERATOR), None).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(body["observers"].as_array().unwrap().len(), 5);
+}
+
+/// Issue 16 item 4 over the operator API: a tool whose definition differs from its pin is
+/// listed by `GET /v1/tools/quarantine` with its diff, hidden from the runtime and refused;
+/// `POST /v1/tools/pin` with the reviewed digest pins exactly what the gateway holds and
+/// serves it. A wrong digest, an unknown tool and a session token are refused.
+#[tokio::test]
+async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
+    let mut old = tool("send", false);
+    old.description = Some("Send a message.".into());
+    let e = env_with_pins(&[
+        secureclaw_gateway::pins::pin_of(
+            "office",
+            &tool("lookup", true),
+            secureclaw_core::UnixMillis(1),
+        ),
+        secureclaw_gateway::pins::pin_of("office", &old, secureclaw_core::UnixMillis(1)),
+    ])
+    .await;
+    let ses = session(&e.app, "send a note").await;
+    let (status, body) = send(&e.app, "GET", "/v1/tools", Some(&ses), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["office__lookup"], "the changed tool is hidden");
+    let (status, body) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&ses),
+        Some(json!({"tool": "office__send", "arguments": {}})),
+    )
+    .await;
+    assert!(
+        body.to_string().contains("tool_definition_changed"),
+        "{status} {body}"
+    );
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+
+    // The runtime's token cannot see or pin.
+    let (status, _) = send(&e.app, "GET", "/v1/tools/quarantine", Some(&ses), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = send(&e.app, "GET", "/v1/tools/quarantine", Some(OPERATOR), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let q = &body["tools"][0];
+    assert_eq!(q["tool"], "send");
+    assert_eq!(q["status"], "changed");
+    assert!(
+        q["diff"]
+            .as_str()
+            .unwrap()
+            .contains("- \"Send a message.\""),
+        "{q}"
+    );
+    let digest = q["digest"].as_str().unwrap().to_owned();
+    let pin =
+        |digest: &str, tool: &str| json!({"upstream": "office", "tool": tool, "digest": digest});
+    let (status, _) = send(
+        &e.app,
+        "POST",
+        "/v1/tools/pin",
+        Some(&ses),
+        Some(pin(&digest, "send")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = send(
+        &e.app,
+        "POST",
+        "/v1/tools/pin",
+        Some(OPERATOR),
+        Some(pin("00", "send")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "not_quarantined", "{body}");
+    let (status, _) = send(
+        &e.app,
+        "POST",
+        "/v1/tools/pin",
+        Some(OPERATOR),
+        Some(pin(&digest, "lookup")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = send(
+        &e.app,
+        "POST",
+        "/v1/tools/pin",
+        Some(OPERATOR),
+        Some(pin(&digest, "send")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = send(&e.app, "GET", "/v1/tools/quarantine", Some(OPERATOR), None).await;
+    assert_eq!(body["tools"], json!([]));
+    let (status, body) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&ses),
+        Some(json!({"tool": "office__send", "arguments": {}})),
+    )
+    .await;
+    // Served again: the call reaches the policy (this configuration asks the user for
+    // `send`, as before the change), no longer refused for its definition.
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["recovery"]["reason"], "confirmation_required", "{body}");
+    let (_, body) = send(&e.app, "GET", "/v1/tools", Some(&ses), None).await;
+    assert_eq!(body["tools"].as_array().unwrap().len(), 2, "{body}");
 }

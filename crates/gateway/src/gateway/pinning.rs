@@ -1,4 +1,5 @@
-//! Tool-definition pins at start-up and at call time (issue 16 item 4; see [`crate::pins`]).
+//! Tool-definition pins at start-up, at call time and through the operator API (issue 16
+//! item 4; see [`crate::pins`]).
 
 use super::{Gateway, GatewayError};
 use crate::catalog::{Listing, ToolEntry};
@@ -55,11 +56,7 @@ pub(super) async fn check_at_start(
         }
         for name in check.quarantined() {
             if let Some(tool) = tools.iter().find(|t| &t.name == name) {
-                quarantine.insert(
-                    &spec.id,
-                    name,
-                    &pins::digest(&pins::canonical_definition(tool)),
-                );
+                quarantine.insert(pins::pin_of(&spec.id, tool, now));
             }
         }
         if !check.changed.is_empty() {
@@ -133,5 +130,97 @@ impl Gateway {
             let names: Vec<&str> = released.iter().map(|(t, _)| t.as_str()).collect();
             tracing::info!(upstream, tools = ?names, "tools pinned by the operator are available again");
         }
+    }
+}
+
+/// A quarantined tool as the operator reviews it ([`Gateway::quarantined_tools`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QuarantinedTool {
+    /// Upstream id.
+    pub upstream: String,
+    /// Tool name at the upstream.
+    pub tool: String,
+    /// `changed` (a pin exists with another digest) or `new` (no pin).
+    pub status: &'static str,
+    /// Digest of the definition the upstream lists (what pinning it stores).
+    pub digest: String,
+    /// What differs from the pin ([`pins::diff_text`]; for a new tool, every field).
+    pub diff: String,
+}
+
+impl Gateway {
+    /// The tools this gateway holds quarantined (hidden and refused), each with what differs
+    /// from its pin, for the operator (`GET /v1/tools/quarantine`).
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] if the pins cannot be read.
+    pub async fn quarantined_tools(&self) -> Result<Vec<QuarantinedTool>, GatewayError> {
+        self.refresh_quarantine().await;
+        let mut out = Vec::new();
+        let mut pins_of: std::collections::BTreeMap<String, Vec<secureclaw_core::store::ToolPin>> =
+            std::collections::BTreeMap::new();
+        for listed in self.inner.executor.quarantine().tools() {
+            if !pins_of.contains_key(&listed.upstream) {
+                let pins = self
+                    .inner
+                    .store
+                    .tool_pins(&listed.upstream)
+                    .await
+                    .map_err(|e| GatewayError::Store(e.to_string()))?;
+                pins_of.insert(listed.upstream.clone(), pins);
+            }
+            let pinned = pins_of
+                .get(&listed.upstream)
+                .and_then(|pins| pins.iter().find(|p| p.tool == listed.tool));
+            out.push(QuarantinedTool {
+                status: if pinned.is_some() { "changed" } else { "new" },
+                diff: pins::diff_text(pinned.map(|p| p.definition.as_str()), &listed.definition),
+                digest: listed.digest,
+                upstream: listed.upstream,
+                tool: listed.tool,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Pin the quarantined `tool` of `upstream` exactly as this gateway holds it — the
+    /// definition it will serve, not a fresh listing — if its digest is `digest` (the one the
+    /// operator reviewed), record who did it in the audit log, and serve it from now on
+    /// (`POST /v1/tools/pin`). `Ok(false)` when that tool is not quarantined with that digest
+    /// (nothing is pinned).
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] if the pin or its audit record cannot be stored.
+    pub async fn pin_quarantined(
+        &self,
+        upstream: &str,
+        tool: &str,
+        digest: &str,
+        by: &str,
+    ) -> Result<bool, GatewayError> {
+        self.inner.executor.sync_drift();
+        let Some(listed) = self.inner.executor.quarantine().get(upstream, tool) else {
+            return Ok(false);
+        };
+        if listed.digest != digest {
+            return Ok(false);
+        }
+        let pin = secureclaw_core::store::ToolPin {
+            pinned_at: self.now(),
+            ..listed
+        };
+        self.inner
+            .store
+            .put_tool_pins(upstream, std::slice::from_ref(&pin), &[])
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?;
+        let mut ev = AuditEvent::new(AuditKind::ToolPins, self.now());
+        ev.caller = Some(by.to_owned());
+        ev.detail = json!({"upstream": upstream, "pinned": [tool], "by": by});
+        self.audit(ev)
+            .await
+            .map_err(|()| GatewayError::Store("audit append failed".into()))?;
+        self.release_pinned(upstream).await;
+        Ok(true)
     }
 }
