@@ -141,6 +141,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     let id = args.id.unwrap_or_else(|| derive_id(program, rest));
     secureclaw_gateway::catalog::check_upstream_id(&id)
         .map_err(|e| anyhow::anyhow!("--id: {e}"))?;
+    let spec_id = id.clone();
     let spec = UpstreamSpec {
         id,
         transport: UpstreamTransport::Stdio {
@@ -200,7 +201,8 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     // The raw session id is the session's bearer credential (valid on `serve` over the same
     // store): only its audit digest is printed (new-user finding).
     crate::say(&format!(
-        "serving on stdio; {} session {} (as the audit log and approvals name it); state directory {}; approvals: {} list",
+        "serving on stdio; upstream id `{}` (tool pins and rules use it; --id sets it); {} session {} (as the audit log and approvals name it); state directory {}; approvals: {} list",
+        spec_id,
         if resumed {
             "resumed the earlier"
         } else {

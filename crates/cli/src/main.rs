@@ -164,7 +164,7 @@ enum Command {
     FaultUpstream {
         /// The fault: ok, die-after-effect, 404-after-effect, hang-call, hang-list,
         /// endless-line, deep-schema, wrong-id, duplicate-reply, input-required, rug-pull,
-        /// rug-pull-after-effect.
+        /// rug-pull-after-effect, drop-after-effect.
         #[arg(long)]
         mode: String,
         /// Every effect (`pay`) appends a line here before the fault.

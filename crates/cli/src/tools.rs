@@ -30,9 +30,11 @@ pub enum ToolsCommand {
     /// Show what changed in each changed or new tool: the pinned and the listed value of every
     /// field that differs (description, schemas, annotations).
     Diff(ToolsArgs),
-    /// Pin the definitions the upstreams list now, so that the gateway serves them (after
-    /// reviewing them with `tools diff`). Without --tool: every tool of every upstream, and the
-    /// pins of tools no longer listed are dropped.
+    /// Pin the definitions you reviewed, so that the gateway serves them: one `--digest
+    /// TOOL=DIGEST` per tool, as `tools diff` prints them. The upstream is listed again and a
+    /// tool is pinned only if it still has that digest (a server that shows the review one
+    /// definition and the pin another is refused). `--all-listed` pins whatever the upstreams
+    /// list now, unreviewed (a first setup), and drops the pins of tools no longer listed.
     Pin(ToolsArgs),
 }
 
@@ -40,7 +42,7 @@ pub enum ToolsCommand {
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
     /// The config file whose `[[upstream]]`s to check (as `serve -c`); its state directory
-    /// and store are used unless --state-dir / --store-url say otherwise.
+    /// and store are used unless --state-dir / --store say otherwise.
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// For a `wrap` upstream: its id, if `wrap` was given `--id` (default: derived from the
@@ -50,6 +52,14 @@ pub struct ToolsArgs {
     /// Only this tool (its name at the upstream, or `upstream__tool`; repeatable).
     #[arg(long = "tool", value_name = "TOOL")]
     tools: Vec<String>,
+    /// `pin`: the reviewed definition of a tool, `TOOL=DIGEST` (TOOL as `upstream__tool` or its
+    /// name at the upstream; DIGEST as `tools diff` prints it); repeatable.
+    #[arg(long = "digest", value_name = "TOOL=DIGEST")]
+    digests: Vec<String>,
+    /// `pin`: pin every tool the upstreams list now without a reviewed digest, and drop the
+    /// pins of tools no longer listed.
+    #[arg(long, conflicts_with = "digests")]
+    all_listed: bool,
     /// Start even if the upstream's command can reach the state directory (as `wrap`
     /// --allow-upstream-state-access).
     #[arg(long)]
@@ -63,7 +73,10 @@ pub struct ToolsArgs {
 struct Listed {
     spec: UpstreamSpec,
     tools: Vec<UpstreamTool>,
+    /// Its tool pins (not its marker).
     pins: Vec<ToolPin>,
+    /// A gateway or the operator has listed or pinned it before (its marker is stored).
+    ever: bool,
 }
 
 /// Run a `tools` subcommand.
@@ -92,11 +105,28 @@ pub async fn run(
         let tools = secureclaw_gateway::upstream::startup_tools(&up, startup)
             .await
             .with_context(|| format!("listing the tools of upstream `{}`", spec.id))?;
-        let pins = store
+        let pins: Vec<ToolPin> = store
             .tool_pins(&spec.id)
             .await
             .with_context(|| format!("reading the pins of upstream `{}`", spec.id))?;
-        listed.push(Listed { spec, tools, pins });
+        let ever = pins.iter().any(pins::is_marker);
+        let pins: Vec<ToolPin> = pins.into_iter().filter(|p| !pins::is_marker(p)).collect();
+        if !pins.is_empty()
+            && !tools.is_empty()
+            && tools.iter().all(|t| !pins.iter().any(|p| p.tool == t.name))
+        {
+            eprintln!(
+                "warning: upstream `{}` lists none of the {} tools pinned under this id: probably another server run under the same id; give each server its own id (`wrap --id`, `[[upstream]] id`)",
+                spec.id,
+                pins.len()
+            );
+        }
+        listed.push(Listed {
+            spec,
+            tools,
+            pins,
+            ever,
+        });
     }
     let wanted = |l: &Listed, tool: &str| {
         args.tools.is_empty()
@@ -108,7 +138,7 @@ pub async fn run(
     match cmd {
         ToolsCommand::List(_) => Ok(list(&listed, &wanted)),
         ToolsCommand::Diff(_) => Ok(diff(&listed, &wanted, &markers)),
-        ToolsCommand::Pin(_) => pin(store.as_ref(), &listed, &wanted, !args.tools.is_empty()).await,
+        ToolsCommand::Pin(_) => pin(store.as_ref(), &listed, &wanted, args).await,
     }
 }
 
@@ -184,13 +214,21 @@ fn status(l: &Listed, tool: &UpstreamTool) -> &'static str {
     }
 }
 
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn list(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool) -> ExitCode {
     let mut review = 0;
     for l in listed {
-        println!("upstream `{}`: {} tools", l.spec.id, l.tools.len());
-        if l.pins.is_empty() {
+        println!(
+            "upstream `{}`: {}",
+            l.spec.id,
+            plural(l.tools.len(), "tool", "tools")
+        );
+        if !l.ever {
             println!(
-                "  (never pinned: a gateway started with `pin = \"on-first-use\"` pins it as listed)"
+                "  (never listed by a gateway: one started with `pin = \"on-first-use\"` pins it as listed then)"
             );
         }
         for tool in l.tools.iter().filter(|t| wanted(l, &t.name)) {
@@ -198,18 +236,18 @@ fn list(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool) -> ExitCode {
             if s != "pinned" {
                 review += 1;
             }
-            println!("  {s:<8} {}", tool.name);
+            println!("  {s:<8} {}", pins::printable(&tool.name));
         }
         for p in l.pins.iter().filter(|p| wanted(l, &p.tool)) {
             if !l.tools.iter().any(|t| t.name == p.tool) {
-                println!("  {:<8} {}", "removed", p.tool);
+                println!("  {:<8} {}", "removed", pins::printable(&p.tool));
             }
         }
     }
     if review > 0 {
         println!(
-            "{review} tool{} hidden from the runtime until pinned: review with `secureclaw tools diff`, approve with `secureclaw tools pin`",
-            if review == 1 { " is" } else { "s are" }
+            "{} hidden from the runtime until pinned: review with `secureclaw tools diff`, then pin what you reviewed with `secureclaw tools pin --digest TOOL=DIGEST`",
+            plural(review, "tool is", "tools are")
         );
         ExitCode::FAILURE
     } else {
@@ -219,6 +257,7 @@ fn list(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool) -> ExitCode {
 
 fn diff(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool, markers: &[String]) -> ExitCode {
     let mut shown = 0;
+    let mut digests = Vec::new();
     for l in listed {
         for tool in l.tools.iter().filter(|t| wanted(l, &t.name)) {
             let pin = l.pins.iter().find(|p| p.tool == tool.name);
@@ -228,29 +267,41 @@ fn diff(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool, markers: &[St
             }
             shown += 1;
             let what = if pin.is_some() { "changed" } else { "new" };
-            println!("{}__{} ({what}):\n{d}", l.spec.id, tool.name);
+            let name = format!("{}__{}", l.spec.id, tool.name);
+            let digest = pins::digest(&pins::canonical_definition(tool));
+            println!("{} ({what}), digest {digest}:", pins::printable(&name));
+            for line in d.lines() {
+                println!("{}", pins::printable(line));
+            }
             // The tool-poisoning scan (issue 16 item 5): what the runtime would be shown.
             let mut scrubbed = tool.clone();
             let found = secureclaw_gateway::upstream::scrub_tool_metadata(&mut scrubbed, markers);
             if found > 0 {
                 println!(
-                    "  poisoning scan: {found} identifier{}, secret{} or injection marker{} in its title, description or schema prose; the runtime is shown:\n    {}\n",
-                    if found == 1 { "" } else { "s" },
-                    if found == 1 { "" } else { "s" },
-                    if found == 1 { "" } else { "s" },
-                    scrubbed
-                        .description
-                        .as_deref()
-                        .unwrap_or("(no description)")
+                    "  poisoning scan: {} in its title, description or schema prose; the runtime is shown:\n    {}",
+                    plural(
+                        found,
+                        "identifier, secret or injection marker",
+                        "identifiers, secrets or injection markers"
+                    ),
+                    pins::printable(
+                        scrubbed
+                            .description
+                            .as_deref()
+                            .unwrap_or("(no description)")
+                    )
                 );
             }
+            println!();
+            digests.push(format!("--digest {}={digest}", pins::printable(&name)));
         }
         for p in l.pins.iter().filter(|p| wanted(l, &p.tool)) {
             if !l.tools.iter().any(|t| t.name == p.tool) {
                 shown += 1;
                 println!(
                     "{}__{} (removed: pinned, no longer listed)\n",
-                    l.spec.id, p.tool
+                    l.spec.id,
+                    pins::printable(&p.tool)
                 );
             }
         }
@@ -258,40 +309,99 @@ fn diff(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool, markers: &[St
     if shown == 0 {
         println!("every listed tool matches its pin");
     }
+    if !digests.is_empty() {
+        println!(
+            "to pin exactly what is shown above, add to `secureclaw tools pin` (same --state-dir and upstream):\n  {}",
+            digests.join(" ")
+        );
+    }
     ExitCode::SUCCESS
+}
+
+/// The reviewed digests of `--digest TOOL=DIGEST`.
+fn reviewed(args: &ToolsArgs) -> Result<Vec<(String, String)>> {
+    args.digests
+        .iter()
+        .map(|d| {
+            d.rsplit_once('=')
+                .filter(|(t, h)| !t.is_empty() && !h.is_empty())
+                .map(|(t, h)| (t.to_owned(), h.to_ascii_lowercase()))
+                .with_context(|| format!("--digest `{d}`: expected TOOL=DIGEST"))
+        })
+        .collect()
 }
 
 async fn pin(
     store: &dyn Store,
     listed: &[Listed],
     wanted: &dyn Fn(&Listed, &str) -> bool,
-    only_named: bool,
+    args: &ToolsArgs,
 ) -> Result<ExitCode> {
+    let reviewed = reviewed(args)?;
+    if reviewed.is_empty() && !args.all_listed {
+        bail!(
+            "nothing pinned: give `--digest TOOL=DIGEST` for each tool you reviewed (`secureclaw tools diff` prints them), or `--all-listed` to pin whatever the upstreams list now without review"
+        );
+    }
     let now = (secureclaw_gateway::system_clock())();
-    let mut matched = 0;
+    // Every reviewed digest is checked against the listing before anything is stored.
+    let mut plan: Vec<(&Listed, Vec<ToolPin>, Vec<String>)> = Vec::new();
+    let mut matched = vec![false; reviewed.len()];
     for l in listed {
-        let pins: Vec<ToolPin> = l
-            .tools
-            .iter()
-            .filter(|t| wanted(l, &t.name))
-            .map(|t| pins::pin_of(&l.spec.id, t, now))
-            .collect();
-        let unpin: Vec<String> = l
-            .pins
-            .iter()
-            .filter(|p| wanted(l, &p.tool) && !l.tools.iter().any(|t| t.name == p.tool))
-            .map(|p| p.tool.clone())
-            .collect();
-        matched += pins.len() + unpin.len();
-        let changed: Vec<&str> = pins
+        let mut pins = Vec::new();
+        for tool in &l.tools {
+            let listed_pin = pins::pin_of(&l.spec.id, tool, now);
+            let qualified = format!("{}__{}", l.spec.id, tool.name);
+            let review = reviewed
+                .iter()
+                .position(|(t, _)| *t == qualified || *t == tool.name);
+            match review {
+                Some(i) => {
+                    matched[i] = true;
+                    if reviewed[i].1 != listed_pin.digest {
+                        bail!(
+                            "nothing pinned: `{}` is listed now with digest {}, not the reviewed {}: the server changed it since the review, or answers each listing differently; review it again with `secureclaw tools diff`",
+                            pins::printable(&qualified),
+                            listed_pin.digest,
+                            pins::printable(&reviewed[i].1)
+                        );
+                    }
+                    pins.push(listed_pin);
+                }
+                None if args.all_listed && wanted(l, &tool.name) => pins.push(listed_pin),
+                None => {}
+            }
+        }
+        let unpin: Vec<String> = if args.all_listed {
+            l.pins
+                .iter()
+                .filter(|p| wanted(l, &p.tool) && !l.tools.iter().any(|t| t.name == p.tool))
+                .map(|p| p.tool.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        plan.push((l, pins, unpin));
+    }
+    if let Some(i) = matched.iter().position(|m| !m) {
+        bail!(
+            "nothing pinned: no upstream lists `{}`",
+            pins::printable(&reviewed[i].0)
+        );
+    }
+    for (l, mut pins, unpin) in plan {
+        let changed: Vec<String> = pins
             .iter()
             .filter(|p| {
                 !l.pins
                     .iter()
                     .any(|old| old.tool == p.tool && old.digest == p.digest)
             })
-            .map(|p| p.tool.as_str())
+            .map(|p| p.tool.clone())
             .collect();
+        if !l.ever {
+            pins.push(pins::marker(&l.spec.id, now));
+        }
         store
             .put_tool_pins(&l.spec.id, &pins, &unpin)
             .await
@@ -302,31 +412,30 @@ async fn pin(
             "upstream": l.spec.id,
             "pinned": changed,
             "unpinned": unpin,
-            "by": "operator",
+            "by": if args.all_listed { "operator (all listed)" } else { "operator (reviewed digests)" },
         });
         store
             .append_audit(ev)
             .await
             .context("appending the pin to the audit log")?;
-        println!(
-            "upstream `{}`: {} tool{} pinned ({} new or changed){}",
-            l.spec.id,
-            pins.len(),
-            if pins.len() == 1 { "" } else { "s" },
-            changed.len(),
-            if unpin.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", {} pin{} of tools no longer listed dropped",
-                    unpin.len(),
-                    if unpin.len() == 1 { "" } else { "s" }
-                )
-            }
-        );
-    }
-    if only_named && matched == 0 {
-        bail!("no listed or pinned tool matches the --tool names given");
+        for p in pins.iter().filter(|p| changed.contains(&p.tool)) {
+            println!(
+                "pinned {}__{} (digest {})",
+                l.spec.id,
+                pins::printable(&p.tool),
+                p.digest
+            );
+        }
+        for t in &unpin {
+            println!(
+                "dropped the pin of {}__{} (no longer listed)",
+                l.spec.id,
+                pins::printable(t)
+            );
+        }
+        if changed.is_empty() && unpin.is_empty() {
+            println!("upstream `{}`: nothing to change", l.spec.id);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

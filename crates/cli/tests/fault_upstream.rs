@@ -281,10 +281,23 @@ impl Wrapped {
 /// `secureclaw --state-dir STATE tools SUB --id fault -- EXE fault-upstream --mode MODE
 /// --effects EFFECTS`: exit success and stdout.
 fn tools_cli(sub: &str, state: &Path, mode: &str, effects: &Path) -> (bool, String) {
+    tools_cli_with(sub, &[], state, mode, effects)
+}
+
+/// [`tools_cli`] with `extra` arguments after the subcommand.
+fn tools_cli_with(
+    sub: &str,
+    extra: &[&str],
+    state: &Path,
+    mode: &str,
+    effects: &Path,
+) -> (bool, String) {
     let out = Command::new(EXE)
         .arg("--state-dir")
         .arg(state)
-        .args(["tools", sub, "--id", "fault", "--"])
+        .args(["tools", sub])
+        .args(extra)
+        .args(["--id", "fault", "--"])
         .arg(EXE)
         .args(["fault-upstream", "--mode", mode, "--effects"])
         .arg(effects)
@@ -364,9 +377,39 @@ fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tool
         w.stderr_so_far()
     );
 
+    // `pin` needs the reviewed digest: without one nothing is pinned; with a digest other
+    // than the one listed nothing is pinned; with the digest `diff` printed, `pay` is pinned.
     let (ok, out) = tools_cli("pin", &state, "rug-pull", &effects_file);
+    assert!(!ok, "{out}");
+    assert!(out.contains("nothing pinned"), "{out}");
+    let (_, shown) = tools_cli("diff", &state, "rug-pull", &effects_file);
+    let reviewed = shown
+        .split_whitespace()
+        .skip_while(|w| *w != "--digest")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no digest in {shown}"))
+        .to_owned();
+    assert!(reviewed.starts_with("fault__pay="), "{reviewed}");
+    let other = format!("fault__pay={}", "0".repeat(64));
+    let (ok, out) = tools_cli_with(
+        "pin",
+        &["--digest", &other],
+        &state,
+        "rug-pull",
+        &effects_file,
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("not the reviewed"), "{out}");
+    assert_eq!(listed_tools(&mut w, 7), ["peek"], "still hidden");
+    let (ok, out) = tools_cli_with(
+        "pin",
+        &["--digest", &reviewed],
+        &state,
+        "rug-pull",
+        &effects_file,
+    );
     assert!(ok, "{out}");
-    assert!(out.contains("1 new or changed"), "{out}");
+    assert!(out.contains("pinned fault__pay (digest"), "{out}");
     assert_eq!(listed_tools(&mut w, 5), ["pay", "peek"]);
     w.call(6, WRAP_PAY, json!({"ref": "b"}));
     assert!(text_of(&w.replies(&[6]).remove(0)).contains("paid 1"));
@@ -386,6 +429,22 @@ fn a_tool_changed_by_a_restarted_upstream_is_refused() {
     assert_outcome_unknown_text(&text_of(&w.replies(&[2]).remove(0)));
     assert_eq!(effects(&w.effects).len(), 1);
     // The next call reconnects; the new process lists `pay` differently.
+    w.call(3, WRAP_PEEK, json!({}));
+    assert!(text_of(&w.replies(&[3]).remove(0)).contains("peek 1"));
+    assert_eq!(listed_tools(&mut w, 4), ["peek"]);
+    w.call(5, WRAP_PAY, json!({"ref": "b"}));
+    let r = w.replies(&[5]).remove(0);
+    assert!(text_of(&r).contains("tool_definition_changed"), "{r}");
+    assert_eq!(effects(&w.effects).len(), 1, "nothing more was sent");
+}
+
+/// Red-team of 2026-12-04: the restarted upstream no longer lists `pay`; calls to it are
+/// refused, not sent to whatever the new process does with an unlisted name.
+#[test]
+fn a_tool_dropped_by_a_restarted_upstream_is_refused() {
+    let mut w = Wrapped::start_with("drop-after-effect", PATIENT_MS);
+    w.call(2, WRAP_PAY, json!({"ref": "a"}));
+    assert_outcome_unknown_text(&text_of(&w.replies(&[2]).remove(0)));
     w.call(3, WRAP_PEEK, json!({}));
     assert!(text_of(&w.replies(&[3]).remove(0)).contains("peek 1"));
     assert_eq!(listed_tools(&mut w, 4), ["peek"]);

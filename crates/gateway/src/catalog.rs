@@ -155,10 +155,7 @@ pub enum CatalogError {
         reason: &'static str,
     },
     /// Two tools have the same exposed name.
-    #[error(
-        "tool name `{name}` is exposed by upstream `{first}` and by upstream `{second}`; \
-         rename an upstream id, turn namespacing on, or hide one of the tools"
-    )]
+    #[error("{}", collision_message(name, first, second))]
     Collision {
         /// The exposed name.
         name: String,
@@ -406,5 +403,20 @@ impl Catalog {
             .values()
             .map(|e| (e.upstream.clone(), e.name.clone()))
             .collect()
+    }
+}
+
+/// The message of [`CatalogError::Collision`]: one upstream listing a name twice is its own
+/// fault, not a naming conflict the operator resolves (red-team of 2026-12-04).
+fn collision_message(name: &str, first: &str, second: &str) -> String {
+    if first == second {
+        format!(
+            "upstream `{first}` lists tool `{name}` twice; fix the server, or hide the tool with a [[gateway.tools]] rule"
+        )
+    } else {
+        format!(
+            "tool name `{name}` is exposed by upstream `{first}` and by upstream `{second}`; \
+             rename an upstream id, turn namespacing on, or hide one of the tools"
+        )
     }
 }

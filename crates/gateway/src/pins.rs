@@ -44,6 +44,53 @@ pub enum PinMode {
     Off,
 }
 
+/// The tool name of an upstream's marker pin: stored the first time the gateway lists the
+/// upstream (with the pins of trust on first use, or alone), so that trust on first use never
+/// fires again for that upstream — not after the operator drops every pin, not after a first
+/// listing without tools (red-team of 2026-12-04). No MCP tool has an empty name.
+pub const MARKER_TOOL: &str = "";
+
+/// The digest recorded for a pinned tool a reconnected upstream no longer lists: its calls are
+/// refused, and no pin can match it.
+pub const REMOVED_DIGEST: &str = "removed";
+
+/// The marker pin of `upstream` ([`MARKER_TOOL`]).
+#[must_use]
+pub fn marker(upstream: &str, at: UnixMillis) -> ToolPin {
+    ToolPin {
+        upstream: upstream.to_owned(),
+        tool: MARKER_TOOL.to_owned(),
+        digest: String::new(),
+        definition: String::new(),
+        pinned_at: at,
+    }
+}
+
+/// Whether `pin` is an upstream's marker rather than a tool's pin.
+#[must_use]
+pub fn is_marker(pin: &ToolPin) -> bool {
+    pin.tool == MARKER_TOOL
+}
+
+/// `text` safe to print on an operator's terminal: control, invisible and bidirectional
+/// characters written as `\u{…}` (a tool name or description comes from the upstream, which
+/// could otherwise rewrite the line it is printed on).
+#[must_use]
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control()
+            || secureclaw_core::normalize::is_removable(c)
+            || matches!(c, '\u{2028}' | '\u{2029}')
+        {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The definition of `tool` that is pinned and compared (module docs), as a JSON object.
 #[must_use]
 pub fn definition(tool: &UpstreamTool) -> Value {
@@ -98,9 +145,12 @@ pub struct PinCheck {
     pub unpinned: Vec<String>,
     /// Pinned tools the upstream no longer lists, by name.
     pub removed: Vec<String>,
-    /// Pins to store now: the whole listing of an upstream never pinned, under
-    /// [`PinMode::OnFirstUse`]; empty otherwise.
+    /// Pins to store now: the upstream's [`marker`] if it has none, and with it, under
+    /// [`PinMode::OnFirstUse`] for an upstream never listed before, its whole listing.
     pub pin_now: Vec<ToolPin>,
+    /// The upstream has tool pins but lists none of their tools: probably another server run
+    /// under the same id (its tools are all new, and quarantined).
+    pub disjoint: bool,
 }
 
 impl PinCheck {
@@ -126,14 +176,23 @@ pub fn compare(
     if mode == PinMode::Off {
         return check;
     }
-    if pins.is_empty() && mode == PinMode::OnFirstUse {
-        check.pin_now = tools.iter().map(|t| pin_of(upstream, t, now)).collect();
-        return check;
+    if !pins.iter().any(is_marker) {
+        check.pin_now.push(marker(upstream, now));
+        if pins.is_empty() && mode == PinMode::OnFirstUse {
+            check
+                .pin_now
+                .extend(tools.iter().map(|t| pin_of(upstream, t, now)));
+            return check;
+        }
     }
     let pinned: BTreeMap<&str, &str> = pins
         .iter()
+        .filter(|p| !is_marker(p))
         .map(|p| (p.tool.as_str(), p.digest.as_str()))
         .collect();
+    check.disjoint = !pinned.is_empty()
+        && !tools.is_empty()
+        && tools.iter().all(|t| !pinned.contains_key(t.name.as_str()));
     let mut listed = BTreeSet::new();
     for tool in tools {
         listed.insert(tool.name.as_str());
@@ -310,7 +369,7 @@ mod tests {
     fn first_use_pins_then_changes_new_and_removed_tools_are_found() {
         let first = [tool("send", "Send mail."), tool("read", "Read mail.")];
         let check = compare("office", &first, &[], PinMode::OnFirstUse, UnixMillis(1));
-        assert_eq!(check.pin_now.len(), 2);
+        assert_eq!(check.pin_now.len(), 3, "the marker and both tools");
         assert!(check.quarantined().next().is_none());
         let pins = check.pin_now;
         // Positive control: the same listing again is clean.
@@ -385,7 +444,11 @@ mod tests {
         let first = [tool("send", "Send mail.")];
         let check = compare("office", &first, &[], PinMode::Manual, UnixMillis(1));
         assert_eq!(check.unpinned, ["send"]);
-        assert!(check.pin_now.is_empty());
+        assert_eq!(
+            check.pin_now,
+            [marker("office", UnixMillis(1))],
+            "only the marker"
+        );
         let check = compare("office", &first, &[], PinMode::Off, UnixMillis(1));
         assert_eq!(check, PinCheck::default());
     }
@@ -406,5 +469,62 @@ mod tests {
         assert!(!d.contains("inputSchema"), "{d}");
         assert_eq!(diff(Some(&pin.definition), &base), "");
         assert!(diff(None, &base).contains("+ \"send\""));
+    }
+
+    /// Red-team of 2026-12-04: once an upstream was listed, trust on first use never fires
+    /// again — not after every pin was dropped, not after a first listing without tools — and
+    /// a listing that shares no tool with the pins is flagged (another server under that id).
+    #[test]
+    fn first_use_fires_once_per_upstream() {
+        let tools = [tool("send", "Send mail.")];
+        let first = compare("office", &[], &[], PinMode::OnFirstUse, UnixMillis(1));
+        assert_eq!(first.pin_now, [marker("office", UnixMillis(1))]);
+        let later = compare(
+            "office",
+            &tools,
+            &first.pin_now,
+            PinMode::OnFirstUse,
+            UnixMillis(2),
+        );
+        assert_eq!(
+            later.unpinned,
+            ["send"],
+            "a tool listed after an empty first listing"
+        );
+        assert!(later.pin_now.is_empty());
+        assert!(!later.disjoint);
+        let only_marker = [marker("office", UnixMillis(1))];
+        let dropped = compare(
+            "office",
+            &tools,
+            &only_marker,
+            PinMode::OnFirstUse,
+            UnixMillis(3),
+        );
+        assert_eq!(
+            dropped.unpinned,
+            ["send"],
+            "every pin dropped: nothing is trusted again"
+        );
+        let other = [
+            pin_of("office", &tool("wipe", "Wipe."), UnixMillis(1)),
+            marker("office", UnixMillis(1)),
+        ];
+        let check = compare("office", &tools, &other, PinMode::OnFirstUse, UnixMillis(4));
+        assert!(check.disjoint);
+        assert_eq!(check.removed, ["wipe"]);
+        assert_eq!(check.unpinned, ["send"]);
+    }
+
+    /// Names and prose from an upstream are printed with control, invisible and bidi
+    /// characters escaped.
+    #[test]
+    fn printable_escapes_what_could_rewrite_a_terminal_line() {
+        assert_eq!(
+            printable("wipe\r  pinned\u{1b}[K"),
+            "wipe\\u{d}  pinned\\u{1b}[K"
+        );
+        assert_eq!(printable("a\u{202e}b\u{200b}c"), "a\\u{202e}b\\u{200b}c");
+        assert_eq!(printable("plain name_1"), "plain name_1");
     }
 }

@@ -747,9 +747,10 @@ impl RmcpUpstream {
         Ok(fresh)
     }
 
-    /// List the tools of a reconnected `client` and record each whose definition differs
-    /// from the start-up listing, or that it did not list, as drifted (its calls are then not
-    /// sent). Nothing to compare before the first listing.
+    /// List the tools of a reconnected `client` and record as drifted (its calls are then not
+    /// sent) each whose definition differs from the start-up listing, each the start-up
+    /// listing did not have, and each of the start-up listing it no longer lists. Nothing to
+    /// compare before the first listing.
     async fn compare_listing(&self, client: &Client) -> Result<(), String> {
         let Some(baseline) = self
             .baseline
@@ -770,13 +771,32 @@ impl RmcpUpstream {
             .drifted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut listed_names = std::collections::BTreeSet::new();
         for tool in tools.into_iter().map(convert_tool) {
             let listed = crate::pins::pin_of(&self.id, &tool, secureclaw_core::UnixMillis(0));
+            listed_names.insert(tool.name.clone());
             if baseline.get(&tool.name) != Some(&listed.digest) {
-                tracing::warn!(upstream = %self.id, tool = %tool.name,
+                tracing::warn!(upstream = %self.id, tool = %crate::pins::printable(&tool.name),
                     "after a reconnection the upstream lists this tool with another definition than at start-up; its calls are refused (tool_definition_changed) until the operator pins it");
                 drifted.insert(tool.name, listed);
             }
+        }
+        // A tool of the start-up listing the new process no longer lists is not sent calls
+        // either (red-team of 2026-12-04: they reached whatever the new process does with
+        // an unlisted name).
+        for name in baseline.keys().filter(|n| !listed_names.contains(*n)) {
+            tracing::warn!(upstream = %self.id, tool = %crate::pins::printable(name),
+                "after a reconnection the upstream no longer lists this tool; its calls are refused (tool_definition_changed)");
+            drifted.insert(
+                name.clone(),
+                secureclaw_core::store::ToolPin {
+                    upstream: self.id.clone(),
+                    tool: name.clone(),
+                    digest: crate::pins::REMOVED_DIGEST.into(),
+                    definition: String::new(),
+                    pinned_at: secureclaw_core::UnixMillis(0),
+                },
+            );
         }
         Ok(())
     }

@@ -305,3 +305,28 @@ async fn manual_mode_serves_nothing_unpinned_and_off_compares_nothing() {
     completed(&call(&gw, &ses, "office__note").await);
     assert_eq!(s.sent(), 2);
 }
+
+/// Red-team of 2026-12-04: trust on first use happens once per upstream. An upstream whose
+/// first listing had no tools, or whose pins the operator all dropped, does not get its next
+/// listing trusted wholesale.
+#[tokio::test]
+async fn first_use_is_not_repeated_after_an_empty_listing_or_dropped_pins() {
+    let s = Setup::new();
+    let tools = std::mem::take(&mut *s.upstream.tools.lock().unwrap());
+    drop(s.start(PinMode::OnFirstUse).await);
+    *s.upstream.tools.lock().unwrap() = tools;
+    let gw = s.start(PinMode::OnFirstUse).await;
+    assert!(
+        listed(&gw).await.is_empty(),
+        "tools listed after an empty first listing are new"
+    );
+    s.operator_pins().await;
+    assert_eq!(listed(&gw).await, ["office__lookup", "office__note"]);
+    drop(gw);
+    // The operator drops every pin (as `tools pin --all-listed` against an empty listing).
+    s.store()
+        .put_tool_pins("office", &[], &["lookup".into(), "note".into()])
+        .unwrap();
+    let gw = s.start(PinMode::OnFirstUse).await;
+    assert!(listed(&gw).await.is_empty(), "no second trust on first use");
+}

@@ -870,7 +870,10 @@ async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
     // Served again: the call reaches the policy (this configuration asks the user for
     // `send`, as before the change), no longer refused for its definition.
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["recovery"]["reason"], "confirmation_required", "{body}");
+    assert_eq!(
+        body["recovery"]["reason"], "confirmation_required",
+        "{body}"
+    );
     let (_, body) = send(&e.app, "GET", "/v1/tools", Some(&ses), None).await;
     assert_eq!(body["tools"].as_array().unwrap().len(), 2, "{body}");
 }

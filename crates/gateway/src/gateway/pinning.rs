@@ -43,12 +43,20 @@ pub(super) async fn check_at_start(
                 .put_tool_pins(&spec.id, &check.pin_now, &[])
                 .await
                 .map_err(store_err)?;
-            tracing::info!(upstream = %spec.id, tools = check.pin_now.len(),
+        }
+        if check.pin_now.iter().any(|p| !pins::is_marker(p)) {
+            let tools: Vec<&str> = check
+                .pin_now
+                .iter()
+                .filter(|p| !pins::is_marker(p))
+                .map(|p| p.tool.as_str())
+                .collect();
+            tracing::info!(upstream = %spec.id, tools = tools.len(),
                 "pinned the upstream's tool definitions on first use; a later change hides the tool until `secureclaw tools pin`");
             let mut ev = AuditEvent::new(AuditKind::ToolPins, now);
             ev.detail = json!({
                 "upstream": spec.id,
-                "pinned": check.pin_now.iter().map(|p| &p.tool).collect::<Vec<_>>(),
+                "pinned": tools,
                 "by": "on-first-use",
             });
             events.push(ev);
@@ -59,13 +67,17 @@ pub(super) async fn check_at_start(
                 quarantine.insert(pins::pin_of(&spec.id, tool, now));
             }
         }
+        if check.disjoint {
+            tracing::warn!(upstream = %spec.id,
+                "the upstream lists none of the tools pinned under its id: probably another server run under the same id; give each server its own id (`wrap --id`, `[[upstream]] id`)");
+        }
         if !check.changed.is_empty() {
             tracing::warn!(upstream = %spec.id, tools = ?check.changed,
-                "tool definitions differ from their pins (a rug pull?): hidden and refused (tool_definition_changed) until reviewed with `secureclaw tools diff` and approved with `secureclaw tools pin`");
+                "tool definitions differ from their pins (a rug pull?): hidden and refused (tool_definition_changed) until reviewed with `secureclaw tools diff` and approved with `secureclaw tools pin --digest` (same --state-dir, and -c CONFIG or --id ID -- COMMAND as the gateway was started)");
         }
         if !check.unpinned.is_empty() {
             tracing::warn!(upstream = %spec.id, tools = ?check.unpinned,
-                "new tools without a pin: hidden and refused (tool_definition_changed) until approved with `secureclaw tools pin`");
+                "new tools without a pin: hidden and refused (tool_definition_changed) until reviewed with `secureclaw tools diff` and approved with `secureclaw tools pin --digest` (same --state-dir, and -c CONFIG or --id ID -- COMMAND as the gateway was started)");
         }
         if !check.removed.is_empty() {
             tracing::warn!(upstream = %spec.id, tools = ?check.removed,
@@ -140,7 +152,8 @@ pub struct QuarantinedTool {
     pub upstream: String,
     /// Tool name at the upstream.
     pub tool: String,
-    /// `changed` (a pin exists with another digest) or `new` (no pin).
+    /// `changed` (a pin exists with another digest), `new` (no pin) or `removed` (a
+    /// reconnected upstream no longer lists it; its calls are refused).
     pub status: &'static str,
     /// Digest of the definition the upstream lists (what pinning it stores).
     pub digest: String,
@@ -173,7 +186,13 @@ impl Gateway {
                 .get(&listed.upstream)
                 .and_then(|pins| pins.iter().find(|p| p.tool == listed.tool));
             out.push(QuarantinedTool {
-                status: if pinned.is_some() { "changed" } else { "new" },
+                status: if listed.digest == pins::REMOVED_DIGEST {
+                    "removed"
+                } else if pinned.is_some() {
+                    "changed"
+                } else {
+                    "new"
+                },
                 diff: pins::diff_text(pinned.map(|p| p.definition.as_str()), &listed.definition),
                 digest: listed.digest,
                 upstream: listed.upstream,
@@ -202,7 +221,7 @@ impl Gateway {
         let Some(listed) = self.inner.executor.quarantine().get(upstream, tool) else {
             return Ok(false);
         };
-        if listed.digest != digest {
+        if listed.digest != digest || listed.digest == pins::REMOVED_DIGEST {
             return Ok(false);
         }
         let pin = secureclaw_core::store::ToolPin {
