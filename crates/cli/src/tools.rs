@@ -337,7 +337,11 @@ async fn pin(
     wanted: &dyn Fn(&Listed, &str) -> bool,
     args: &ToolsArgs,
 ) -> Result<ExitCode> {
-    let reviewed = reviewed(args)?;
+    // (tool, digest, matched by a listed tool)
+    let mut reviewed: Vec<(String, String, bool)> = reviewed(args)?
+        .into_iter()
+        .map(|(t, d)| (t, d, false))
+        .collect();
     if reviewed.is_empty() && !args.all_listed {
         bail!(
             "nothing pinned: give `--digest TOOL=DIGEST` for each tool you reviewed (`secureclaw tools diff` prints them), or `--all-listed` to pin whatever the upstreams list now without review"
@@ -346,24 +350,23 @@ async fn pin(
     let now = (secureclaw_gateway::system_clock())();
     // Every reviewed digest is checked against the listing before anything is stored.
     let mut plan: Vec<(&Listed, Vec<ToolPin>, Vec<String>)> = Vec::new();
-    let mut matched = vec![false; reviewed.len()];
     for l in listed {
         let mut pins = Vec::new();
         for tool in &l.tools {
             let listed_pin = pins::pin_of(&l.spec.id, tool, now);
             let qualified = format!("{}__{}", l.spec.id, tool.name);
             let review = reviewed
-                .iter()
-                .position(|(t, _)| *t == qualified || *t == tool.name);
+                .iter_mut()
+                .find(|(t, _, _)| *t == qualified || *t == tool.name);
             match review {
-                Some(i) => {
-                    matched[i] = true;
-                    if reviewed[i].1 != listed_pin.digest {
+                Some((_, digest, seen)) => {
+                    *seen = true;
+                    if *digest != listed_pin.digest {
                         bail!(
                             "nothing pinned: `{}` is listed now with digest {}, not the reviewed {}: the server changed it since the review, or answers each listing differently; review it again with `secureclaw tools diff`",
                             pins::printable(&qualified),
                             listed_pin.digest,
-                            pins::printable(&reviewed[i].1)
+                            pins::printable(digest)
                         );
                     }
                     pins.push(listed_pin);
@@ -383,10 +386,10 @@ async fn pin(
         };
         plan.push((l, pins, unpin));
     }
-    if let Some(i) = matched.iter().position(|m| !m) {
+    if let Some((tool, _, _)) = reviewed.iter().find(|(_, _, seen)| !seen) {
         bail!(
             "nothing pinned: no upstream lists `{}`",
-            pins::printable(&reviewed[i].0)
+            pins::printable(tool)
         );
     }
     for (l, mut pins, unpin) in plan {

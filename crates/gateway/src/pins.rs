@@ -413,7 +413,7 @@ mod tests {
         for v in variants {
             let check = compare(
                 "office",
-                &[v.clone()],
+                std::slice::from_ref(&v),
                 &pins,
                 PinMode::Manual,
                 UnixMillis(2),

@@ -98,8 +98,10 @@ impl Setup {
     }
 
     async fn start(&self, mode: PinMode) -> Gateway {
-        let mut config = GatewayConfig::default();
-        config.pin = mode;
+        let mut config = GatewayConfig {
+            pin: mode,
+            ..GatewayConfig::default()
+        };
         config.tools.push(read_rule("office__lookup"));
         config.tools.push(ToolRule {
             tool: "office__note".into(),

@@ -63,7 +63,7 @@ pub(super) async fn check_at_start(
             continue;
         }
         for name in check.quarantined() {
-            if let Some(tool) = tools.iter().find(|t| &t.name == name) {
+            if let Some(tool) = tools.iter().find(|t| t.name == name) {
                 quarantine.insert(pins::pin_of(&spec.id, tool, now));
             }
         }
