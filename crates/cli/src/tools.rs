@@ -15,7 +15,7 @@ use secureclaw_gateway::RmcpUpstream;
 use secureclaw_gateway::pins;
 use secureclaw_gateway::upstream::UpstreamTool;
 use secureclaw_gateway::{UpstreamSpec, UpstreamTransport};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -90,6 +90,9 @@ pub async fn run(
     cmd: ToolsCommand,
 ) -> Result<ExitCode> {
     let (ToolsCommand::List(args) | ToolsCommand::Diff(args) | ToolsCommand::Pin(args)) = &cmd;
+    if !matches!(cmd, ToolsCommand::Pin(_)) && (!args.digests.is_empty() || args.all_listed) {
+        bail!("--digest and --all-listed belong to `tools pin`");
+    }
     let (specs, dir, store_url, config_file, markers) = upstreams(state_dir, store_url, args)?;
     crate::guard::check_trusted_access(
         &crate::guard::trusted_inputs(&dir, config_file.as_deref(), &[]),
@@ -361,11 +364,12 @@ async fn pin(
             match review {
                 Some((_, digest, seen)) => {
                     *seen = true;
+                    // The listed digest is not printed: copying it from here would skip the
+                    // review (new-user trial).
                     if *digest != listed_pin.digest {
                         bail!(
-                            "nothing pinned: `{}` is listed now with digest {}, not the reviewed {}: the server changed it since the review, or answers each listing differently; review it again with `secureclaw tools diff`",
+                            "nothing pinned: `{}` is not listed now with the digest given ({}): a typo, or the server changed it since the review (or answers each listing differently); review it again with `secureclaw tools diff`",
                             pins::printable(&qualified),
-                            listed_pin.digest,
                             pins::printable(digest)
                         );
                     }
@@ -411,9 +415,14 @@ async fn pin(
             .with_context(|| format!("storing the pins of upstream `{}`", l.spec.id))?;
         let mut ev = AuditEvent::new(AuditKind::ToolPins, now);
         ev.caller = Some("operator (secureclaw tools pin)".into());
+        let pinned_digests: Vec<Value> = pins
+            .iter()
+            .filter(|p| changed.contains(&p.tool))
+            .map(|p| json!({"tool": p.tool, "digest": p.digest}))
+            .collect();
         ev.detail = json!({
             "upstream": l.spec.id,
-            "pinned": changed,
+            "pinned": pinned_digests,
             "unpinned": unpin,
             "by": if args.all_listed { "operator (all listed)" } else { "operator (reviewed digests)" },
         });

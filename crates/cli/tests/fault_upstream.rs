@@ -399,7 +399,14 @@ fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tool
         &effects_file,
     );
     assert!(!ok, "{out}");
-    assert!(out.contains("not the reviewed"), "{out}");
+    assert!(
+        out.contains("not listed now with the digest given"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(reviewed.trim_start_matches("fault__pay=")),
+        "the listed digest is not handed out: {out}"
+    );
     assert_eq!(listed_tools(&mut w, 7), ["peek"], "still hidden");
     let (ok, out) = tools_cli_with(
         "pin",

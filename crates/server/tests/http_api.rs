@@ -853,6 +853,16 @@ async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
         "POST",
         "/v1/tools/pin",
         Some(OPERATOR),
+        Some(pin(&digest, "office__send")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A repeated pin (the name as the upstream lists it) succeeds again.
+    let (status, body) = send(
+        &e.app,
+        "POST",
+        "/v1/tools/pin",
+        Some(OPERATOR),
         Some(pin(&digest, "send")),
     )
     .await;

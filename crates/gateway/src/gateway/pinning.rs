@@ -45,11 +45,11 @@ pub(super) async fn check_at_start(
                 .map_err(store_err)?;
         }
         if check.pin_now.iter().any(|p| !pins::is_marker(p)) {
-            let tools: Vec<&str> = check
+            let tools: Vec<serde_json::Value> = check
                 .pin_now
                 .iter()
                 .filter(|p| !pins::is_marker(p))
-                .map(|p| p.tool.as_str())
+                .map(|p| json!({"tool": p.tool, "digest": p.digest}))
                 .collect();
             tracing::info!(upstream = %spec.id, tools = tools.len(),
                 "pinned the upstream's tool definitions on first use; a later change hides the tool until `secureclaw tools pin`");
@@ -218,8 +218,20 @@ impl Gateway {
         by: &str,
     ) -> Result<bool, GatewayError> {
         self.inner.executor.sync_drift();
+        // The exposed name (`upstream__tool`) is accepted as well as the upstream's own.
+        let tool = tool
+            .strip_prefix(upstream)
+            .and_then(|t| t.strip_prefix("__"))
+            .unwrap_or(tool);
         let Some(listed) = self.inner.executor.quarantine().get(upstream, tool) else {
-            return Ok(false);
+            // Pinned already with this digest (a repeated request): done.
+            let pins = self
+                .inner
+                .store
+                .tool_pins(upstream)
+                .await
+                .map_err(|e| GatewayError::Store(e.to_string()))?;
+            return Ok(pins.iter().any(|p| p.tool == tool && p.digest == digest));
         };
         if listed.digest != digest || listed.digest == pins::REMOVED_DIGEST {
             return Ok(false);
@@ -235,7 +247,8 @@ impl Gateway {
             .map_err(|e| GatewayError::Store(e.to_string()))?;
         let mut ev = AuditEvent::new(AuditKind::ToolPins, self.now());
         ev.caller = Some(by.to_owned());
-        ev.detail = json!({"upstream": upstream, "pinned": [tool], "by": by});
+        ev.detail =
+            json!({"upstream": upstream, "pinned": [{"tool": tool, "digest": digest}], "by": by});
         self.audit(ev)
             .await
             .map_err(|()| GatewayError::Store("audit append failed".into()))?;
