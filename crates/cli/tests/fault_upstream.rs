@@ -425,17 +425,14 @@ fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tool
     assert!(ok, "everything pinned: {out}");
 }
 
-/// Issue 16 item 4 (rug pull while the gateway runs): the upstream process dies after an
-/// effect and the restarted one lists `pay` with another description. The reconnection
-/// compares the listing with the one at start-up: `pay` is hidden and refused
-/// (`tool_definition_changed`), and the call is not sent; `peek`, unchanged, is served.
-#[test]
-fn a_tool_changed_by_a_restarted_upstream_is_refused() {
-    let mut w = Wrapped::start_with("rug-pull-after-effect", PATIENT_MS);
+/// `pay` once (the upstream process exits after it), then `peek` (the gateway reconnects and
+/// lists the new process's tools), then `pay` again: refused `tool_definition_changed`, not
+/// sent; `peek`, unchanged, is served and `pay` is no longer listed.
+fn restarted_upstream_refuses_pay(mode: &str) {
+    let mut w = Wrapped::start_with(mode, PATIENT_MS);
     w.call(2, WRAP_PAY, json!({"ref": "a"}));
     assert_outcome_unknown_text(&text_of(&w.replies(&[2]).remove(0)));
     assert_eq!(effects(&w.effects).len(), 1);
-    // The next call reconnects; the new process lists `pay` differently.
     w.call(3, WRAP_PEEK, json!({}));
     assert!(text_of(&w.replies(&[3]).remove(0)).contains("peek 1"));
     assert_eq!(listed_tools(&mut w, 4), ["peek"]);
@@ -445,20 +442,18 @@ fn a_tool_changed_by_a_restarted_upstream_is_refused() {
     assert_eq!(effects(&w.effects).len(), 1, "nothing more was sent");
 }
 
+/// Issue 16 item 4 (rug pull while the gateway runs): the restarted upstream lists `pay` with
+/// another description; the reconnection compares the listing with the one at start-up.
+#[test]
+fn a_tool_changed_by_a_restarted_upstream_is_refused() {
+    restarted_upstream_refuses_pay("rug-pull-after-effect");
+}
+
 /// Red-team of 2026-12-04: the restarted upstream no longer lists `pay`; calls to it are
 /// refused, not sent to whatever the new process does with an unlisted name.
 #[test]
 fn a_tool_dropped_by_a_restarted_upstream_is_refused() {
-    let mut w = Wrapped::start_with("drop-after-effect", PATIENT_MS);
-    w.call(2, WRAP_PAY, json!({"ref": "a"}));
-    assert_outcome_unknown_text(&text_of(&w.replies(&[2]).remove(0)));
-    w.call(3, WRAP_PEEK, json!({}));
-    assert!(text_of(&w.replies(&[3]).remove(0)).contains("peek 1"));
-    assert_eq!(listed_tools(&mut w, 4), ["peek"]);
-    w.call(5, WRAP_PAY, json!({"ref": "b"}));
-    let r = w.replies(&[5]).remove(0);
-    assert!(text_of(&r).contains("tool_definition_changed"), "{r}");
-    assert_eq!(effects(&w.effects).len(), 1, "nothing more was sent");
+    restarted_upstream_refuses_pay("drop-after-effect");
 }
 
 fn text_of(reply: &Value) -> String {
