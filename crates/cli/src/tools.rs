@@ -101,6 +101,10 @@ pub async fn run(
     )?;
     let (keys, store) = crate::stack::open_existing_state(&dir, store_url.as_deref()).await?;
     drop(keys);
+    let pinned_ids = store
+        .pinned_upstreams()
+        .await
+        .context("reading which upstreams have pins")?;
     let mut listed = Vec::new();
     for spec in specs {
         let startup = std::time::Duration::from_secs(30);
@@ -113,6 +117,17 @@ pub async fn run(
             .await
             .with_context(|| format!("reading the pins of upstream `{}`", spec.id))?;
         let ever = pins.iter().any(pins::is_marker);
+        if !ever && pins.is_empty() && !pinned_ids.is_empty() {
+            eprintln!(
+                "note: this store has no pins for upstream `{}`, but has some for {}: if the gateway runs this server under another id, pass it (`--id ID` for a wrap upstream)",
+                spec.id,
+                pinned_ids
+                    .iter()
+                    .map(|i| format!("`{}`", pins::printable(i)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         let pins: Vec<ToolPin> = pins.into_iter().filter(|p| !pins::is_marker(p)).collect();
         if !pins.is_empty()
             && !tools.is_empty()

@@ -341,6 +341,21 @@ fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tool
     drop(w);
     assert_eq!(dir.path(), keep);
 
+    // Named by another id than the gateway used: the CLI says which ids have pins.
+    let out = Command::new(EXE)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["tools", "list", "--id", "other", "--"])
+        .arg(EXE)
+        .args(["fault-upstream", "--mode", "ok", "--effects"])
+        .arg(&effects_file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("no pins for upstream `other`, but has some for `fault`"),
+        "{text}"
+    );
     let (ok, out) = tools_cli("list", &state, "rug-pull", &effects_file);
     assert!(!ok, "a changed tool makes `tools list` exit 1: {out}");
     assert!(out.contains("changed  pay"), "{out}");

@@ -936,6 +936,13 @@ pub trait ToolPinStore: Send + Sync {
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
     async fn tool_pins(&self, upstream: &str) -> Result<Vec<ToolPin>, StoreError>;
 
+    /// The upstream ids that have pins (or a first-use marker), sorted: for an operator who
+    /// names an upstream by another id than the gateway used.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn pinned_upstreams(&self) -> Result<Vec<String>, StoreError>;
+
     /// In one transaction: store `pins` (replacing earlier pins of the same upstream and tool)
     /// and remove the pins of `upstream`'s tools named in `unpin` (tools the upstream no longer
     /// lists, removed by the operator's re-pin).

@@ -2481,6 +2481,24 @@ pub async fn tool_pins(s: &dyn Subject) -> Outcome {
         got == vec![pin("send", "d3", 2)],
         "a re-pin replaces, an unpin removes, another connection sees both: {got:?}"
     );
+    store
+        .put_tool_pins("alpha", &[], &[])
+        .await
+        .map_err(fail("put_tool_pins of nothing"))?;
+    let mut marker = pin("", "", 3);
+    marker.upstream = "crm".into();
+    store
+        .put_tool_pins("crm", &[marker], &[])
+        .await
+        .map_err(fail("put_tool_pins of a marker"))?;
+    let ids = store
+        .pinned_upstreams()
+        .await
+        .map_err(fail("pinned_upstreams"))?;
+    ensure!(
+        ids == ["crm", "office"],
+        "the upstreams with pins, sorted (none for an empty put): {ids:?}"
+    );
     Ok(())
 }
 

@@ -32,6 +32,19 @@ impl SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(sql)
     }
 
+    /// The upstream ids with pins, sorted.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn pinned_upstreams(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare_cached("SELECT DISTINCT upstream FROM tool_pins ORDER BY upstream")
+            .map_err(sql)?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(sql)?;
+        rows.collect::<Result<Vec<String>, _>>().map_err(sql)
+    }
+
     /// Store `pins` of `upstream` and remove those of the tools in `unpin`, in one transaction.
     ///
     /// # Errors

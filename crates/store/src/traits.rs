@@ -340,6 +340,10 @@ impl ToolPinStore for SqliteStore {
         SqliteStore::tool_pins(self, upstream)
     }
 
+    async fn pinned_upstreams(&self) -> Result<Vec<String>, StoreError> {
+        SqliteStore::pinned_upstreams(self)
+    }
+
     async fn put_tool_pins(
         &self,
         upstream: &str,

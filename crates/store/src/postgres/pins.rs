@@ -32,6 +32,21 @@ impl ToolPinStore for PgStore {
             .collect()
     }
 
+    async fn pinned_upstreams(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT DISTINCT upstream FROM tool_pins ORDER BY upstream",
+                &[],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| get(r, 0, "tool pin upstream"))
+            .collect()
+    }
+
     async fn put_tool_pins(
         &self,
         upstream: &str,
