@@ -28,7 +28,8 @@ pub enum ToolsCommand {
     /// no longer listed). Exit status 1 when any tool is changed or new.
     List(ToolsArgs),
     /// Show what changed in each changed or new tool: the pinned and the listed value of every
-    /// field that differs (description, schemas, annotations).
+    /// field that differs (description, schemas, annotations), its digest and the poisoning
+    /// scan. Exit status 1 when anything differs.
     Diff(ToolsArgs),
     /// Pin the definitions you reviewed, so that the gateway serves them: one `--digest
     /// TOOL=DIGEST` per tool, as `tools diff` prints them. The upstream is listed again and a
@@ -333,7 +334,12 @@ fn diff(listed: &[Listed], wanted: &dyn Fn(&Listed, &str) -> bool, markers: &[St
             digests.join(" ")
         );
     }
-    ExitCode::SUCCESS
+    // As `diff(1)` and `tools list`: 1 when there is something to review.
+    if shown == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// The reviewed digests of `--digest TOOL=DIGEST`.

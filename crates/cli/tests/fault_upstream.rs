@@ -361,7 +361,7 @@ fn a_changed_tool_definition_is_hidden_shown_by_tools_diff_and_served_after_tool
     assert!(out.contains("changed  pay"), "{out}");
     assert!(out.contains("pinned   peek"), "{out}");
     let (ok, out) = tools_cli("diff", &state, "rug-pull", &effects_file);
-    assert!(ok, "{out}");
+    assert!(!ok, "something to review: exit 1: {out}");
     assert!(out.contains("fault__pay (changed)"), "{out}");
     assert!(out.contains("description:"), "{out}");
     assert!(out.contains("- \"Pay an invoice.\""), "{out}");
