@@ -818,54 +818,25 @@ async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
         "{q}"
     );
     let digest = q["digest"].as_str().unwrap().to_owned();
-    let pin =
-        |digest: &str, tool: &str| json!({"upstream": "office", "tool": tool, "digest": digest});
-    let (status, _) = send(
-        &e.app,
-        "POST",
-        "/v1/tools/pin",
-        Some(&ses),
-        Some(pin(&digest, "send")),
-    )
-    .await;
+    let app = &e.app;
+    let pin = |token: &str, tool: &'static str, digest: String| {
+        let token = token.to_owned();
+        async move {
+            let body = json!({"upstream": "office", "tool": tool, "digest": digest});
+            send(app, "POST", "/v1/tools/pin", Some(&token), Some(body)).await
+        }
+    };
+    let (status, _) = pin(&ses, "send", digest.clone()).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, body) = send(
-        &e.app,
-        "POST",
-        "/v1/tools/pin",
-        Some(OPERATOR),
-        Some(pin("00", "send")),
-    )
-    .await;
+    let (status, body) = pin(OPERATOR, "send", "00".into()).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"]["code"], "not_quarantined", "{body}");
-    let (status, _) = send(
-        &e.app,
-        "POST",
-        "/v1/tools/pin",
-        Some(OPERATOR),
-        Some(pin(&digest, "lookup")),
-    )
-    .await;
+    let (status, _) = pin(OPERATOR, "lookup", digest.clone()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, body) = send(
-        &e.app,
-        "POST",
-        "/v1/tools/pin",
-        Some(OPERATOR),
-        Some(pin(&digest, "office__send")),
-    )
-    .await;
+    let (status, body) = pin(OPERATOR, "office__send", digest.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // A repeated pin (the name as the upstream lists it) succeeds again.
-    let (status, body) = send(
-        &e.app,
-        "POST",
-        "/v1/tools/pin",
-        Some(OPERATOR),
-        Some(pin(&digest, "send")),
-    )
-    .await;
+    let (status, body) = pin(OPERATOR, "send", digest.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, body) = send(&e.app, "GET", "/v1/tools/quarantine", Some(OPERATOR), None).await;
     assert_eq!(body["tools"], json!([]));
