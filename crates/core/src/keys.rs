@@ -235,6 +235,14 @@ impl KeyRing {
             .ok_or(KeyError::NoActiveKey(purpose))
     }
 
+    /// Every key of `purpose` that still verifies (not retired), oldest first: the keyring a
+    /// verifier accepts during a rotation.
+    pub fn usable(&self, purpose: KeyPurpose) -> impl Iterator<Item = &KeyEntry> {
+        self.entries
+            .iter()
+            .filter(move |e| e.purpose == purpose && !e.retired)
+    }
+
     /// The key `id` of `purpose`, if known and not retired.
     ///
     /// # Errors

@@ -123,6 +123,13 @@ pub enum ReasonCode {
     /// calls are refused until the operator reviews the difference and pins it again
     /// (`secureclaw tools diff` / `tools pin`; issue 16 item 4, rug pulls). Nothing was sent.
     ToolDefinitionChanged,
+    /// An MCP 2026-07-28 retry carried a `requestState` the gateway did not seal, or sealed
+    /// for another session, tool or action, or that was altered (MRTR, SEP-2322: the state is
+    /// attacker-controlled input). Nothing was decided or sent.
+    RequestStateInvalid,
+    /// An MCP 2026-07-28 retry carried a `requestState` past its lifetime. Nothing was decided
+    /// or sent; the pending action, if any, is unchanged.
+    RequestStateExpired,
 }
 
 impl ReasonCode {
@@ -171,6 +178,8 @@ impl ReasonCode {
             ReasonCode::ApprovalSessionMismatch => "approval_session_mismatch",
             ReasonCode::OutcomeUnknownSincePreview => "outcome_unknown_since_preview",
             ReasonCode::ToolDefinitionChanged => "tool_definition_changed",
+            ReasonCode::RequestStateInvalid => "request_state_invalid",
+            ReasonCode::RequestStateExpired => "request_state_expired",
         }
     }
 }
@@ -439,6 +448,19 @@ impl Recovery {
                 vec![
                     "use another tool from tools/list, or tell the user the tool needs the operator's review".into(),
                     "the operator reviews the change with `secureclaw tools diff` and approves it with `secureclaw tools pin`".into(),
+                ],
+            ),
+            ReasonCode::RequestStateInvalid => (
+                "the requestState of this retry was not issued by the gateway for this session, tool and action, or was altered; nothing was decided or sent",
+                vec![
+                    "echo the requestState exactly as the gateway returned it, with the same tool call".into(),
+                    "or issue the call again without requestState: it is previewed afresh and waits for the user".into(),
+                ],
+            ),
+            ReasonCode::RequestStateExpired => (
+                "the requestState of this retry has expired; nothing was decided or sent",
+                vec![
+                    "issue the call again without requestState: it is previewed afresh and waits for the user".into(),
                 ],
             ),
             ReasonCode::ApprovalSessionMismatch => (

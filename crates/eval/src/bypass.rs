@@ -360,6 +360,7 @@ pub async fn run(t: &Target) -> Result<Report, EvalError> {
     beyond(&c, &mut r).await;
     payment::table18(&c, &mut r).await;
     crate::semantics::semantics(&c, &mut r).await;
+    crate::mrtr::mrtr(&c, &mut r).await;
     Ok(Report {
         mode: t.mode(),
         cases: r.0,

@@ -23,6 +23,7 @@ pub mod bypass;
 pub(crate) mod danger;
 pub mod ghost;
 pub mod http;
+mod mrtr;
 pub mod payment;
 pub mod report;
 pub mod semantics;

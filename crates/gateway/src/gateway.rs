@@ -49,6 +49,7 @@ mod limits;
 pub mod pinning;
 mod preview;
 mod read;
+mod request_state;
 mod sessions;
 mod speculation;
 mod state;

@@ -13,18 +13,28 @@
 //!   default the MCP client is the agent runtime itself, which could answer its own prompt
 //!   (DESIGN.md §3 "Confirmation"). Even then the prompt never carries a protected value:
 //!   handles are described by label, sensitivity and source.
+//! - MCP 2026-07-28 (stateless: `server/discover`, per-request `_meta`) is served beside
+//!   2025-11-25 and 2025-06-18 by rmcp on both transports. For a 2026-07-28 client a call that
+//!   waits for approval is answered `input_required` (MRTR, SEP-2322): its `requestState` is
+//!   the gateway's sealed approval state ([`Gateway::seal_request_state`]), and its
+//!   `inputRequests` hold one form elicitation under [`MRTR_APPROVAL_KEY`]: the question
+//!   itself for a trusted client, otherwise how to approve out of band. The client's retry
+//!   with the echoed state is the re-issue of that action (binding and single use checked as
+//!   for any commit); a retry whose approval is still pending waits up to
+//!   [`McpFrontEnd::with_approval_wait`] for the decision.
 //! - Session: fixed for stdio (`wrap`), from the bearer token for Streamable HTTP.
 
 use crate::outcome::outcome_json;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{ElicitationError, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::policy::EffectClass;
+use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::store::SessionRecord;
 use secureclaw_gateway::{CallMeta, CallOutcome, Confirmer, ConfirmerAnswer, Gateway};
 use serde::Deserialize;
@@ -54,11 +64,20 @@ pub struct McpFrontEnd {
     sessions: Arc<SessionSource>,
     trusted_client_confirmation: bool,
     max_message_bytes: usize,
+    approval_wait: std::time::Duration,
 }
 
 /// Default size limit of one stdio MCP message (a line): the default argument limit
 /// (4 MiB) plus room for the JSON-RPC envelope, as the HTTP body limit of `serve`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024 + 64 * 1024;
+
+/// Key of the confirmation in an `input_required` result's `inputRequests` and in the retry's
+/// `inputResponses` (MCP 2026-07-28 MRTR).
+pub const MRTR_APPROVAL_KEY: &str = "dev.secureclaw/approval";
+
+/// Default time a 2026-07-28 retry whose approval is still pending waits for the decision
+/// before it is answered `input_required` again.
+pub const DEFAULT_APPROVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(25);
 
 /// The user's answer to an elicitation.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -81,7 +100,7 @@ impl Confirmer for ElicitationConfirmer<'_> {
     }
 
     fn label(&self) -> &str {
-        "mcp-elicitation (trusted client)"
+        ELICITATION_LABEL
     }
 
     async fn ask(&self, question: String) -> ConfirmerAnswer {
@@ -113,6 +132,7 @@ impl McpFrontEnd {
             sessions: Arc::new(sessions),
             trusted_client_confirmation: false,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            approval_wait: DEFAULT_APPROVAL_WAIT,
         }
     }
 
@@ -133,6 +153,15 @@ impl McpFrontEnd {
     #[must_use]
     pub fn with_trusted_client_confirmation(mut self, trusted: bool) -> Self {
         self.trusted_client_confirmation = trusted;
+        self
+    }
+
+    /// How long a 2026-07-28 retry (MRTR) whose approval is still pending waits for the
+    /// decision before it is answered `input_required` again (default
+    /// [`DEFAULT_APPROVAL_WAIT`]).
+    #[must_use]
+    pub fn with_approval_wait(mut self, wait: std::time::Duration) -> Self {
+        self.approval_wait = wait;
         self
     }
 
@@ -277,7 +306,10 @@ impl McpFrontEnd {
             .with_allowed_hosts(allowed_hosts)
             .with_allowed_origins(allowed_origins)
             .enforce_origin_validation()
-            .with_max_request_body_bytes(max_body);
+            .with_max_request_body_bytes(max_body)
+            // A stateless (2026-07-28) request must carry its protocol version in the header
+            // and in `_meta`; legacy clients keep their `initialize` sessions.
+            .with_stateless_protocol_metadata_required(true);
         // A session idle for `idle` is closed and its state freed.
         let mut manager =
             rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default();
@@ -429,6 +461,25 @@ impl ServerHandler for McpFrontEnd {
             Err(e) => return Err(McpError::invalid_params(e, None)),
         };
         let arguments = request.arguments.unwrap_or_default();
+        if speaks_mrtr(&context) {
+            return Ok(self
+                .call_mrtr(
+                    &session,
+                    &request.name,
+                    arguments,
+                    meta,
+                    request.request_state.as_deref(),
+                    request.input_responses.as_ref(),
+                    &context,
+                )
+                .await);
+        }
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return Err(McpError::invalid_params(
+                "requestState and inputResponses are MCP 2026-07-28 fields; this request did not negotiate 2026-07-28",
+                None,
+            ));
+        }
         // Ask the human at the client only when the operator declared the client a trusted
         // host (issue 11 item 1); the gateway decides when to ask and what to show.
         let outcome = if self.trusted_client_confirmation {
@@ -445,4 +496,191 @@ impl ServerHandler for McpFrontEnd {
         };
         Ok(render(&outcome).into())
     }
+}
+
+/// Whether this request speaks MCP 2026-07-28 or later: its own `_meta` protocol version
+/// (stateless requests) or, failing that, the version its connection negotiated.
+fn speaks_mrtr(context: &RequestContext<RoleServer>) -> bool {
+    let version = context.meta.protocol_version().or_else(|| {
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.clone())
+    });
+    version.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the client declared form elicitation, in this request's `_meta` (2026-07-28) or at
+/// its connection's initialization.
+fn supports_form_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    let caps = context.meta.client_capabilities().or_else(|| {
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+    });
+    caps.and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// A client's answer to the approval elicitation of an `input_required` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MrtrAnswer {
+    /// `accept` with `{"approve": true}`.
+    Approve,
+    /// `accept` with `{"approve": false}`, or `decline`.
+    Decline,
+    /// `cancel`: dismissed without a decision.
+    Dismiss,
+    /// Anything else under the key.
+    Malformed,
+}
+
+/// The answer under [`MRTR_APPROVAL_KEY`] in `inputResponses`, if any (an `ElicitResult`).
+fn mrtr_answer(responses: Option<&rmcp::model::InputResponses>) -> Option<MrtrAnswer> {
+    let answer = responses?.get(MRTR_APPROVAL_KEY)?;
+    Some(match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => match answer.pointer("/content/approve").and_then(Value::as_bool) {
+            Some(true) => MrtrAnswer::Approve,
+            Some(false) => MrtrAnswer::Decline,
+            None => MrtrAnswer::Malformed,
+        },
+        Some("decline") => MrtrAnswer::Decline,
+        Some("cancel") => MrtrAnswer::Dismiss,
+        _ => MrtrAnswer::Malformed,
+    })
+}
+
+/// Label of a decline answered by a client the operator does not trust to confirm: a decline
+/// only stops the action, so it is honoured from any client of the session.
+const UNTRUSTED_DECLINE: &str = "mcp-client (declined in the client)";
+
+impl McpFrontEnd {
+    /// A `tools/call` of a 2026-07-28 client (MRTR): a first call, or the retry of an
+    /// `input_required` answer with its `requestState` and `inputResponses`.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_mrtr(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        mut meta: CallMeta,
+        request_state: Option<&str>,
+        responses: Option<&rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        if let Some(state) = request_state {
+            let action = match self.gateway.open_request_state(session, tool, state).await {
+                Ok(action) => action,
+                Err(reason) => {
+                    let outcome = self
+                        .gateway
+                        .refuse_request_state(session, tool, reason)
+                        .await;
+                    return render(&outcome).into();
+                }
+            };
+            // A state names one action; an approval id beside it must be the same one.
+            if meta.approval.as_ref().is_some_and(|a| a != &action) {
+                let outcome = self
+                    .gateway
+                    .refuse_request_state(session, tool, ReasonCode::RequestStateInvalid)
+                    .await;
+                return render(&outcome).into();
+            }
+            // The answer decides only as the trusted-confirmer rule allows (issue 11 item 1):
+            // an approval only from a trusted client; a decline from any client of the
+            // session, since it can only stop the action.
+            let decided = match (mrtr_answer(responses), self.trusted_client_confirmation) {
+                (Some(MrtrAnswer::Approve), true) => Some((true, ELICITATION_LABEL)),
+                (Some(MrtrAnswer::Decline | MrtrAnswer::Dismiss), true) => {
+                    Some((false, ELICITATION_LABEL))
+                }
+                (Some(MrtrAnswer::Decline), false) => Some((false, UNTRUSTED_DECLINE)),
+                (Some(MrtrAnswer::Malformed), true) => {
+                    return render(
+                        &self
+                            .gateway
+                            .confirmation_malformed(session, tool, &action)
+                            .await,
+                    )
+                    .into();
+                }
+                _ => None,
+            };
+            if let Some((approve, label)) = decided {
+                // Already decided (a replayed answer, another confirmer first): unchanged.
+                let _ = self.gateway.decide_approval(&action, approve, label).await;
+            }
+            // Out of band: the retry waits for the human's decision.
+            self.gateway
+                .await_decision(&action, self.approval_wait)
+                .await;
+            meta.approval = Some(action);
+        }
+        let outcome = self.gateway.call(session, tool, arguments, &meta).await;
+        if let CallOutcome::Pending(rec) = &outcome
+            && let Some(action) = rec.action_id.as_deref()
+        {
+            let action = secureclaw_core::artifact::ActionId(action.to_owned());
+            if let Ok(state) = self
+                .gateway
+                .seal_request_state(session, tool, &action)
+                .await
+            {
+                let message = if self.trusted_client_confirmation {
+                    self.gateway
+                        .client_confirmation_prompt(&action)
+                        .await
+                        .ok()
+                        .flatten()
+                } else {
+                    Some(format!(
+                        "{}\nThis prompt approves nothing: approve out of band as above, then continue (or decline to cancel the call).",
+                        rec.render()
+                    ))
+                };
+                let requests = message
+                    .filter(|_| supports_form_elicitation(context))
+                    .map(|m| approval_request(m, self.trusted_client_confirmation));
+                let mut meta = serde_json::Map::new();
+                meta.insert(META_PENDING.to_owned(), outcome_json(&outcome));
+                return InputRequiredResult::new(requests, Some(state))
+                    .with_meta(rmcp::model::MetaObject(meta))
+                    .into();
+            }
+        }
+        render(&outcome).into()
+    }
+}
+
+/// `_meta` key of an `input_required` result carrying the pending recovery (status, reason,
+/// action id, next steps), for runtimes that do not show the elicitation.
+pub const META_PENDING: &str = "dev.secureclaw/pending";
+
+/// The confirmer label of a trusted client's answer.
+const ELICITATION_LABEL: &str = "mcp-elicitation (trusted client)";
+
+/// The `inputRequests` of an approval: one form elicitation under [`MRTR_APPROVAL_KEY`]. A
+/// trusted client's form asks `approve` (a boolean); an untrusted client's form asks nothing
+/// (its message says how to approve out of band). Neither collects a secret.
+fn approval_request(message: String, ask: bool) -> rmcp::model::InputRequests {
+    use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest};
+    let schema = if ask {
+        ElicitationSchema::from_type::<ApprovalAnswer>()
+            .unwrap_or_else(|_| ElicitationSchema::new(std::collections::BTreeMap::new()))
+    } else {
+        ElicitationSchema::new(std::collections::BTreeMap::new())
+    };
+    let request = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    });
+    let mut requests = rmcp::model::InputRequests::new();
+    requests.insert(
+        MRTR_APPROVAL_KEY.to_owned(),
+        InputRequest::Elicitation(request),
+    );
+    requests
 }

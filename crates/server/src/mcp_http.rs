@@ -22,9 +22,17 @@
 //!   session is refused (`409`, JSON-RPC error `-32600` with that id) and never dispatched. An id
 //!   is in flight until its response body has been sent (or dropped).
 //!
-//! Session ids rmcp no longer knows (it answered 404) and deleted sessions are forgotten.
-//! Requests without a session id that are not `initialize` pass through unchanged (rmcp serves
-//! or refuses them; every tool call still resolves its caller from its own bearer token).
+//! - **MCP 2026-07-28 (stateless).** A `POST` without a session id whose `MCP-Protocol-Version`
+//!   header is 2026-07-28 or later is served without an MCP session (`server/discover`,
+//!   per-request `_meta`): it passes the same token check as `initialize`, and every tool call
+//!   resolves its caller from its own bearer token. There is no session to own, bound or
+//!   share; each request is answered on its own response. rmcp checks that the header matches
+//!   the body's `_meta` protocol version and that the `Mcp-Method`/`Mcp-Name` headers match
+//!   the body (`HeaderMismatch`).
+//!
+//! Session ids rmcp no longer knows (it answered 404) and deleted sessions are forgotten. Any
+//! other request without a session id that carries a message is refused (`400`); a body-less
+//! `GET` or `DELETE` without one is left to rmcp, which refuses it.
 
 use crate::mcp::McpFrontEnd;
 use axum::body::{Body, Bytes, HttpBody};
@@ -426,13 +434,20 @@ async fn guard_request(State(guard): State<Arc<Guard>>, request: Request, next: 
         // this guard's checks (session owner, duplicate ids, session limits) apply (red-team
         // of 2026-12-03). A body-less GET or DELETE without a session is left to rmcp, which
         // refuses it.
+        if message.is_some() && stateless_version(request.headers()) {
+            let id = id.unwrap_or(Value::Null);
+            if let Err(refused) = check_token(&guard, request.headers(), &id).await {
+                return refused;
+            }
+            return next.run(request).await;
+        }
         if message.is_some() {
             audit_rejection(&guard, request.headers(), "missing_mcp_session").await;
             return jsonrpc_error(
                 StatusCode::BAD_REQUEST,
                 id.unwrap_or(Value::Null),
                 -32600,
-                "no MCP session: send initialize first and then the Mcp-Session-Id header it returns (the sessionless 2026-07-28 mode is not served)",
+                "no MCP session: send initialize first and then the Mcp-Session-Id header it returns, or speak MCP 2026-07-28 (MCP-Protocol-Version: 2026-07-28 and per-request _meta)",
             );
         }
         return next.run(request).await;
@@ -526,6 +541,52 @@ fn in_flight_key(id: &Value) -> String {
     }
 }
 
+/// Whether a request without a session id declares MCP 2026-07-28 or later in its
+/// `MCP-Protocol-Version` header (the stateless protocol; versions are ISO dates, so they
+/// compare as strings).
+fn stateless_version(headers: &HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.len() == 10 && v >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The bearer-token check of a request that opens or needs no MCP session (`initialize`, a
+/// stateless 2026-07-28 request): without a token only when token-less requests are allowed;
+/// a token must name a live gateway session. A refusal is the answer to send (audited).
+async fn check_token(guard: &Guard, headers: &HeaderMap, id: &Value) -> Result<(), Response> {
+    match bearer(headers) {
+        None if guard.require_token => {
+            audit_rejection(guard, headers, "missing_token").await;
+            Err(jsonrpc_error(
+                StatusCode::UNAUTHORIZED,
+                id.clone(),
+                -32600,
+                "a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)",
+            ))
+        }
+        None => Ok(()),
+        Some(token) => match guard.gateway.session(token).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
+                audit_rejection(guard, headers, "bad_token").await;
+                Err(jsonrpc_error(
+                    StatusCode::UNAUTHORIZED,
+                    id.clone(),
+                    -32600,
+                    "unknown or expired session token",
+                ))
+            }
+            Err(_) => Err(jsonrpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id.clone(),
+                -32603,
+                "store unavailable",
+            )),
+        },
+    }
+}
+
 async fn initialize(
     guard: &Guard,
     owner: Owner,
@@ -534,37 +595,8 @@ async fn initialize(
     next: Next,
 ) -> Response {
     let id = id.unwrap_or(Value::Null);
-    match bearer(request.headers()) {
-        None if guard.require_token => {
-            audit_rejection(guard, request.headers(), "missing_token").await;
-            return jsonrpc_error(
-                StatusCode::UNAUTHORIZED,
-                id,
-                -32600,
-                "a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)",
-            );
-        }
-        None => {}
-        Some(token) => match guard.gateway.session(token).await {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                audit_rejection(guard, request.headers(), "bad_token").await;
-                return jsonrpc_error(
-                    StatusCode::UNAUTHORIZED,
-                    id,
-                    -32600,
-                    "unknown or expired session token",
-                );
-            }
-            Err(_) => {
-                return jsonrpc_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    id,
-                    -32603,
-                    "store unavailable",
-                );
-            }
-        },
+    if let Err(refused) = check_token(guard, request.headers(), &id).await {
+        return refused;
     }
     // Sessions per owner: idle ones (closed by rmcp after the same time) are forgotten
     // first; a full owner's `initialize` is refused, and everyone else keeps being served.

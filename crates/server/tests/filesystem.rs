@@ -18,7 +18,7 @@
 )]
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool};
-use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::{RoleClient, ServiceExt};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
@@ -137,8 +137,23 @@ fn assert_free_of_secrets(what: &str, haystack: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn filesystem_server_behind_secureclaw() {
+/// The stack of both scenarios: files, the filesystem server, the gateway and a client.
+struct Setup {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    notes: PathBuf,
+    reports: PathBuf,
+    secrets_file: PathBuf,
+    store: Arc<SqliteStore>,
+    gateway: Gateway,
+    client: Client,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// Files (the server's allowed root, a notes file with secrets, the anchored reports dir),
+/// the filesystem server, the gateway in process, and an rmcp client that starts with
+/// `lifecycle` (`initialize` for 2025-11-25, `server/discover` for 2026-07-28).
+async fn setup(lifecycle: ClientLifecycleMode) -> Setup {
     let server_js = filesystem_server();
 
     // -- files: the server's allowed root, a notes file with secrets, the anchored reports dir
@@ -229,9 +244,38 @@ async fn filesystem_server_behind_secureclaw() {
             let _ = running.waiting().await;
         }
     });
-    let client: Client = timed("client initialize", ().serve(client_io))
-        .await
-        .unwrap();
+    let client: Client = timed(
+        "client start",
+        ().serve_with_lifecycle(client_io, lifecycle),
+    )
+    .await
+    .unwrap();
+    Setup {
+        _tmp: tmp,
+        root,
+        notes,
+        reports,
+        secrets_file,
+        store,
+        gateway,
+        client,
+        server,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn filesystem_server_behind_secureclaw() {
+    let Setup {
+        _tmp,
+        root,
+        notes,
+        reports,
+        secrets_file,
+        store,
+        gateway,
+        client,
+        server,
+    } = setup(ClientLifecycleMode::Initialize).await;
 
     // -- the catalog: namespaced tools; the server reports `secure-filesystem-server` at
     // initialize, and the shipped catalog of known servers makes its read tools reads (its
@@ -514,6 +558,113 @@ async fn filesystem_server_behind_secureclaw() {
             assert_free_of_secrets(file, &String::from_utf8_lossy(&bytes));
         }
     }
+
+    client.cancel().await.unwrap();
+    let _ = timed("server shutdown", server).await;
+}
+
+/// `tools/call` without following an `input_required` answer (MCP 2026-07-28 MRTR).
+async fn call_raw(client: &Client, params: CallToolRequestParams) -> CallToolResponse {
+    timed("tools/call", client.call_tool_once(params))
+        .await
+        .unwrap_or_else(|e| panic!("tools/call failed: {e}"))
+}
+
+fn complete(response: CallToolResponse) -> CallToolResult {
+    match response {
+        CallToolResponse::Complete(result) => result,
+        other => panic!("expected a complete result, got {other:?}"),
+    }
+}
+
+/// The same flow for an MCP 2026-07-28 client (issue 16, "done when"): it starts with
+/// `server/discover`, reads with handles, and the write outside the anchored directory is
+/// answered `input_required` with a sealed `requestState`. After the user's out-of-band
+/// approval the retry with that state writes once; a replayed state and an altered call with
+/// it write nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_07_28_client_completes_the_filesystem_flow() {
+    let Setup {
+        _tmp,
+        root: _,
+        notes,
+        reports,
+        secrets_file,
+        store,
+        gateway,
+        client,
+        server,
+    } = setup(ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    })
+    .await;
+
+    // Read: handles instead of the values.
+    let read = call(
+        &client,
+        "fs__read_text_file",
+        json!({"path": secrets_file.display().to_string()}),
+        None,
+    )
+    .await;
+    assert_ne!(read.is_error, Some(true), "read failed: {read:?}");
+    let read_json = serde_json::to_string(&read).unwrap();
+    assert_free_of_secrets("the read result", &read_json);
+    assert!(read_json.contains("hdl_"), "no handles in {read_json}");
+
+    // An anchored write runs at once.
+    let report = reports.join("summary.md");
+    let wrote = call(
+        &client,
+        "fs__write_file",
+        json!({"path": report.display().to_string(), "content": "ok\n"}),
+        None,
+    )
+    .await;
+    assert_ne!(wrote.is_error, Some(true), "{wrote:?}");
+
+    // A write elsewhere: input_required, nothing written.
+    let out = notes.join("out-2026.txt");
+    let out_text = "Summary draft.\n";
+    let args = json!({"path": out.display().to_string(), "content": out_text});
+    let params = |args: &Value, state: Option<&str>| {
+        let mut p: CallToolRequestParams =
+            serde_json::from_value(json!({"name": "fs__write_file", "arguments": args})).unwrap();
+        p.request_state = state.map(str::to_owned);
+        p
+    };
+    let CallToolResponse::InputRequired(pending) = call_raw(&client, params(&args, None)).await
+    else {
+        panic!("the unanchored write was not answered input_required");
+    };
+    let state = pending.request_state.clone().unwrap();
+    let meta = serde_json::to_value(pending.meta.as_ref().unwrap()).unwrap();
+    let action = meta["dev.secureclaw/pending"]["recovery"]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!out.exists(), "the unapproved write ran");
+
+    // Approved out of band; the retry with the state writes once.
+    gateway
+        .decide_approval(&ActionId(action.clone()), true, "test")
+        .await
+        .unwrap();
+    let done = complete(call_raw(&client, params(&args, Some(&state))).await);
+    assert_ne!(done.is_error, Some(true), "approved write failed: {done:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
+
+    // Replay and altered re-issue: nothing runs again.
+    let replay = complete(call_raw(&client, params(&args, Some(&state))).await);
+    assert_eq!(structured(&replay)["recovery"]["reason"], "replay");
+    let altered = json!({"path": out.display().to_string(), "content": "attacker text\n"});
+    let altered = complete(call_raw(&client, params(&altered, Some(&state))).await);
+    assert_eq!(
+        structured(&altered)["recovery"]["reason"],
+        "binding_mismatch"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
+    assert_eq!(audit_count(&store, "commit", &action), 1);
 
     client.cancel().await.unwrap();
     let _ = timed("server shutdown", server).await;

@@ -236,6 +236,18 @@ async fn request_raw(
     session: Option<&str>,
     body: &str,
 ) -> Reply {
+    request_with(addr, method, token, session, &[], body).await
+}
+
+/// [`request_raw`] with extra headers.
+async fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -248,6 +260,9 @@ async fn request_raw(
         head.push_str(&format!(
             "Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-06-18\r\n"
         ));
+    }
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
     head.push_str(body);
@@ -964,4 +979,103 @@ async fn a_cancelled_request_keeps_its_id_until_its_call_can_no_longer_answer() 
     let r = call(&s, Some(&alice), &sid, 43, "office__send").await;
     assert_eq!(result_text(&r), "send done");
     s.office.gate.notify_one();
+}
+
+/// The `_meta` a 2026-07-28 request carries in place of a session.
+fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    })
+}
+
+/// A stateless (2026-07-28) POST: the version header, `Mcp-Method` and `Mcp-Name` as given.
+async fn stateless(
+    s: &Server,
+    token: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    body: &Value,
+) -> Reply {
+    let mut extra = vec![
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(name) = name {
+        extra.push(("Mcp-Name", name));
+    }
+    request_with(s.addr, "POST", token, None, &extra, &body.to_string()).await
+}
+
+/// MCP 2026-07-28 over Streamable HTTP (issue 16 item 1): `server/discover` and tool calls
+/// without an MCP session, each resolving its caller from its own bearer token; the token
+/// check of `initialize` applies; headers that disagree with the body are refused.
+#[tokio::test]
+async fn the_stateless_2026_07_28_protocol_is_served_with_the_token_check() {
+    let s = server(true).await;
+    let token = s.token("alice").await;
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": meta_2026()}});
+    let r = stateless(&s, Some(&token), "server/discover", None, &discover).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let versions = &r.messages[0]["result"]["supportedVersions"];
+    assert!(
+        versions
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28")) && v.contains(&json!("2025-11-25"))),
+        "{r:?}"
+    );
+    assert!(
+        r.session.is_none(),
+        "a stateless answer opened an MCP session: {r:?}"
+    );
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+        "params": {"_meta": meta_2026()}});
+    let r = stateless(&s, Some(&token), "tools/list", None, &list).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let result = &r.messages[0]["result"];
+    assert!(
+        result["tools"].to_string().contains("office__send"),
+        "{r:?}"
+    );
+    assert_eq!(result["ttlMs"], 0, "lists are not cacheable: {r:?}");
+
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "office__send", "arguments": {}, "_meta": meta_2026()}});
+    let r = stateless(&s, Some(&token), "tools/call", Some("office__send"), &call).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(result_text(&r), "send done");
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
+
+    // No token, an unknown token: refused as for initialize, nothing runs.
+    let r = stateless(&s, None, "tools/call", Some("office__send"), &call).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = stateless(
+        &s,
+        Some("ses_unknown"),
+        "tools/call",
+        Some("office__send"),
+        &call,
+    )
+    .await;
+    assert_eq!(r.status, 401, "{r:?}");
+    // `Mcp-Name` naming another tool than the body: refused before dispatch.
+    let r = stateless(&s, Some(&token), "tools/call", Some("office__slow"), &call).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(!r.body.contains("no MCP session"), "{r:?}");
+    // `Mcp-Method` naming another method than the body.
+    let r = stateless(&s, Some(&token), "tools/list", None, &call).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(!r.body.contains("no MCP session"), "{r:?}");
+    // Without the per-request `_meta` version: refused.
+    let bare = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "office__send", "arguments": {}}});
+    let r = stateless(&s, Some(&token), "tools/call", Some("office__send"), &bare).await;
+    assert!(
+        r.status >= 400 || r.messages.iter().any(|m| m.get("error").is_some()),
+        "{r:?}"
+    );
+    assert_eq!(s.office.sent.load(Ordering::SeqCst), 1);
 }
