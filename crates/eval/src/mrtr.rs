@@ -69,21 +69,25 @@ async fn call(client: &Client, params: CallToolRequestParams) -> Result<Reply, E
                 .as_ref()
                 .and_then(|m| serde_json::to_value(m).ok())
                 .unwrap_or(Value::Null);
-            let pending = &meta["dev.secureclaw/pending"]["recovery"];
+            let pending = at(&meta, &["dev.secureclaw/pending", "recovery"]);
             Reply {
-                verdict: Verdict::Hold(reason(&pending["reason"]).unwrap_or(ConfirmationRequired)),
+                verdict: Verdict::Hold(
+                    reason(at(pending, &["reason"])).unwrap_or(ConfirmationRequired),
+                ),
                 structured: Some(json!({"requestState": r.request_state})),
-                action_id: pending["action_id"].as_str().map(str::to_owned),
+                action_id: at(pending, &["action_id"]).as_str().map(str::to_owned),
             }
         }
         CallToolResponse::Complete(r) => {
             let structured = r.structured_content.clone();
             let recovery = structured
                 .as_ref()
-                .map(|s| s["recovery"].clone())
+                .map(|s| at(s, &["recovery"]).clone())
                 .unwrap_or(Value::Null);
-            let verdict = match (r.is_error, reason(&recovery["reason"])) {
-                (Some(true), Some(code)) if recovery["status"] == "pending_confirmation" => {
+            let verdict = match (r.is_error, reason(at(&recovery, &["reason"]))) {
+                (Some(true), Some(code))
+                    if at(&recovery, &["status"]) == "pending_confirmation" =>
+                {
                     Verdict::Hold(code)
                 }
                 (Some(true), Some(code)) => Verdict::Deny(code),
@@ -94,7 +98,7 @@ async fn call(client: &Client, params: CallToolRequestParams) -> Result<Reply, E
             Reply {
                 verdict,
                 structured,
-                action_id: recovery["action_id"].as_str().map(str::to_owned),
+                action_id: at(&recovery, &["action_id"]).as_str().map(str::to_owned),
             }
         }
         other => {
@@ -103,6 +107,12 @@ async fn call(client: &Client, params: CallToolRequestParams) -> Result<Reply, E
             )));
         }
     })
+}
+
+/// `v` at the path `keys` of object keys, `null` where a key is missing.
+fn at<'v>(v: &'v Value, keys: &[&str]) -> &'v Value {
+    static NULL: Value = Value::Null;
+    keys.iter().try_fold(v, |v, k| v.get(*k)).unwrap_or(&NULL)
 }
 
 fn reason(v: &Value) -> Option<ReasonCode> {
@@ -124,7 +134,7 @@ async fn pending(c: &Ctx<'_>, client: &Client) -> Result<(Value, String, String)
     let state = reply
         .structured
         .as_ref()
-        .and_then(|s| s["requestState"].as_str())
+        .and_then(|s| at(s, &["requestState"]).as_str())
         .map(str::to_owned);
     match (reply.verdict, state, reply.action_id) {
         (Verdict::Hold(ConfirmationRequired), Some(state), Some(action)) => {
@@ -246,7 +256,9 @@ pub(crate) async fn mrtr(c: &Ctx<'_>, r: &mut Results) {
             let s = stack(c.t, FRONT)?;
             let alice = client(s, &c.alice).await?;
             let (mut args, state, _) = approved(c, s, &alice).await?;
-            args["to"] = json!(crate::bypass::ATTACKER);
+            if let Some(m) = args.as_object_mut() {
+                m.insert("to".into(), json!(crate::bypass::ATTACKER));
+            }
             c.observe(call(&alice, params(SEND, &args, Some(&state))))
                 .await
         },
