@@ -5,11 +5,6 @@
 //! Calls use `call_tool_once`, so an upstream cannot ask the user anything (MRTR input
 //! requests) behind the policy's back: such a result, or a task result, is refused.
 //!
-//! Protocol version (issue 16 item 3): the gateway probes each upstream with
-//! `server/discover` and talks MCP 2026-07-28 (stateless, per-request `_meta`) to one that
-//! answers it, and 2025-11-25 (`initialize`) to one that reports itself legacy or does not
-//! answer the probe within rmcp's 10 s ([`upstream_lifecycle`]).
-//!
 //! At most once (DESIGN.md §3 "Single use and crash safety"). No library re-sends a call:
 //! rmcp's Streamable HTTP client re-initializes a session the server calls expired (HTTP 404)
 //! and re-sends the request, so that is switched off here
@@ -40,11 +35,11 @@
 //! within [`LIVENESS_PING_TIMEOUT`] it is closed and the next call reconnects.
 
 use crate::config::{UpstreamSpec, UpstreamTransport};
-use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
+use rmcp::service::RunningService;
 use rmcp::service::ServiceError;
-use rmcp::service::{ClientServiceExt, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
@@ -382,16 +377,6 @@ pub struct RmcpUpstream {
 /// longer than the start-up timeout).
 pub const LIVENESS_PING_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How the gateway starts its MCP lifecycle with an upstream: `server/discover` for
-/// 2026-07-28, falling back to `initialize` with 2025-11-25 (rmcp's `Auto` mode).
-#[must_use]
-pub fn upstream_lifecycle() -> rmcp::service::ClientLifecycleMode {
-    rmcp::service::ClientLifecycleMode::Auto {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(rmcp::model::ProtocolVersion::V_2025_11_25),
-    }
-}
-
 /// The `serverInfo.name` an initialized client's server reported.
 fn reported_name(client: &RunningService<RoleClient, ()>) -> Option<String> {
     client
@@ -435,10 +420,7 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                 if let Some(stderr) = stderr {
                     tokio::spawn(relay_stderr(spec.id.clone(), stderr));
                 }
-                let client =
-                    ().serve_with_lifecycle(transport, upstream_lifecycle())
-                        .await
-                        .map_err(|e| start_err(e.to_string()))?;
+                let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
                 Ok((client, format!("stdio:{command}")))
             }
             UpstreamTransport::Http {
@@ -458,7 +440,7 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     config = config.auth_header(token);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let client = match ().serve_with_lifecycle(transport, upstream_lifecycle()).await {
+                let client = match ().serve(transport).await {
                     Ok(client) => client,
                     Err(e) => return Err(start_err(unreachable_message(url, e.to_string()).await)),
                 };
