@@ -28,7 +28,7 @@ pub use catalog::{CatalogError, ToolEntry};
 pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
-pub use gateway::pinning::QuarantinedTool;
+pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
     META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,

@@ -108,6 +108,34 @@ pub fn definition(tool: &UpstreamTool) -> Value {
     })
 }
 
+/// The tool a [`definition`] describes: the inverse of [`definition`] on the stored text of a
+/// pin (`None` if `text` is not a definition's JSON: no `name`, a schema that is not an
+/// object). Hints absent from the text take the MCP defaults.
+#[must_use]
+pub fn tool_of_definition(text: &str) -> Option<UpstreamTool> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let string = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let hint = |key: &str, default: bool| {
+        v.get("annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
+    };
+    Some(UpstreamTool {
+        name: string("name")?,
+        title: string("title"),
+        description: string("description"),
+        input_schema: v.get("inputSchema")?.as_object()?.clone(),
+        output_schema: v
+            .get("outputSchema")
+            .and_then(Value::as_object)
+            .cloned(),
+        read_only_hint: hint("readOnlyHint", false),
+        destructive_hint: hint("destructiveHint", true),
+        open_world_hint: hint("openWorldHint", true),
+    })
+}
+
 /// [`definition`] as RFC 8785 canonical JSON text. A definition that cannot be canonicalized
 /// (a schema holding a number beyond what JCS represents) gets its plain serialization, which
 /// is still deterministic for one listing.
@@ -345,6 +373,30 @@ impl Quarantine {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_definition_reads_back_as_the_tool_it_describes() {
+        let mut tool = crate::upstream::UpstreamTool {
+            name: "send".into(),
+            title: Some("Send".into()),
+            description: Some("Sends mail".into()),
+            input_schema: serde_json::json!({"type": "object", "properties": {"to": {"type": "string"}}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            read_only_hint: false,
+            destructive_hint: false,
+            open_world_hint: true,
+            output_schema: None,
+        };
+        let back = tool_of_definition(&canonical_definition(&tool));
+        assert_eq!(back.as_ref().map(canonical_definition), Some(canonical_definition(&tool)));
+        tool.output_schema = serde_json::json!({"type": "object"}).as_object().cloned();
+        let back = tool_of_definition(&canonical_definition(&tool));
+        assert_eq!(back.as_ref().map(canonical_definition), Some(canonical_definition(&tool)));
+        assert!(tool_of_definition("{}").is_none());
+        assert!(tool_of_definition("not json").is_none());
+    }
+
     use super::*;
 
     fn tool(name: &str, description: &str) -> UpstreamTool {

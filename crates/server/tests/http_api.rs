@@ -817,6 +817,8 @@ async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
             .contains("- \"Send a message.\""),
         "{q}"
     );
+    // Nothing in the new description for the poisoning scan to report.
+    assert_eq!(q["poisoning"], Value::Null, "{q}");
     let digest = q["digest"].as_str().unwrap().to_owned();
     let app = &e.app;
     let pin = |token: &str, tool: &'static str, digest: String| {
