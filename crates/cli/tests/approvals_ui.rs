@@ -11,7 +11,7 @@
 
 mod common_ui;
 
-use common_ui::{OPERATOR, Reply, Server, api, request, serve_office};
+use common_ui::{OPERATOR, Reply, Server, api, request, serve_office, serve_office_with};
 use serde_json::Value;
 
 const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
@@ -347,4 +347,74 @@ fn common_session_digest(server: &Server, session: &str) -> String {
     let digest = list["approvals"][0]["session"].as_str().unwrap().to_owned();
     assert!(digest.starts_with("ses#") && !digest.contains(session));
     digest
+}
+
+/// The value of the hidden field `name` in the section of the page about `tool`.
+fn field_in_section(page: &str, tool: &str, name: &str) -> String {
+    let start = page
+        .find(&format!("data-tool=\"{tool}\""))
+        .unwrap_or_else(|| panic!("no section for {tool}: {page}"));
+    let section = &page[start..page[start..].find("</section>").map_or(page.len(), |e| start + e)];
+    let key = format!("name=\"{name}\" value=\"");
+    let at = section.find(&key).unwrap_or_else(|| panic!("no {name} in {section}")) + key.len();
+    section[at..].split('"').next().unwrap().to_owned()
+}
+
+/// The runtime's tool names (`GET /v1/tools`).
+fn listed(server: &Server, session: &str) -> Vec<String> {
+    let r = request(
+        server.port,
+        "GET",
+        "/v1/tools",
+        &[("Authorization", &format!("Bearer {session}"))],
+        "",
+    );
+    r.json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 16 item 4 on the approvals page: with `pin = "manual"` every tool is held back; the
+/// page lists each with its definition and digest, and its pin button serves exactly that
+/// definition. A post without the CSRF token or with another digest pins nothing.
+#[test]
+fn the_approvals_page_lists_held_back_tools_and_pins_the_one_reviewed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_office_with(dir.path(), "[gateway]\npin = \"manual\"\n");
+    let session = server.session();
+    assert!(
+        !listed(&server, &session).contains(&"office__send_email".to_owned()),
+        "an unpinned tool is served"
+    );
+    let cookie = login(&server);
+    let shown = page(&server, Some(&cookie)).body;
+    assert!(shown.contains("Tools held back"), "{shown}");
+    let digest = field_in_section(&shown, "office__send_email", "digest");
+    assert_eq!(digest.len(), 64, "{digest}");
+    let csrf = csrf_of(&shown);
+    let pin = |csrf: &str, digest: &str| {
+        let body = format!("csrf={csrf}&upstream=office&tool=send_email&digest={digest}");
+        request(
+            server.port,
+            "POST",
+            "/approvals/pin",
+            &[FORM, ("Cookie", cookie.as_str())],
+            &body,
+        )
+    };
+    // Without the CSRF token: refused, nothing pinned.
+    assert_eq!(pin("", &digest).status, 403);
+    // Another digest: nothing pinned, said so.
+    assert_eq!(pin(&csrf, &"0".repeat(64)).status, 303);
+    assert!(page(&server, Some(&cookie)).body.contains("Not pinned"));
+    assert!(!listed(&server, &session).contains(&"office__send_email".to_owned()));
+    // The digest shown: pinned and served.
+    assert_eq!(pin(&csrf, &digest).status, 303);
+    let after = page(&server, Some(&cookie)).body;
+    assert!(after.contains("Pinned office__send_email"), "{after}");
+    assert!(!after.contains("data-tool=\"office__send_email\""), "{after}");
+    assert!(listed(&server, &session).contains(&"office__send_email".to_owned()));
 }

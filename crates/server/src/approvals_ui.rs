@@ -9,6 +9,12 @@
 //! | POST | `/approvals/login` | form `token=<operator token>` → session cookie, 303 to `/approvals` |
 //! | POST | `/approvals/logout` | form `csrf` → cookie cleared, 303 to `/approvals` |
 //! | POST | `/approvals/{action_id}/approve` · `/deny` | form `csrf` → decided (`decided_by` = `web:operator`), 303 to `/approvals` with a one-line message |
+//! | POST | `/approvals/pin` | form `csrf`, `upstream`, `tool`, `digest` → the quarantined tool's definition the page showed is pinned (issue 16 item 4; `by` = `web:operator`), 303 to `/approvals` |
+//!
+//! Below the pending approvals the page lists the tools held back because their definition
+//! changed since it was pinned, or was never pinned (rug pulls): the diff against the pin, the
+//! digest, and what the tool-poisoning scan found, with a button that pins exactly that
+//! definition (refused if the gateway now holds another digest).
 //!
 //! Security:
 //! - the operator token is compared in constant time, as the API's bearer check does, and is
@@ -84,6 +90,7 @@ pub fn router(api: ApiState) -> Router {
         .route("/approvals/logout", post(logout))
         .route("/approvals/{id}/approve", post(approve))
         .route("/approvals/{id}/deny", post(deny))
+        .route("/approvals/pin", post(pin_tool))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
@@ -388,10 +395,68 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
             display = escape(&view.call),
         );
     }
+    quarantine_section(&state, &csrf_field, &mut body).await;
     html(
         StatusCode::OK,
         document("SecureClaw approvals", true, &body),
     )
+}
+
+/// The tools held back by pinning, each with its diff and a pin button (nothing when none).
+async fn quarantine_section(state: &UiState, csrf_field: &str, body: &mut String) {
+    let tools = match state.api.gateway.quarantined_tools().await {
+        Ok(tools) if tools.is_empty() => return,
+        Ok(tools) => tools,
+        Err(_) => {
+            body.push_str(
+                "<p class=\"flash\">The tool pins could not be read; this page retries.</p>",
+            );
+            return;
+        }
+    };
+    let _ = write!(
+        body,
+        "<h2 id=\"quarantine\">Tools held back ({})</h2><p>Their definition (description, \
+         schemas, annotations) differs from the one pinned, or was never pinned: they are hidden \
+         from the runtime and their calls are refused (<code>tool_definition_changed</code>). \
+         Review the change; pinning serves this exact definition from now on.</p>",
+        tools.len()
+    );
+    for t in tools {
+        let poisoning = t.poisoning.as_ref().map_or_else(String::new, |p| {
+            format!(
+                "<p class=\"poisoning\"><strong>Poisoning scan: {} finding(s)</strong> in the \
+                 title, description or schema prose. The runtime is shown: <q>{}</q></p>",
+                p.findings,
+                escape(&p.shown_description)
+            )
+        });
+        let pin = if t.status == "removed" {
+            "<p>The upstream no longer lists this tool; there is nothing to pin.</p>".to_owned()
+        } else {
+            format!(
+                "<form method=\"post\" action=\"/approvals/pin\">{csrf_field}\
+                 <input type=\"hidden\" name=\"upstream\" value=\"{u}\">\
+                 <input type=\"hidden\" name=\"tool\" value=\"{n}\">\
+                 <input type=\"hidden\" name=\"digest\" value=\"{d}\">\
+                 <button type=\"submit\" class=\"pin\">Pin this definition</button></form>",
+                u = escape(&t.upstream),
+                n = escape(&t.tool),
+                d = escape(&t.digest),
+            )
+        };
+        let _ = write!(
+            body,
+            "<section class=\"quarantined\" data-tool=\"{u}__{n}\"><h3>{u}__{n} ({status})</h3>\
+             <dl><dt>Digest</dt><dd><code>{d}</code></dd></dl>{poisoning}<pre>{diff}</pre>{pin}\
+             </section>",
+            u = escape(&t.upstream),
+            n = escape(&t.tool),
+            status = escape(t.status),
+            d = escape(&t.digest),
+            diff = escape(&t.diff),
+        );
+    }
 }
 
 #[derive(Deserialize)]
@@ -466,6 +531,13 @@ fn checked_post(
     headers: &HeaderMap,
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Result<[u8; 32], Response> {
+    let given = form.map(|Form(f)| f.csrf).unwrap_or_default();
+    checked_csrf(state, headers, &given)
+}
+
+/// [`checked_post`] with the form's CSRF token `given` already read.
+#[allow(clippy::result_large_err)]
+fn checked_csrf(state: &UiState, headers: &HeaderMap, given: &str) -> Result<[u8; 32], Response> {
     let Some(key) = live_session(state, headers) else {
         return Err(login_page(
             StatusCode::UNAUTHORIZED,
@@ -482,7 +554,6 @@ fn checked_post(
             ),
         ));
     }
-    let given = form.map(|Form(f)| f.csrf).unwrap_or_default();
     let expected = state
         .sessions
         .lock()
@@ -490,7 +561,7 @@ fn checked_post(
         .get(&key)
         .map(|s| s.csrf.clone())
         .unwrap_or_default();
-    if given.is_empty() || expected.is_empty() || !ct_eq(&given, &expected) {
+    if given.is_empty() || expected.is_empty() || !ct_eq(given, &expected) {
         tracing::info!(target: "secureclaw::approvals_ui", "refused a form post without a valid CSRF token");
         return Err(html(
             StatusCode::FORBIDDEN,
@@ -564,6 +635,63 @@ async fn decide(
             format!("Not decided: {shown} was already decided or has expired.")
         }
         Err(_) => format!("Not decided: the store is unavailable ({shown})."),
+    };
+    if let Some(s) = state
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_mut(&key)
+    {
+        s.flash = Some(flash);
+    }
+    see_other(None)
+}
+
+#[derive(Deserialize)]
+struct PinForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    upstream: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    digest: String,
+}
+
+/// Pin a quarantined tool's definition as the page showed it (its digest), through the same
+/// gateway call as `POST /v1/tools/pin`.
+async fn pin_tool(
+    State(state): State<UiState>,
+    headers: HeaderMap,
+    form: Result<Form<PinForm>, FormRejection>,
+) -> Response {
+    let form = form.map(|Form(f)| f).ok();
+    let given = form.as_ref().map(|f| f.csrf.as_str()).unwrap_or_default();
+    let key = match checked_csrf(&state, &headers, given) {
+        Ok(key) => key,
+        Err(refusal) => return refusal,
+    };
+    let Some(f) = form else {
+        return see_other(None);
+    };
+    let shown: String = format!("{}__{}", f.upstream, f.tool).chars().take(120).collect();
+    let flash = match state
+        .api
+        .gateway
+        .pin_quarantined(&f.upstream, &f.tool, &f.digest, DECIDED_BY)
+        .await
+    {
+        Ok(true) => {
+            tracing::info!(target: "secureclaw::approvals_ui", upstream = %f.upstream,
+                "a tool definition was pinned in the approvals page");
+            format!("Pinned {shown}: it is served from the next listing or call.")
+        }
+        Ok(false) => format!(
+            "Not pinned: {shown} is not held back with the digest shown (it changed again, or \
+             was pinned already); review it again."
+        ),
+        Err(_) => format!("Not pinned: the store is unavailable ({shown})."),
     };
     if let Some(s) = state
         .sessions

@@ -123,6 +123,11 @@ impl Drop for Server {
 
 /// `serve` with the demo office over stdio in `dir`.
 pub fn serve_office(dir: &Path) -> Server {
+    serve_office_with(dir, "")
+}
+
+/// [`serve_office`] with `extra` appended to the configuration (TOML tables).
+pub fn serve_office_with(dir: &Path, extra: &str) -> Server {
     let port = free_port();
     let office = dir.join("office.json");
     let cfg = dir.join("secureclaw.toml");
@@ -130,7 +135,7 @@ pub fn serve_office(dir: &Path) -> Server {
         &cfg,
         format!(
             "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n\
-             [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n",
+             [[upstream]]\nid = \"office\"\ntransport = \"stdio\"\ncommand = {EXE:?}\nargs = [\"demo-tools\", \"--state\", {:?}]\n\n{extra}",
             office.display().to_string()
         ),
     )
