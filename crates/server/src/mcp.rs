@@ -65,7 +65,15 @@ pub struct McpFrontEnd {
     trusted_client_confirmation: bool,
     max_message_bytes: usize,
     approval_wait: std::time::Duration,
+    /// Retries (MRTR) waiting for a decision right now, across every clone of this front end
+    /// (every request of `serve`); beyond [`MAX_WAITING_RETRIES`] a retry is answered at once.
+    waiting: Arc<tokio::sync::Semaphore>,
 }
+
+/// At most this many 2026-07-28 retries wait for a decision at once (per front end: one
+/// `wrap`, or all of `serve`); a retry beyond it is answered `input_required` again at once,
+/// so retries cannot pin the gateway's tasks or poll the store without bound.
+pub const MAX_WAITING_RETRIES: usize = 64;
 
 /// Default size limit of one stdio MCP message (a line): the default argument limit
 /// (4 MiB) plus room for the JSON-RPC envelope, as the HTTP body limit of `serve`.
@@ -133,6 +141,7 @@ impl McpFrontEnd {
             trusted_client_confirmation: false,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             approval_wait: DEFAULT_APPROVAL_WAIT,
+            waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_RETRIES)),
         }
     }
 
@@ -569,6 +578,9 @@ impl McpFrontEnd {
         responses: Option<&rmcp::model::InputResponses>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
+        // Whether the client already showed the form and got an answer that decided nothing:
+        // the next round then carries only the state, so a host does not ask again each round.
+        let mut answered = false;
         if let Some(state) = request_state {
             let action = match self.gateway.open_request_state(session, tool, state).await {
                 Ok(action) => action,
@@ -612,10 +624,14 @@ impl McpFrontEnd {
                 // Already decided (a replayed answer, another confirmer first): unchanged.
                 let _ = self.gateway.decide_approval(&action, approve, label).await;
             }
-            // Out of band: the retry waits for the human's decision.
-            self.gateway
-                .await_decision(&action, self.approval_wait)
-                .await;
+            answered = decided.is_none() && mrtr_answer(responses).is_some();
+            // Out of band: the retry waits for the human's decision (if a waiting slot is
+            // free; otherwise it is answered at once and the client retries).
+            if let Ok(_slot) = self.waiting.try_acquire() {
+                self.gateway
+                    .await_decision(&action, self.approval_wait)
+                    .await;
+            }
             meta.approval = Some(action);
         }
         let outcome = self.gateway.call(session, tool, arguments, &meta).await;
@@ -641,7 +657,7 @@ impl McpFrontEnd {
                     ))
                 };
                 let requests = message
-                    .filter(|_| supports_form_elicitation(context))
+                    .filter(|_| !answered && supports_form_elicitation(context))
                     .map(|m| approval_request(m, self.trusted_client_confirmation));
                 let mut meta = serde_json::Map::new();
                 meta.insert(META_PENDING.to_owned(), outcome_json(&outcome));

@@ -460,6 +460,10 @@ async fn an_untrusted_clients_accept_approves_nothing_but_its_decline_stops_the_
     let r =
         input_required(call_once(&client, retry(SEND, mail(), &state, Some(accept(true)))).await);
     assert_eq!(pending_action(&r), action);
+    assert!(
+        r.input_requests.is_none(),
+        "the answered form is asked again: {r:?}"
+    );
     assert_eq!(s.approval(&action).await, ApprovalState::Pending);
     assert_eq!(s.sent(), 0);
 
