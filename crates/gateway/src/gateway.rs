@@ -57,6 +57,7 @@ mod targets;
 mod telemetry;
 pub use approvals::decide_approval;
 pub use audit::audit_session_id;
+pub use request_state::RetryAdmission;
 pub use display::{describe_handles, reveal_for_approver};
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,

@@ -31,7 +31,7 @@ pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
-    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,
+    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released, RetryAdmission,
     audit_session_id, decide_approval, describe_handles, reveal_for_approver, session_exposure,
     session_trace, system_clock, valid_branch,
 };

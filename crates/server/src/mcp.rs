@@ -66,14 +66,64 @@ pub struct McpFrontEnd {
     max_message_bytes: usize,
     approval_wait: std::time::Duration,
     /// Retries (MRTR) waiting for a decision right now, across every clone of this front end
-    /// (every request of `serve`); beyond [`MAX_WAITING_RETRIES`] a retry is answered at once.
-    waiting: Arc<tokio::sync::Semaphore>,
+    /// (every request of `serve`).
+    waiting: Arc<WaitSlots>,
 }
 
 /// At most this many 2026-07-28 retries wait for a decision at once (per front end: one
 /// `wrap`, or all of `serve`); a retry beyond it is answered `input_required` again at once,
 /// so retries cannot pin the gateway's tasks or poll the store without bound.
 pub const MAX_WAITING_RETRIES: usize = 64;
+/// At most this many retries of one session wait at once (one client needs one): a session
+/// cannot hold many connections open by retrying (red-team of 2026-12-04).
+pub const MAX_WAITING_RETRIES_PER_SESSION: usize = 4;
+
+/// The retries waiting for a decision, per session and in all.
+#[derive(Debug, Default)]
+struct WaitSlots {
+    held: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One waiting retry's slot, given back when dropped.
+struct WaitSlot {
+    slots: Arc<WaitSlots>,
+    session: String,
+}
+
+impl WaitSlots {
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for a retry of `session`, if both bounds allow one.
+    fn take(self: &Arc<Self>, session: &str) -> Option<WaitSlot> {
+        let mut held = self.held();
+        let total: usize = held.values().sum();
+        let mine = held.get(session).copied().unwrap_or(0);
+        if total >= MAX_WAITING_RETRIES || mine >= MAX_WAITING_RETRIES_PER_SESSION {
+            return None;
+        }
+        held.insert(session.to_owned(), mine + 1);
+        Some(WaitSlot {
+            slots: self.clone(),
+            session: session.to_owned(),
+        })
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.held();
+        if let Some(n) = held.get_mut(&self.session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.session);
+            }
+        }
+    }
+}
 
 /// Default size limit of one stdio MCP message (a line): the default argument limit
 /// (4 MiB) plus room for the JSON-RPC envelope, as the HTTP body limit of `serve`.
@@ -141,7 +191,7 @@ impl McpFrontEnd {
             trusted_client_confirmation: false,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             approval_wait: DEFAULT_APPROVAL_WAIT,
-            waiting: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_RETRIES)),
+            waiting: Arc::new(WaitSlots::default()),
         }
     }
 
@@ -582,6 +632,12 @@ impl McpFrontEnd {
         // the next round then carries only the state, so a host does not ask again each round.
         let mut answered = false;
         if let Some(state) = request_state {
+            // Admitted like any call (rate, argument bytes) before the state is even opened;
+            // the admission is held while the retry waits.
+            let admission = match self.gateway.admit_retry(session, tool, &arguments).await {
+                Ok(a) => a,
+                Err(refused) => return render(&refused).into(),
+            };
             let action = match self.gateway.open_request_state(session, tool, state).await {
                 Ok(action) => action,
                 Err(reason) => {
@@ -627,11 +683,12 @@ impl McpFrontEnd {
             answered = decided.is_none() && mrtr_answer(responses).is_some();
             // Out of band: the retry waits for the human's decision (if a waiting slot is
             // free; otherwise it is answered at once and the client retries).
-            if let Ok(_slot) = self.waiting.try_acquire() {
+            if let Some(_slot) = self.waiting.take(&session.id) {
                 self.gateway
                     .await_decision(&action, self.approval_wait)
                     .await;
             }
+            drop(admission);
             meta.approval = Some(action);
         }
         let outcome = self.gateway.call(session, tool, arguments, &meta).await;
@@ -699,4 +756,31 @@ fn approval_request(message: String, ask: bool) -> rmcp::model::InputRequests {
         InputRequest::Elicitation(request),
     );
     requests
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_WAITING_RETRIES, MAX_WAITING_RETRIES_PER_SESSION, WaitSlots};
+    use std::sync::Arc;
+
+    /// Red-team F4: one session holds at most its share of waiting retries; others still get
+    /// theirs, and a finished wait gives its slot back.
+    #[test]
+    fn waiting_retries_are_bounded_per_session_and_in_all() {
+        let slots = Arc::new(WaitSlots::default());
+        let mut a: Vec<_> = (0..MAX_WAITING_RETRIES_PER_SESSION)
+            .map(|_| slots.take("a").expect("a slot"))
+            .collect();
+        assert!(slots.take("a").is_none());
+        let b = slots.take("b").expect("another session's slot");
+        a.pop();
+        assert!(slots.take("a").is_some());
+        drop((a, b));
+        assert!(slots.held().is_empty());
+        let all: Vec<_> = (0..MAX_WAITING_RETRIES)
+            .map(|i| slots.take(&format!("s{i}")).expect("a slot"))
+            .collect();
+        assert!(slots.take("late").is_none());
+        drop(all);
+    }
 }

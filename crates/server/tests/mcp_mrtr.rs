@@ -102,6 +102,11 @@ struct Stack {
 }
 
 async fn stack() -> Stack {
+    stack_with(|_| {}).await
+}
+
+/// [`stack`] with its configuration adjusted by `tune`.
+async fn stack_with(tune: impl FnOnce(&mut GatewayConfig)) -> Stack {
     let dir = tempfile::tempdir().unwrap();
     let keys = Arc::new(KeyRing::generate(&mut |b| getrandom::fill(b).unwrap()));
     let store = Arc::new(SqliteStore::open(&dir.path().join("db"), keys.clone()).unwrap());
@@ -129,6 +134,7 @@ async fn stack() -> Stack {
         effect: Some(secureclaw_core::policy::EffectClass::Read),
         ..secureclaw_gateway::ToolRule::default()
     });
+    tune(&mut config);
     let skew = Arc::new(AtomicU64::new(0));
     let clock_skew = skew.clone();
     let clock: secureclaw_gateway::Clock = Arc::new(move || {
@@ -180,9 +186,21 @@ impl Stack {
 
     /// A client of `session` on its own stdio pipe; `trusted` declares it a trusted host.
     async fn client(&self, session: SessionRecord, version: Version, trusted: bool) -> Client {
+        self.client_waiting(session, version, trusted, Duration::from_millis(300))
+            .await
+    }
+
+    /// [`Stack::client`] whose retries wait up to `wait` for a decision.
+    async fn client_waiting(
+        &self,
+        session: SessionRecord,
+        version: Version,
+        trusted: bool,
+        wait: Duration,
+    ) -> Client {
         let front = McpFrontEnd::new(self.gw.clone(), SessionSource::Fixed(session))
             .with_trusted_client_confirmation(trusted)
-            .with_approval_wait(Duration::from_millis(300));
+            .with_approval_wait(wait);
         let (server_io, client_io) = tokio::io::duplex(256 * 1024);
         tokio::spawn(async move {
             let (read, write) = tokio::io::split(server_io);
@@ -539,5 +557,99 @@ async fn a_2025_client_gets_a_pending_result_and_cannot_send_mrtr_fields() {
     let refused = client.call_tool_once(p).await;
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(s.sent(), 0);
+    client.cancel().await.unwrap();
+}
+
+/// Audit records of `kind` with reason `reason`.
+fn audited(s: &Stack, kind: &str, reason: &str) -> usize {
+    s.store
+        .audit_records(0, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::to_value(&r.event).unwrap())
+        .filter(|e| e["kind"] == kind && e["reason"] == reason)
+        .count()
+}
+
+/// Red-team of 2026-12-04, F1: retries with a state that does not open are rate-limited like
+/// any call (before the state is opened), so they cannot grow the audit log at will.
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_with_a_bad_state_are_rate_limited() {
+    let s = stack_with(|c| {
+        c.limits.session_rate_per_s = 1;
+        c.limits.session_burst = 5;
+    })
+    .await;
+    let client = s.client(s.session().await, Version::V2026, false).await;
+    let mut reasons = Vec::new();
+    for _ in 0..30 {
+        let r = complete(call_once(&client, retry(SEND, mail(), "rs2.x.y.z", None)).await);
+        reasons.push(reason(&r));
+    }
+    let invalid = reasons.iter().filter(|r| *r == "request_state_invalid").count();
+    let limited = reasons.iter().filter(|r| *r == "limit_exceeded").count();
+    assert!(limited > 0, "{reasons:?}");
+    assert_eq!(invalid + limited, 30, "{reasons:?}");
+    assert_eq!(audited(&s, "denial", "request_state_invalid"), invalid);
+    assert!(invalid < 30, "{reasons:?}");
+    client.cancel().await.unwrap();
+}
+
+/// Red-team F2: a retry's arguments count against `max_in_flight_bytes_per_session` while it
+/// waits for a decision, so waiting retries cannot hold memory beyond the limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn waiting_retries_count_their_arguments() {
+    let s = stack_with(|c| c.limits.max_in_flight_bytes_per_session = 64 * 1024).await;
+    let client = Arc::new(
+        s.client_waiting(s.session().await, Version::V2026, false, Duration::from_secs(5))
+            .await,
+    );
+    let first = input_required(call_once(&client, params(SEND, mail())).await);
+    let state = first.request_state.clone().unwrap();
+    let big = json!({"to": "bob@example.com", "body": "x".repeat(40 * 1024)});
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let (client, p) = (client.clone(), retry(SEND, big.clone(), &state, None));
+            tokio::spawn(async move { call_once(&client, p).await })
+        })
+        .collect();
+    let mut reasons = Vec::new();
+    for c in calls {
+        match c.await.unwrap() {
+            CallToolResponse::Complete(r) => reasons.push(reason(&r)),
+            other => reasons.push(format!("{other:?}").chars().take(40).collect()),
+        }
+    }
+    // Two 40 KiB retries do not fit in 64 KiB at once: while one waits, the others are
+    // refused; the one that waited is then refused for its changed arguments.
+    assert!(
+        reasons.iter().filter(|r| *r == "limit_exceeded").count() >= 2,
+        "{reasons:?}"
+    );
+    assert_eq!(s.sent(), 0);
+}
+
+/// Red-team F3: a tool name the catalog does not know is recorded in the audit log cut short,
+/// with its length, however long the runtime made it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_tool_name_is_recorded_cut_short() {
+    let s = stack().await;
+    let client = s.client(s.session().await, Version::V2026, false).await;
+    let long = "T".repeat(100_000);
+    let r = complete(call_once(&client, params(&long, json!({}))).await);
+    assert_eq!(reason(&r), "unknown_tool");
+    let tools: Vec<String> = s
+        .store
+        .audit_records(0, usize::MAX)
+        .unwrap()
+        .iter()
+        .filter_map(|r| serde_json::to_value(&r.event).unwrap()["tool"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        tools.iter().any(|t| t.ends_with("…[100000 bytes]") && t.starts_with("TTTT")),
+        "{:?}",
+        tools.iter().map(|t| t.len()).collect::<Vec<_>>()
+    );
+    assert!(tools.iter().all(|t| t.len() < 200), "a long name was recorded whole");
     client.cancel().await.unwrap();
 }

@@ -36,8 +36,20 @@ impl Gateway {
         let mut ev = AuditEvent::new(kind, self.now());
         ev.session = Some(audit_session_id(&session.id));
         ev.caller = Some(session.caller.clone());
-        ev.tool = Some(tool.to_owned());
+        ev.tool = Some(self.audit_tool_name(tool));
         ev
+    }
+
+    /// `tool` as the audit log records it: a name the catalog knows as it is; any other name
+    /// (it is the runtime's input) cut to [`MAX_AUDIT_TOOL_CHARS`] characters with its length
+    /// noted, so that a megabyte-long name cannot grow the log by a megabyte per call
+    /// (red-team of 2026-12-04).
+    pub(super) fn audit_tool_name(&self, tool: &str) -> String {
+        if tool.chars().count() <= MAX_AUDIT_TOOL_CHARS || self.inner.catalog.get(tool).is_some() {
+            return tool.to_owned();
+        }
+        let head: String = tool.chars().take(MAX_AUDIT_TOOL_CHARS).collect();
+        format!("{head}…[{} bytes]", tool.len())
     }
 
     /// Audit a request a front end refused before it became a tool call (issue 12 item 8):
@@ -53,7 +65,7 @@ impl Gateway {
         let mut ev = AuditEvent::new(AuditKind::Rejection, self.now());
         ev.session = session.map(|s| audit_session_id(&s.id));
         ev.caller = session.map(|s| s.caller.clone());
-        ev.tool = tool.map(str::to_owned);
+        ev.tool = tool.map(|t| self.audit_tool_name(t));
         ev.detail = json!({"front_end": front_end, "reason": reason});
         let _ = self.audit(ev).await;
     }
@@ -118,3 +130,7 @@ impl Gateway {
         session_trace(self.inner.store.as_ref(), session_id).await
     }
 }
+
+/// Longest tool name, in characters, the audit log records for a name the catalog does not
+/// know.
+pub const MAX_AUDIT_TOOL_CHARS: usize = 128;

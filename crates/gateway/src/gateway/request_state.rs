@@ -52,7 +52,35 @@ struct Payload {
     exp: u64,
 }
 
+/// A 2026-07-28 retry admitted like any call before its state is opened and while it waits
+/// for a decision: it took one of the session's rate tokens, and its arguments count against
+/// `max_in_flight_bytes` until this is dropped (red-team of 2026-12-04: retries with a bad
+/// state were neither rate-limited nor merged in the audit log, and waiting retries held
+/// their arguments uncounted).
+#[derive(Debug)]
+pub struct RetryAdmission {
+    _bytes: super::limits::BytesGuard,
+}
+
 impl Gateway {
+    /// Admit a retry: the session's rate limit, then its arguments' bytes; the refusal
+    /// (`limit_exceeded`, audited as for any call) otherwise.
+    ///
+    /// # Errors
+    /// The refusal to send back.
+    pub async fn admit_retry(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<RetryAdmission, CallOutcome> {
+        if let Some(limited) = self.throttle(session, tool).await {
+            return Err(limited);
+        }
+        let bytes = self.admit_arguments(session, tool, arguments).await?;
+        Ok(RetryAdmission { _bytes: bytes })
+    }
+
     /// The request-state codec over every usable confirmation key (the active one seals).
     fn request_state_codec(&self) -> Result<RequestStateCodec, GatewayError> {
         let keys = &self.inner.keys;
