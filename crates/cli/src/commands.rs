@@ -151,6 +151,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
             cwd: None,
         },
         namespace: false,
+        protocol: Default::default(),
     };
     let mut policies = config.server.policy_files.clone();
     policies.extend(args.policies);

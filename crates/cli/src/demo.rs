@@ -188,6 +188,7 @@ pub async fn run(args: DemoArgs, state_dir: Option<PathBuf>) -> Result<ExitCode>
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     println!("SecureClaw demo: the paper's running example (invoice INV-42)\n");
     let gw = stack::start(&dir, None, &[], GatewayConfig::demo_office(), vec![spec]).await?;

@@ -367,6 +367,7 @@ fn stdio(id: &str, command: &Path, args: Vec<String>) -> UpstreamSpec {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     }
 }
 

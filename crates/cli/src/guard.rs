@@ -343,6 +343,7 @@ mod tests {
                 cwd: cwd.map(Path::to_path_buf),
             },
             namespace: true,
+            protocol: Default::default(),
         }
     }
 
@@ -405,6 +406,7 @@ mod tests {
                 cwd: cwd.map(Path::to_path_buf),
             },
             namespace: true,
+            protocol: Default::default(),
         };
         let inputs = trusted_inputs(&state, None, &[]);
         let script_s = script.display().to_string();
@@ -556,6 +558,7 @@ mod tests {
                 bearer_token_env: None,
             },
             namespace: true,
+            protocol: Default::default(),
         };
         check_state_access(&state, &[http], false).unwrap();
     }

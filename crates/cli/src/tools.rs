@@ -211,6 +211,7 @@ fn upstreams(
             cwd: None,
         },
         namespace: false,
+        protocol: Default::default(),
     };
     let dir = state_dir
         .map(Path::to_path_buf)

@@ -134,6 +134,100 @@ fn serve_with_stdio_and_http_upstreams() {
     assert_eq!(s, 200, "{v}");
 }
 
+/// Issue 16 item 3: upstreams spoken to in MCP 2026-07-28. The inner gateway talks 2026-07-28
+/// to the demo office over stdio (`protocol = "2026-07-28"`); the outer one reaches the inner
+/// one over Streamable HTTP with `protocol = "auto"`, which finds 2026-07-28 (the inner
+/// gateway serves it statelessly, with the bearer token on every request). A read comes
+/// through both, declassified; each log names the version agreed.
+#[test]
+fn upstreams_are_spoken_to_in_2026_07_28_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner_port = free_port();
+    let inner = dir.path().join("inner.toml");
+    std::fs::write(
+        &inner,
+        format!(
+            "[server]\nhttp_bind = \"127.0.0.1:{inner_port}\"\ntokenless_loopback_session = true\n\n[task]\nrequest = \"look at invoices\"\n\n\
+             [[upstream]]\nid = \"office\"\ncommand = {exe:?}\nargs = [\"demo-tools\", \"--state\", {st:?}]\nprotocol = \"2026-07-28\"\n",
+            exe = EXE,
+            st = dir.path().join("office.json").display().to_string()
+        ),
+    )
+    .unwrap();
+    let logged = |name: &str| {
+        let log = dir.path().join(name);
+        let file = std::fs::File::create(&log).unwrap();
+        (log, file)
+    };
+    let (inner_log, inner_err) = logged("inner.log");
+    let _inner = common::serve_on(
+        Command::new(EXE)
+            .arg("--state-dir")
+            .arg(dir.path().join("inner-state"))
+            .args(["serve", "--config"])
+            .arg(&inner)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(inner_err)),
+        inner_port,
+    );
+    let outer_port = free_port();
+    let outer = dir.path().join("outer.toml");
+    std::fs::write(
+        &outer,
+        format!("[server]\nhttp_bind = \"127.0.0.1:{outer_port}\"\n\n[[gateway.tools]]\ntool = \"remote__office__read_invoice\"\neffect = \"read\"\n\n[[upstream]]\nid = \"remote\"\nurl = \"http://127.0.0.1:{inner_port}/mcp\"\nprotocol = \"auto\"\n"),
+    )
+    .unwrap();
+    let (outer_log, outer_err) = logged("outer.log");
+    let _outer = common::serve_on(
+        Command::new(EXE)
+            .arg("--state-dir")
+            .arg(dir.path().join("outer-state"))
+            .args(["serve", "--config"])
+            .arg(&outer)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(outer_err)),
+        outer_port,
+    );
+    let (s, sess) = http(
+        outer_port,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        Some(&json!({"caller": "bob", "task": {"request": "read INV-42"}})),
+    );
+    assert_eq!(s, 200, "{sess}");
+    let sid = sess["session_id"].as_str().unwrap();
+    let (_, r) = http(
+        outer_port,
+        "POST",
+        "/v1/call",
+        Some(sid),
+        Some(
+            &json!({"tool": "remote__office__read_invoice", "arguments": {"invoice_id": "INV-42"}}),
+        ),
+    );
+    assert_eq!(r["status"], "completed", "{r}");
+    let text = r.to_string();
+    assert!(
+        !text.contains("DE89370400440532013000") && text.contains("hdl_"),
+        "{text}"
+    );
+    for (log, upstream) in [(&inner_log, "office"), (&outer_log, "remote")] {
+        let log = std::fs::read_to_string(log).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("upstream connected") && l.contains(upstream))
+            .unwrap_or_else(|| panic!("no `upstream connected` line for {upstream}: {log}"));
+        assert!(line.contains("2026-07-28"), "{upstream}: {line}");
+    }
+}
+
 /// `initialize` on `/mcp` with headers rmcp accepts; (status, `Mcp-Session-Id` present).
 fn mcp_initialize(port: u16, token: Option<&str>) -> (u16, bool) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();

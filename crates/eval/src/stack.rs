@@ -385,6 +385,7 @@ fn spec(id: &str) -> UpstreamSpec {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     }
 }
 

@@ -141,6 +141,7 @@ async fn gateway(enabled: bool, latency: Duration, dir: &std::path::Path) -> Gat
             bearer_token_env: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let up: Arc<dyn Upstream> = Arc::new(SlowSearch { latency });
     let (specs, connector) = in_process(vec![(spec, up)]);

@@ -141,7 +141,7 @@ pub enum UpstreamTransport {
 
 /// One upstream server. In TOML: `id`, `transport = "stdio" | "http"` (optional: `command` means
 /// stdio, `url` means http), then `command`, `args`,
-/// `env`, `cwd` (stdio) or `url`, `bearer_token_env` (http), and `namespace`.
+/// `env`, `cwd` (stdio) or `url`, `bearer_token_env` (http), `namespace` and `protocol`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawUpstream")]
 pub struct UpstreamSpec {
@@ -155,8 +155,28 @@ pub struct UpstreamSpec {
     /// Expose tools as `id__tool` (default). `wrap` turns this off for a single upstream so
     /// that clients see the server's own tool names.
     pub namespace: bool,
+    /// The MCP version the gateway talks to it (issue 16 item 3; default 2025-11-25).
+    pub protocol: UpstreamProtocol,
 }
 
+/// Which MCP version the gateway talks to an upstream (`protocol` in `[[upstream]]`; issue 16
+/// item 3). In TOML: `"2025-11-25"` (the default), `"auto"` or `"2026-07-28"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpstreamProtocol {
+    /// `initialize` with 2025-11-25: what every server of the 2025 versions answers.
+    #[default]
+    #[serde(rename = "2025-11-25")]
+    V2025,
+    /// `server/discover` first: 2026-07-28 (stateless, per-request `_meta`) if the server
+    /// answers it, `initialize` with 2025-11-25 if it reports itself legacy or does not answer
+    /// within 10 s. Not the default: a server that answers an unknown method with an empty
+    /// result instead of an error fails to start.
+    #[serde(rename = "auto")]
+    Auto,
+    /// `server/discover` only: 2026-07-28, and a server that does not speak it fails to start.
+    #[serde(rename = "2026-07-28")]
+    V2026,
+}
 /// The flat TOML form of [`UpstreamSpec`] (serde cannot deny unknown keys through a
 /// flattened enum, so the spec is read flat and checked here).
 #[derive(Debug, Deserialize)]
@@ -179,6 +199,8 @@ struct RawUpstream {
     bearer_token_env: Option<String>,
     #[serde(default = "yes")]
     namespace: bool,
+    #[serde(default)]
+    protocol: UpstreamProtocol,
 }
 
 impl TryFrom<RawUpstream> for UpstreamSpec {
@@ -250,6 +272,7 @@ impl TryFrom<RawUpstream> for UpstreamSpec {
             id: r.id,
             transport,
             namespace: r.namespace,
+            protocol: r.protocol,
         })
     }
 }

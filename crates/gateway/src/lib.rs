@@ -25,7 +25,7 @@ pub mod rules;
 pub mod upstream;
 
 pub use catalog::{CatalogError, ToolEntry};
-pub use config::{GatewayConfig, Limits, ToolRule, UpstreamSpec, UpstreamTransport};
+pub use config::{GatewayConfig, Limits, ToolRule, UpstreamProtocol, UpstreamSpec, UpstreamTransport};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};

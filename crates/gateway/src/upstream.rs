@@ -34,7 +34,7 @@
 //! but never finishes). [`Upstream::timed_out`] pings the connection; without an answer
 //! within [`LIVENESS_PING_TIMEOUT`] it is closed and the next call reconnects.
 
-use crate::config::{UpstreamSpec, UpstreamTransport};
+use crate::config::{UpstreamProtocol, UpstreamSpec, UpstreamTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Tool};
 use rmcp::service::RunningService;
 use rmcp::service::ServiceError;
@@ -394,6 +394,51 @@ impl std::fmt::Debug for RmcpUpstream {
     }
 }
 
+/// Start the MCP lifecycle on `transport` in the version `protocol` asks for (issue 16 item 3):
+/// `initialize` with 2025-11-25, or `server/discover` (with or without falling back).
+async fn start<T, E, A>(
+    transport: T,
+    protocol: UpstreamProtocol,
+) -> Result<Client, rmcp::service::ClientInitializeError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    match protocol {
+        UpstreamProtocol::V2025 => ().serve(transport).await,
+        UpstreamProtocol::Auto => {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                },
+            )
+            .await
+        }
+        UpstreamProtocol::V2026 => {
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+        }
+    }
+}
+
+/// The protocol version an initialized client's server agreed to.
+fn agreed_version(client: &Client) -> String {
+    client
+        .peer()
+        .peer_info()
+        .map(|info| info.protocol_version.as_str().to_owned())
+        .unwrap_or_default()
+}
+
 /// Start (stdio) or connect (HTTP) and initialize, within `timeout`.
 async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String), UpstreamError> {
     let start_err = |message: String| UpstreamError::Start {
@@ -420,7 +465,9 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                 if let Some(stderr) = stderr {
                     tokio::spawn(relay_stderr(spec.id.clone(), stderr));
                 }
-                let client = ().serve(transport).await.map_err(|e| start_err(e.to_string()))?;
+                let client = start(transport, spec.protocol)
+                    .await
+                    .map_err(|e| start_err(e.to_string()))?;
                 Ok((client, format!("stdio:{command}")))
             }
             UpstreamTransport::Http {
@@ -440,7 +487,7 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     config = config.auth_header(token);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let client = match ().serve(transport).await {
+                let client = match start(transport, spec.protocol).await {
                     Ok(client) => client,
                     Err(e) => return Err(start_err(unreachable_message(url, e.to_string()).await)),
                 };
@@ -666,6 +713,7 @@ impl RmcpUpstream {
         startup_timeout: Duration,
     ) -> Result<Self, UpstreamError> {
         let (client, destination) = open(spec, startup_timeout).await?;
+        tracing::info!(upstream = %spec.id, protocol = %agreed_version(&client), "upstream connected");
         Ok(Self {
             id: spec.id.clone(),
             destination,

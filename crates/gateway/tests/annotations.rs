@@ -107,6 +107,7 @@ fn spec(id: &str, namespace: bool) -> UpstreamSpec {
             cwd: None,
         },
         namespace,
+        protocol: Default::default(),
     }
 }
 

@@ -265,6 +265,7 @@ fn rec_spec() -> UpstreamSpec {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     }
 }
 

@@ -197,6 +197,7 @@ async fn deploy() -> Deployment {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let ups: Vec<(UpstreamSpec, Arc<dyn Upstream>)> = vec![
         (spec("chat"), main.clone() as Arc<dyn Upstream>),

@@ -253,6 +253,7 @@ async fn deploy(upstream: Arc<dyn Upstream>) -> Deployment {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let (specs, connector) = in_process(vec![(spec, upstream)]);
     let gw = Gateway::start(
@@ -288,6 +289,7 @@ async fn http_deployment() -> (Arc<Fault>, Deployment) {
             bearer_token_env: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let up = RmcpUpstream::connect(&spec, Duration::from_secs(10))
         .await

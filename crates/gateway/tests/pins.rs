@@ -118,6 +118,7 @@ impl Setup {
                 cwd: None,
             },
             namespace: true,
+            protocol: Default::default(),
         };
         let up: Arc<dyn Upstream> = self.upstream.clone();
         let (specs, connector) = in_process(vec![(spec, up)]);

@@ -335,6 +335,7 @@ fn gateway_read_never_shows_planted_values() {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let dyn_up: Arc<dyn Upstream> = up.clone();
     let (specs, connector) = in_process(vec![(spec, dyn_up)]);
@@ -428,6 +429,7 @@ fn regression_audit_path_holds_no_key_plaintext() {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let dyn_up: Arc<dyn Upstream> = up.clone();
     let (specs, connector) = in_process(vec![(spec, dyn_up)]);

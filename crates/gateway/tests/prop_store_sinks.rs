@@ -443,6 +443,7 @@ async fn start_in(
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let up: Arc<dyn Upstream> = fs.clone();
     // `readOnlyHint` alone makes nothing a read: the operator declares the read tool.

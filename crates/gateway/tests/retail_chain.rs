@@ -413,6 +413,7 @@ async fn deploy_with(adjust: impl FnOnce(&mut GatewayConfig)) -> Deployment {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let (specs, connector) = in_process(vec![(spec, up)]);
     let gw = Gateway::start(

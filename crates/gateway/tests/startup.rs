@@ -85,6 +85,7 @@ async fn start(up: Broken, startup_ms: u64) -> Result<Gateway, GatewayError> {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let (specs, connector) = in_process(vec![(spec, Arc::new(up) as Arc<dyn Upstream>)]);
     Gateway::start(
@@ -134,6 +135,7 @@ fn stdio_spec(id: &str) -> UpstreamSpec {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     }
 }
 

@@ -197,6 +197,7 @@ async fn setup(lifecycle: ClientLifecycleMode) -> Setup {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let upstream = timed(
         "starting the filesystem server",

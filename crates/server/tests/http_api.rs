@@ -108,6 +108,7 @@ async fn env_with_pins(pins: &[secureclaw_core::store::ToolPin]) -> Env {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let mut config = GatewayConfig::default();
     config.limits.max_argument_bytes = 64 * 1024;

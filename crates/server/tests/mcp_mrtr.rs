@@ -121,6 +121,7 @@ async fn stack_with(tune: impl FnOnce(&mut GatewayConfig)) -> Stack {
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let mut config = GatewayConfig::default();
     // Target-less: `send` is decided by its effect alone (destructive: it waits for the user).

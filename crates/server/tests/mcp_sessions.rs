@@ -128,6 +128,7 @@ async fn server_with(require_token: bool, conn: ConnLimits, limits: McpSessionLi
             cwd: None,
         },
         namespace: true,
+        protocol: Default::default(),
     };
     let mut config = GatewayConfig::default();
     // Target-less and (the operator says; the upstream's hint alone would not count)

@@ -269,6 +269,7 @@ impl Fixture {
                 cwd: None,
             },
             namespace: false,
+            protocol: Default::default(),
         };
         let upstream: Arc<dyn Upstream> = Arc::new(NoopUpstream);
         let store = Arc::new(store);
