@@ -354,9 +354,15 @@ fn field_in_section(page: &str, tool: &str, name: &str) -> String {
     let start = page
         .find(&format!("data-tool=\"{tool}\""))
         .unwrap_or_else(|| panic!("no section for {tool}: {page}"));
-    let section = &page[start..page[start..].find("</section>").map_or(page.len(), |e| start + e)];
+    let section = &page[start
+        ..page[start..]
+            .find("</section>")
+            .map_or(page.len(), |e| start + e)];
     let key = format!("name=\"{name}\" value=\"");
-    let at = section.find(&key).unwrap_or_else(|| panic!("no {name} in {section}")) + key.len();
+    let at = section
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {section}"))
+        + key.len();
     section[at..].split('"').next().unwrap().to_owned()
 }
 
@@ -415,6 +421,9 @@ fn the_approvals_page_lists_held_back_tools_and_pins_the_one_reviewed() {
     assert_eq!(pin(&csrf, &digest).status, 303);
     let after = page(&server, Some(&cookie)).body;
     assert!(after.contains("Pinned office__send_email"), "{after}");
-    assert!(!after.contains("data-tool=\"office__send_email\""), "{after}");
+    assert!(
+        !after.contains("data-tool=\"office__send_email\""),
+        "{after}"
+    );
     assert!(listed(&server, &session).contains(&"office__send_email".to_owned()));
 }

@@ -57,8 +57,8 @@ mod targets;
 mod telemetry;
 pub use approvals::decide_approval;
 pub use audit::audit_session_id;
-pub use request_state::RetryAdmission;
 pub use display::{describe_handles, reveal_for_approver};
+pub use request_state::RetryAdmission;
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,
     Released, session_exposure, session_trace, valid_branch,

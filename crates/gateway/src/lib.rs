@@ -25,15 +25,17 @@ pub mod rules;
 pub mod upstream;
 
 pub use catalog::{CatalogError, ToolEntry};
-pub use config::{GatewayConfig, Limits, ToolRule, UpstreamProtocol, UpstreamSpec, UpstreamTransport};
+pub use config::{
+    GatewayConfig, Limits, ToolRule, UpstreamProtocol, UpstreamSpec, UpstreamTransport,
+};
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
-    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released, RetryAdmission,
-    audit_session_id, decide_approval, describe_handles, reveal_for_approver, session_exposure,
-    session_trace, system_clock, valid_branch,
+    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,
+    RetryAdmission, audit_session_id, decide_approval, describe_handles, reveal_for_approver,
+    session_exposure, session_trace, system_clock, valid_branch,
 };
 pub use upstream::{
     BoxFuture, Connector, RmcpConnector, RmcpUpstream, ToolOutput, Upstream, UpstreamError,

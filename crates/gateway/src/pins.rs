@@ -126,10 +126,7 @@ pub fn tool_of_definition(text: &str) -> Option<UpstreamTool> {
         title: string("title"),
         description: string("description"),
         input_schema: v.get("inputSchema")?.as_object()?.clone(),
-        output_schema: v
-            .get("outputSchema")
-            .and_then(Value::as_object)
-            .cloned(),
+        output_schema: v.get("outputSchema").and_then(Value::as_object).cloned(),
         read_only_hint: hint("readOnlyHint", false),
         destructive_hint: hint("destructiveHint", true),
         open_world_hint: hint("openWorldHint", true),
@@ -379,20 +376,27 @@ mod tests {
             name: "send".into(),
             title: Some("Send".into()),
             description: Some("Sends mail".into()),
-            input_schema: serde_json::json!({"type": "object", "properties": {"to": {"type": "string"}}})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
+            input_schema:
+                serde_json::json!({"type": "object", "properties": {"to": {"type": "string"}}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
             read_only_hint: false,
             destructive_hint: false,
             open_world_hint: true,
             output_schema: None,
         };
         let back = tool_of_definition(&canonical_definition(&tool));
-        assert_eq!(back.as_ref().map(canonical_definition), Some(canonical_definition(&tool)));
+        assert_eq!(
+            back.as_ref().map(canonical_definition),
+            Some(canonical_definition(&tool))
+        );
         tool.output_schema = serde_json::json!({"type": "object"}).as_object().cloned();
         let back = tool_of_definition(&canonical_definition(&tool));
-        assert_eq!(back.as_ref().map(canonical_definition), Some(canonical_definition(&tool)));
+        assert_eq!(
+            back.as_ref().map(canonical_definition),
+            Some(canonical_definition(&tool))
+        );
         assert!(tool_of_definition("{}").is_none());
         assert!(tool_of_definition("not json").is_none());
     }

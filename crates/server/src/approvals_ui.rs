@@ -675,7 +675,10 @@ async fn pin_tool(
     let Some(f) = form else {
         return see_other(None);
     };
-    let shown: String = format!("{}__{}", f.upstream, f.tool).chars().take(120).collect();
+    let shown: String = format!("{}__{}", f.upstream, f.tool)
+        .chars()
+        .take(120)
+        .collect();
     let flash = match state
         .api
         .gateway

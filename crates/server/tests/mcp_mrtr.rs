@@ -587,7 +587,10 @@ async fn retries_with_a_bad_state_are_rate_limited() {
         let r = complete(call_once(&client, retry(SEND, mail(), "rs2.x.y.z", None)).await);
         reasons.push(reason(&r));
     }
-    let invalid = reasons.iter().filter(|r| *r == "request_state_invalid").count();
+    let invalid = reasons
+        .iter()
+        .filter(|r| *r == "request_state_invalid")
+        .count();
     let limited = reasons.iter().filter(|r| *r == "limit_exceeded").count();
     assert!(limited > 0, "{reasons:?}");
     assert_eq!(invalid + limited, 30, "{reasons:?}");
@@ -602,8 +605,13 @@ async fn retries_with_a_bad_state_are_rate_limited() {
 async fn waiting_retries_count_their_arguments() {
     let s = stack_with(|c| c.limits.max_in_flight_bytes_per_session = 64 * 1024).await;
     let client = Arc::new(
-        s.client_waiting(s.session().await, Version::V2026, false, Duration::from_secs(5))
-            .await,
+        s.client_waiting(
+            s.session().await,
+            Version::V2026,
+            false,
+            Duration::from_secs(5),
+        )
+        .await,
     );
     let first = input_required(call_once(&client, params(SEND, mail())).await);
     let state = first.request_state.clone().unwrap();
@@ -644,13 +652,22 @@ async fn an_unknown_tool_name_is_recorded_cut_short() {
         .audit_records(0, usize::MAX)
         .unwrap()
         .iter()
-        .filter_map(|r| serde_json::to_value(&r.event).unwrap()["tool"].as_str().map(str::to_owned))
+        .filter_map(|r| {
+            serde_json::to_value(&r.event).unwrap()["tool"]
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect();
     assert!(
-        tools.iter().any(|t| t.ends_with("…[100000 bytes]") && t.starts_with("TTTT")),
+        tools
+            .iter()
+            .any(|t| t.ends_with("…[100000 bytes]") && t.starts_with("TTTT")),
         "{:?}",
         tools.iter().map(|t| t.len()).collect::<Vec<_>>()
     );
-    assert!(tools.iter().all(|t| t.len() < 200), "a long name was recorded whole");
+    assert!(
+        tools.iter().all(|t| t.len() < 200),
+        "a long name was recorded whole"
+    );
     client.cancel().await.unwrap();
 }
