@@ -636,15 +636,7 @@ async fn decide(
         }
         Err(_) => format!("Not decided: the store is unavailable ({shown})."),
     };
-    if let Some(s) = state
-        .sessions
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(&key)
-    {
-        s.flash = Some(flash);
-    }
-    see_other(None)
+    flash_and_reload(&state, &key, flash)
 }
 
 #[derive(Deserialize)]
@@ -696,11 +688,16 @@ async fn pin_tool(
         ),
         Err(_) => format!("Not pinned: the store is unavailable ({shown})."),
     };
+    flash_and_reload(&state, &key, flash)
+}
+
+/// Leave `flash` for the login session `key`'s next page, and send the browser back to it.
+fn flash_and_reload(state: &UiState, key: &[u8; 32], flash: String) -> Response {
     if let Some(s) = state
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(&key)
+        .get_mut(key)
     {
         s.flash = Some(flash);
     }
