@@ -172,11 +172,125 @@ fn detect_at_depth(text: &str, depth: usize) -> Vec<Finding> {
     scan_phones(text, &mut candidates);
     scan_separated_ibans(text, &mut candidates);
     scan_spelled_emails(text, &mut candidates);
+    if depth == 0 {
+        scan_wrapped(text, &mut candidates);
+    }
     if depth < MAX_BASE64_DEPTH {
         scan_base64(text, depth, &mut candidates);
         scan_escaped(text, depth, &mut candidates);
     }
     resolve(candidates)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values wrapped over two lines
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a value may continue over a line break between `left` (the last visible character
+/// of a line) and `right` (the first of the next one, after its indentation).
+fn may_continue(left: char, right: char) -> bool {
+    let part = |c: char| c.is_alphanumeric() || matches!(c, '@' | '.' | '_' | '%' | '+' | '/');
+    (part(left) || left == '-') && part(right)
+}
+
+/// The text with every line break a value may continue over ([`may_continue`]) removed,
+/// together with the trailing spaces before it and the indentation after it, and for each byte
+/// of that text the byte of `text` it came from. `None` when there is no such break.
+fn join_wrapped_lines(text: &str) -> Option<(String, Vec<usize>)> {
+    let mut joined = String::with_capacity(text.len());
+    let mut origin = Vec::with_capacity(text.len());
+    let mut joins = 0usize;
+    let mut at = 0;
+    while let Some(offset) = text.get(at..).and_then(|rest| rest.find('\n')) {
+        let newline = at + offset;
+        let line = text.get(at..newline).unwrap_or_default();
+        let kept = line.trim_end_matches([' ', '\t', '\r']);
+        let next = text.get(newline + 1..).unwrap_or_default();
+        let indented = next.trim_start_matches([' ', '\t']);
+        let join = matches!(
+            (kept.chars().next_back(), indented.chars().next()),
+            (Some(left), Some(right)) if may_continue(left, right)
+        );
+        let keep_to = if join { at + kept.len() } else { newline + 1 };
+        for (i, c) in text.get(at..keep_to).unwrap_or_default().char_indices() {
+            joined.push(c);
+            origin.extend(std::iter::repeat_n(at + i, c.len_utf8()));
+        }
+        joins += usize::from(join);
+        at = if join {
+            text.len() - indented.len()
+        } else {
+            newline + 1
+        };
+    }
+    if joins == 0 {
+        return None;
+    }
+    for (i, c) in text.get(at..).unwrap_or_default().char_indices() {
+        joined.push(c);
+        origin.extend(std::iter::repeat_n(at + i, c.len_utf8()));
+    }
+    Some((joined, origin))
+}
+
+/// Whether `finding` ends its line or begins one (only spaces between it and the break).
+fn touches_break(text: &str, finding: &Finding) -> bool {
+    let after = text.get(finding.end..).unwrap_or_default();
+    let before = text.get(..finding.start).unwrap_or_default();
+    after
+        .trim_start_matches([' ', '\t', '\r'])
+        .starts_with('\n')
+        || before.trim_end_matches([' ', '\t']).ends_with('\n')
+}
+
+/// Identifiers wrapped over two lines (red-team round of 2026-12-04: an IBAN in groups of four
+/// wrapped after its third group, an address hyphen-wrapped inside its domain, a card number
+/// broken over lines, each of whose lines alone no detector recognises). The detectors run
+/// once more on the text with such line breaks removed ([`join_wrapped_lines`]); a finding that
+/// spans a removed break is mapped back onto `text`, covering both lines' parts and the break.
+/// A finding that only extends an identifier already found whole on one line, with the same
+/// kind (`bob@corp.example` then `regarding` on the next line), is dropped: that line break
+/// ended the value.
+fn scan_wrapped(text: &str, out: &mut Vec<Finding>) {
+    if !text.contains('\n') {
+        return;
+    }
+    let Some((joined, origin)) = join_wrapped_lines(text) else {
+        return;
+    };
+    let mut found = Vec::new();
+    scan_ibans(&joined, &mut found);
+    scan_cards(&joined, &mut found);
+    scan_emails(&joined, &mut found);
+    scan_urls(&joined, &mut found);
+    scan_phones(&joined, &mut found);
+    scan_separated_ibans(&joined, &mut found);
+    scan_spelled_emails(&joined, &mut found);
+    let direct = out.len();
+    for finding in found {
+        let (Some(&start), Some(&last)) = (
+            origin.get(finding.start),
+            finding.end.checked_sub(1).and_then(|e| origin.get(e)),
+        ) else {
+            continue;
+        };
+        let end = last
+            + text
+                .get(last..)
+                .and_then(|r| r.chars().next())
+                .map_or(1, char::len_utf8);
+        let spans_break = text.get(start..end).is_some_and(|t| t.contains('\n'));
+        let extends_whole = out.iter().take(direct).any(|d| {
+            d.kind == finding.kind
+                && d.start >= start
+                && d.end <= end
+                && text.get(d.start..d.end).is_some_and(|t| !t.contains('\n'))
+                && touches_break(text, d)
+        });
+        if spans_break && !extends_whole {
+            push(out, finding.kind, start, end);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -940,9 +1054,10 @@ fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
     extend_wrapped_secrets(text, out);
 }
 
-/// A secret that ends a line continues on the next when that line is one run of key
-/// characters (base64 or base62, at least 8, with a digit and a letter): a key wrapped over two
-/// lines (red-team round 3: the second line of a wrapped `sk_live_…` key was shown).
+/// A secret that ends a line continues on the next when that line (after its indentation) is
+/// one run of key characters (base64 or base62, at least 8, with a digit and a letter): a key
+/// wrapped over two lines (red-team round 3: the second line of a wrapped `sk_live_…` key was
+/// shown; 2026-12-04: an indented continuation was shown).
 fn extend_wrapped_secrets(text: &str, out: &mut [Finding]) {
     let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-');
     for finding in out.iter_mut().filter(|f| f.kind == IdentifierKind::Secret) {
@@ -950,7 +1065,7 @@ fn extend_wrapped_secrets(text: &str, out: &mut [Finding]) {
             let after_break = rest
                 .strip_prefix("\r\n")
                 .or_else(|| rest.strip_prefix('\n'));
-            let Some(next) = after_break else {
+            let Some(next) = after_break.map(|n| n.trim_start_matches([' ', '\t'])) else {
                 break;
             };
             let line_end = next.find(['\r', '\n']).unwrap_or(next.len());
@@ -1780,6 +1895,42 @@ mod tests {
             "password: hunter2024\nRegards from Dana",
             "Regards"
         ));
+    }
+
+    /// Red-team round of 2026-12-04: values wrapped over two lines, none of whose lines alone
+    /// a detector recognises, showed in clear — an IBAN in groups wrapped after a group, a
+    /// compact one wrapped anywhere, a card number, an address hyphen-wrapped in its domain,
+    /// an indented continuation of a key.
+    #[test]
+    fn values_wrapped_over_lines_are_found_whole() {
+        let iban = "Pay to DE89 3704 0044\n0532 0130 00 by Friday";
+        assert!(covered(iban, "DE89 3704 0044\n0532 0130 00"));
+        assert!(!covered(iban, "Friday") && !covered(iban, "Pay"));
+        assert!(covered(
+            "IBAN: DE8937040044\n  0532013000\nThanks",
+            "DE8937040044\n  0532013000"
+        ));
+        assert!(covered(
+            "card 4111 1111 1111\n1111, exp 12/29",
+            "4111 1111 1111\n1111"
+        ));
+        let address = "write to alice.smith@corp.exam-\nple.com today";
+        assert!(covered(address, "alice.smith@corp.exam-\nple.com"));
+        assert!(!covered(address, "today"));
+        assert!(covered(
+            "deploy key: sk_live_4eC39HqLyjWDarjtT1zdp7dc\n    N4pQ3rS2tU1vW0xY\n",
+            "N4pQ3rS2tU1vW0xY"
+        ));
+        // Positive controls: a value that ends its line is not extended into the next line's
+        // words, and one that starts a line does not take the previous line's last word.
+        let ended = "Contact bob@corp.example\nregarding the invoice";
+        assert!(covered(ended, "bob@corp.example") && !covered(ended, "regarding"));
+        let started = "Hello team\nbob@corp.example wrote";
+        assert!(covered(started, "bob@corp.example") && !covered(started, "team"));
+        let link = "see https://example.com/a\nnext steps";
+        assert!(covered(link, "https://example.com/a") && !covered(link, "next"));
+        // Prose over lines stays prose.
+        assert!(kinds("Dear team,\nthe meeting moved to\nroom 4 on Friday.").is_empty());
     }
 
     /// Red-team finding: quoted credentials with `&`, `,` or `;`, and credentials in prose.
