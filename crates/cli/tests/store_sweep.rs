@@ -215,3 +215,61 @@ fn store_sweep_follows_the_config_and_refuses_nonsense() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("store.sweep_batch"), "{err}");
 }
+
+/// `serve` sweeps at start-up and logs what it removed; `[store] retention_ms = 0` warns.
+#[test]
+fn serve_sweeps_in_the_background() {
+    let (dir, keys) = seeded();
+    let state = dir.path();
+    let other = tempfile::tempdir().unwrap();
+    for (retention, expect) in [
+        ("0", "retention_ms = 0"),
+        ("1000", "retention sweep removed expired session state"),
+    ] {
+        let port = common::free_port();
+        let config = other.path().join("secureclaw.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nhttp_bind = \"127.0.0.1:{port}\"\n\n[store]\nretention_ms = {retention}\nsweep_interval_ms = 1000\n"
+            ),
+        )
+        .unwrap();
+        let log = other.path().join(format!("serve-{retention}.log"));
+        let server = common::serve_on(
+            Command::new(EXE)
+                .arg("--state-dir")
+                .arg(state)
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env(
+                    "SECURECLAW_OPERATOR_TOKEN",
+                    "test-operator-token-0123456789",
+                )
+                .env_remove("SECURECLAW_STORE")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::from(
+                    std::fs::File::create(&log).unwrap(),
+                )),
+            port,
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let text = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains(expect) || std::time::Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        drop(server);
+        assert!(text.contains(expect), "{text}");
+    }
+    let store = SqliteStore::open(&state.join("secureclaw.db"), keys).unwrap();
+    assert!(
+        store.session("ses_old").unwrap().is_none(),
+        "swept by serve"
+    );
+    assert!(store.session("ses_live").unwrap().is_some());
+    assert_eq!(store.verify_audit().unwrap(), 1);
+}
