@@ -204,12 +204,10 @@ fn select_strings<P: rusqlite::Params>(
     params: P,
 ) -> Result<Vec<String>, StoreError> {
     let mut stmt = tx.prepare(query).map_err(sql)?;
-    let found = stmt
-        .query_map(params, |r| r.get::<_, String>(0))
+    stmt.query_map(params, |r| r.get::<_, String>(0))
         .map_err(sql)?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(sql);
-    found
+        .map_err(sql)
 }
 
 /// `values` as a JSON array, for `json_each`.
