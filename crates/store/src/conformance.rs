@@ -474,8 +474,9 @@ pub async fn handles(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
-/// There is no TTL sweep: sessions and handles past their expiry stay stored (the callers'
-/// checks refuse them, with one generic denial), and nothing disappears behind an audit.
+/// Nothing expires by itself: sessions and handles past their expiry stay stored (the callers'
+/// checks refuse them, with one generic denial) until a retention sweep removes them
+/// ([`retention_sweep`]), and nothing disappears behind an audit.
 ///
 /// # Errors
 /// The broken contract.
