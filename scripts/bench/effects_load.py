@@ -21,6 +21,13 @@ the start and at the end. Nothing here checks a threshold.
 office's `noop` read tool) (the server's start-up
 fsyncs are measured with 0 calls and subtracted). With `--clients` above 1 the calls come from
 that many concurrent clients for `--secs` (fsyncs per completed call, i.e. per group member).
+
+`--db-size N` (issue 14 item 5, retention): instead, per binary, two servers — `[store]
+retention_ms = 0` (never sweep) and `retention_ms = 1000` with `sweep_interval_ms = 1000` —
+each with `session_ttl_ms = 2000`; N/2 sessions one after another, each making one
+`office__read_invoice` (INV-42: handles and vault values) and one `office__send_email` call;
+then 4.5 s for the last sessions to expire and be swept; prints the SQLite file size per call
+and the rows left in the main tables.
 """
 import argparse
 import http.client as httpc
@@ -83,7 +90,7 @@ def load_average():
 
 
 class Server:
-    def __init__(self, exe, tmp, strace_out=None):
+    def __init__(self, exe, tmp, strace_out=None, limits="", extra=""):
         self.dir = tempfile.mkdtemp(prefix="scbench-", dir=tmp)
         self.office = os.path.join(self.dir, "office.json")
         self.port = free_port()
@@ -92,9 +99,10 @@ class Server:
             f.write(
                 f'[server]\nhttp_bind = "127.0.0.1:{self.port}"\n\n[gateway.limits]\n'
                 "max_pending_per_session = 1000000\nsession_burst = 1000000\ntool_burst = 1000000\n"
-                "session_rate_per_s = 1000000\ntool_rate_per_s = 1000000\n\n"
+                "session_rate_per_s = 1000000\ntool_rate_per_s = 1000000\n" + limits + "\n"
                 f'[[upstream]]\nid = "office"\ntransport = "stdio"\ncommand = {json.dumps(exe)}\n'
                 f'args = ["demo-tools", "--state", {json.dumps(self.office)}]\n'
+                + extra
             )
         env = dict(os.environ)
         env["SECURECLAW_OPERATOR_TOKEN"] = OPERATOR
@@ -212,6 +220,51 @@ def drive(srv, mode, clients, secs, tag):
     return total, elapsed, len(mine), double, errors
 
 
+def db_size(bins, calls, tmp):
+    """`--db-size`: the SQLite file after `calls` calls in sessions of two calls, with and
+    without the retention sweep."""
+    import sqlite3
+    tables = ["sessions", "handles", "vault_objects", "rate_buckets", "actions", "ledger", "audit"]
+    print(f"| binary | retention | calls | secureclaw.db bytes | bytes/call | free pages (bytes) | "
+          "in use/call | " + " | ".join(tables) + " |")
+    print("|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(tables))
+    for name, exe in bins:
+        for label, retention in (("off (0)", 0), ("1 s", 1000)):
+            srv = Server(exe, tmp, limits="session_ttl_ms = 2000\n",
+                         extra=f"\n[store]\nretention_ms = {retention}\nsweep_interval_ms = 1000\n")
+            made = 0
+            try:
+                while made < calls:
+                    st, v = http(srv.port, "POST", "/v1/sessions", OPERATOR,
+                                 {"caller": "bench-runtime",
+                                  "task": {"request": f"Send INV-42 to {APPROVER}"}})
+                    if st != 200:
+                        raise RuntimeError(f"session: {st} {v}")
+                    token = v["session_id"]
+                    st, v = http(srv.port, "POST", "/v1/call", token,
+                                 {"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}})
+                    if st != 200 or v.get("status") != "completed":
+                        raise RuntimeError(f"read: {st} {v}")
+                    args = {"to": APPROVER, "subject": f"db-size {made}", "body": "Invoice INV-42."}
+                    st, v = http(srv.port, "POST", "/v1/call", token, {"tool": SEND, "arguments": args})
+                    if st != 200 or v.get("status") != "completed":
+                        raise RuntimeError(f"send: {st} {v}")
+                    made += 2
+                time.sleep(4.5)
+            finally:
+                srv.stop()
+            db = os.path.join(srv.dir, "state", "secureclaw.db")
+            size = os.path.getsize(db) + (os.path.getsize(db + "-wal") if os.path.exists(db + "-wal") else 0)
+            conn = sqlite3.connect(db)
+            counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables]
+            free = (conn.execute("PRAGMA freelist_count").fetchone()[0]
+                    * conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.close()
+            print(f"| {name} | {label} | {made} | {size} | {size / made:.0f} | {free} | "
+                  f"{(size - free) / made:.0f} | " + " | ".join(str(c) for c in counts) + " |",
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", action="append", required=True, help="NAME=PATH")
@@ -221,12 +274,17 @@ def main():
     ap.add_argument("--mode", default="both", choices=["call", "two-phase", "read", "both"])
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--count-fsyncs", type=int, default=0)
+    ap.add_argument("--db-size", type=int, default=0)
     a = ap.parse_args()
     if a.clients is None:
         a.clients = 1 if a.count_fsyncs else 8
     bins = [b.split("=", 1) for b in a.bin]
     modes = ["call", "two-phase"] if a.mode == "both" else [a.mode]
     tmp = a.tmp or tempfile.gettempdir()
+
+    if a.db_size:
+        db_size(bins, a.db_size, tmp)
+        return
 
     if a.count_fsyncs:
         print("| binary | mode | calls | fsync+fdatasync (server and office) | start-up only | per call |")

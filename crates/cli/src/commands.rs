@@ -199,6 +199,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     .await?;
     gw.set_approve_command(state_dir, store_option(store_url).as_deref());
     warn_unmatched_rules(&gw);
+    let sweeper = start_retention(&gw, &config.store);
     // The raw session id is the session's bearer credential (valid on `serve` over the same
     // store): only its audit digest is printed (new-user finding).
     crate::say(&format!(
@@ -221,6 +222,9 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
         signal = shutdown_signal() => {
             crate::say(&format!("{signal}: stopping; calls already sent to the upstream finish first"));
         }
+    }
+    if let Some(task) = sweeper {
+        task.abort();
     }
     drain(&gw).await;
     Ok(ExitCode::SUCCESS)
@@ -502,6 +506,7 @@ pub async fn serve(
     let store_used = store_url.or(config.store.url.as_deref());
     gw.set_approve_command(&dir, store_option(store_used).as_deref());
     warn_unmatched_rules(&gw);
+    let sweeper = start_retention(&gw, &config.store);
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
         Some(task) => Some(
@@ -589,8 +594,28 @@ pub async fn serve(
         ));
     })
     .await?;
+    if let Some(task) = sweeper {
+        task.abort();
+    }
     drain(&gw).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Start the background retention sweep of `serve` and `wrap` (`[store] retention_ms`); warn
+/// when it is off.
+fn start_retention(
+    gw: &secureclaw_gateway::Gateway,
+    store: &crate::config::StoreSection,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let task = gw.spawn_retention(store.retention());
+    if task.is_none() {
+        crate::warn_operator(
+            "[store] retention_ms = 0: expired session state is never swept, so the database \
+             grows with every call (set retention_ms, e.g. 604800000 for 7 days, or run \
+             `secureclaw store sweep --older-than-ms MS` yourself)",
+        );
+    }
+    task
 }
 
 /// `secureclaw approvals …`.

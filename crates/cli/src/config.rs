@@ -19,6 +19,9 @@
 //! # PostgreSQL shared by several gateways (also `--store URL`); keys stay in state_dir or
 //! # $SECURECLAW_KEYS[_FILE] and must be the same on every replica.
 //! # url = "postgres://secureclaw@db.internal:5432/secureclaw"
+//! retention_ms = 604800000          # keep expired session state 7 days, then sweep it; 0 = never
+//! sweep_interval_ms = 3600000        # how often serve/wrap sweep (first at start-up)
+//! sweep_batch = 500                  # sessions (and handles) per transaction
 //!
 //! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
@@ -84,7 +87,7 @@
 
 use anyhow::{Context, Result, bail};
 use secureclaw_core::canonical::TaskEnvelope;
-use secureclaw_gateway::{GatewayConfig, UpstreamSpec};
+use secureclaw_gateway::{GatewayConfig, RetentionPolicy, UpstreamSpec};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -291,12 +294,79 @@ impl Default for ServerSection {
 }
 
 /// The `[store]` table.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSection {
     /// `postgres://…`: the PostgreSQL database shared by several gateways. Unset: the
     /// embedded SQLite database in the state directory.
     pub url: Option<String>,
+    /// How long session-scoped state (handles and their vault values, grant uses, written
+    /// sets, speculation state, rate buckets, the session record) is kept after its session
+    /// or handle expired, in milliseconds; then the retention sweep removes it. 0: never
+    /// sweep (the database grows with every call). Default 604 800 000 (7 days).
+    pub retention_ms: u64,
+    /// Milliseconds between two sweeps of `serve` and `wrap` (the first runs at start-up).
+    /// 1 000 to 604 800 000; default 3 600 000 (1 hour).
+    pub sweep_interval_ms: u64,
+    /// Sessions (and handles) removed per transaction: a backlog is swept in batches so that
+    /// no batch holds the write lock for long. 1 to 100 000; default 500.
+    pub sweep_batch: u32,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        let d = RetentionPolicy::default();
+        Self {
+            url: None,
+            retention_ms: d.retention_ms,
+            sweep_interval_ms: RetentionPolicy::DEFAULT_INTERVAL_MS,
+            sweep_batch: d.batch,
+        }
+    }
+}
+
+/// Longest `[store] retention_ms` accepted: 100 years (anything longer is a unit mistake;
+/// 0 turns the sweep off).
+const MAX_RETENTION_MS: u64 = 100 * 365 * 24 * 60 * 60 * 1000;
+
+impl StoreSection {
+    /// The retention policy these settings describe.
+    pub fn retention(&self) -> RetentionPolicy {
+        RetentionPolicy {
+            retention_ms: self.retention_ms,
+            interval: std::time::Duration::from_millis(self.sweep_interval_ms),
+            batch: self.sweep_batch,
+        }
+    }
+
+    /// Range checks, naming the key.
+    fn validate(&self) -> Result<()> {
+        if let Some(url) = &self.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            bail!("store.url must start with `postgres://` or `postgresql://`");
+        }
+        if self.retention_ms > MAX_RETENTION_MS {
+            bail!(
+                "store.retention_ms = {} is more than 100 years (the value is in milliseconds; \
+                 604800000 is 7 days; 0 never sweeps)",
+                self.retention_ms
+            );
+        }
+        if !(1_000..=604_800_000).contains(&self.sweep_interval_ms) {
+            bail!(
+                "store.sweep_interval_ms = {} must be between 1000 (1 s) and 604800000 (7 days)",
+                self.sweep_interval_ms
+            );
+        }
+        if !(1..=100_000).contains(&self.sweep_batch) {
+            bail!(
+                "store.sweep_batch = {} must be between 1 and 100000",
+                self.sweep_batch
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The whole file.
@@ -423,11 +493,7 @@ impl Config {
         self.gateway
             .validate()
             .map_err(|e| anyhow::anyhow!("gateway.{e}"))?;
-        if let Some(url) = &self.store.url
-            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
-        {
-            bail!("store.url must start with `postgres://` or `postgresql://`");
-        }
+        self.store.validate()?;
         self.server.limits.validate()?;
         if self.server.default_caller.trim().is_empty() {
             bail!("server.default_caller must not be empty");
@@ -539,6 +605,48 @@ mod tests {
         let config: Config = toml::from_str("[server.limits]\nidle_timeout_ms = 5\n").unwrap();
         assert!(config.validate().is_ok());
         assert_eq!(config.server.limits.conn().idle_timeout.as_millis(), 5);
+    }
+
+    /// `[store]` retention settings: defaults, and nonsense refused naming the key.
+    #[test]
+    fn store_retention_is_validated() {
+        let c: Config = toml::from_str("").unwrap();
+        assert_eq!(c.store.retention_ms, 604_800_000);
+        assert_eq!(c.store.retention().interval.as_millis(), 3_600_000);
+        assert_eq!(c.store.sweep_batch, 500);
+        assert!(c.validate().is_ok());
+        let off: Config = toml::from_str("[store]\nretention_ms = 0\n").unwrap();
+        assert!(off.validate().is_ok(), "0 turns the sweep off");
+        for (text, needle) in [
+            (
+                "[store]\nretention_ms = 3153600000000000\n",
+                "store.retention_ms",
+            ),
+            (
+                "[store]\nsweep_interval_ms = 0\n",
+                "store.sweep_interval_ms",
+            ),
+            (
+                "[store]\nsweep_interval_ms = 999\n",
+                "store.sweep_interval_ms",
+            ),
+            ("[store]\nsweep_batch = 0\n", "store.sweep_batch"),
+            ("[store]\nsweep_batch = 1000000\n", "store.sweep_batch"),
+        ] {
+            let config: Config = toml::from_str(text).unwrap();
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        let err = toml::from_str::<Config>("[store]\nretention_ms = -1\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("retention_ms"), "{err}");
+        let err = toml::from_str::<Config>("[store]\nretention = 1\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("retention"), "{err}");
     }
 
     #[test]

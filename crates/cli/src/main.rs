@@ -12,6 +12,7 @@ mod eval;
 mod guard;
 mod stack;
 mod state;
+mod store_cmd;
 mod tools;
 mod trace;
 
@@ -132,6 +133,10 @@ enum Command {
     /// List, rotate or retire keys.
     #[command(subcommand)]
     Keys(commands::KeysCommand),
+    /// Maintain the store: sweep the state of sessions that expired more than `[store]
+    /// retention_ms` ago (the ledger, approvals and audit log are kept).
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
     /// Run the commit-path bypass suite (paper Tables 17 and 18 and more) against the real
     /// stack in process, or against a running `secureclaw serve` with --url.
     Bypass(bypass::BypassArgs),
@@ -309,6 +314,9 @@ fn main() -> ExitCode {
                 tools::run(explicit_state_dir.as_deref(), explicit_store.as_deref(), c).await
             }
             Command::Keys(c) => commands::keys(&state_dir, c),
+            Command::Store(c) => {
+                store_cmd::run(explicit_state_dir.as_deref(), explicit_store.as_deref(), c).await
+            }
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::Eval(c) => eval::run(c),
             Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)

@@ -40,7 +40,14 @@ pub async fn trace(
     let (_, store) = stack::open_existing_state(state_dir, store_url).await?;
     match cmd {
         TraceCommand::Exposure { session, json, all } => {
-            if store.session(&session).await?.is_none() {
+            // A session the retention sweep removed is still in the audit log, which is
+            // where its trace comes from.
+            if store.session(&session).await?.is_none()
+                && secureclaw_gateway::session_trace(store.as_ref(), &session)
+                    .await?
+                    .0
+                    .is_empty()
+            {
                 bail!(
                     "unknown session `{session}` in `{}` (session ids are in `secureclaw audit export`)",
                     state_dir.display()

@@ -852,3 +852,43 @@ fn approvals_survive_a_restart_of_the_client() {
         .count();
     assert_eq!(paid, 1);
 }
+
+/// Issue 14 item 5: `wrap` holds its session for the whole connection, past its expiry; once
+/// a retention sweep removed the session's record (and the counters it kept), its calls are
+/// refused instead of starting those counters afresh (fail closed).
+#[test]
+fn a_swept_session_is_refused_not_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("wrap.toml");
+    std::fs::write(&config, "[gateway.limits]\nsession_ttl_ms = 1\n").unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let mut w = Wrapped::start_in(
+        dir,
+        "look at invoices",
+        &["--config", &config],
+        &[],
+        Stdio::null(),
+    );
+    w.initialize();
+    std::thread::sleep(Duration::from_millis(20));
+    let before = w.call(2, "noop", json!({}));
+    assert!(
+        before.get("result").is_some(),
+        "expired but stored: still served: {before}"
+    );
+    let sweep = Command::new(env!("CARGO_BIN_EXE_secureclaw"))
+        .arg("--state-dir")
+        .arg(w.dir().join("state"))
+        .args(["store", "sweep", "--older-than-ms", "0", "--json"])
+        .output()
+        .unwrap();
+    let swept: Value = serde_json::from_slice(&sweep.stdout).unwrap();
+    assert_eq!(swept["removed"]["sessions"], 1, "{swept}");
+    let after = w.call(3, "noop", json!({}));
+    assert!(
+        after["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("session has ended")),
+        "{after}"
+    );
+}

@@ -22,6 +22,7 @@
 //! - [`EffectStore`]: the batched writes around an effect (issue 14 items 2–3): the pre-effect
 //!   records and the reservation in one transaction, and group commits of audit records and
 //!   ledger outcomes;
+//! - [`RetentionStore`]: the retention sweep of expired session state (issue 14 item 5);
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
 //!
 //! The traits are asynchronous because the implementations do I/O; they are object safe
@@ -1057,6 +1058,163 @@ pub trait EffectStore: Send + Sync {
     async fn apply_group(&self, writes: &[GroupWrite]) -> Result<GroupOutcome, StoreError>;
 }
 
+/// Rows a retention sweep removed ([`RetentionStore::sweep_expired`]) or would remove
+/// ([`RetentionStore::expired_counts`]), per kind. Counts are rows, not bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// Session records (`sessions`).
+    pub sessions: u64,
+    /// Handle records: those of swept sessions and those whose own expiry passed.
+    pub handles: u64,
+    /// Vault objects (encrypted values) that no remaining handle references.
+    pub vault_objects: u64,
+    /// Protected-object digests of swept sessions.
+    pub protected_objects: u64,
+    /// Grant-use counters of swept sessions.
+    pub grant_uses: u64,
+    /// Read-amount digests of swept sessions.
+    pub read_amounts: u64,
+    /// Written-set headers of swept sessions.
+    pub written_sets: u64,
+    /// Written values (sealed) of swept sessions.
+    pub written_values: u64,
+    /// Speculation budget counters of swept sessions.
+    pub speculation_budgets: u64,
+    /// Branch states of swept sessions.
+    pub spec_branches: u64,
+    /// Held-call totals of swept sessions.
+    pub held_sessions: u64,
+    /// Held speculative calls (sealed, never dispatched) of swept sessions.
+    pub held_calls: u64,
+    /// Rate-limit token buckets of swept sessions.
+    pub rate_buckets: u64,
+}
+
+impl SweepReport {
+    /// Every count with its name (the names are the report's field names), in a fixed order,
+    /// for logs and the CLI.
+    #[must_use]
+    pub fn kinds(&self) -> [(&'static str, u64); 13] {
+        [
+            ("sessions", self.sessions),
+            ("handles", self.handles),
+            ("vault_objects", self.vault_objects),
+            ("protected_objects", self.protected_objects),
+            ("grant_uses", self.grant_uses),
+            ("read_amounts", self.read_amounts),
+            ("written_sets", self.written_sets),
+            ("written_values", self.written_values),
+            ("speculation_budgets", self.speculation_budgets),
+            ("spec_branches", self.spec_branches),
+            ("held_sessions", self.held_sessions),
+            ("held_calls", self.held_calls),
+            ("rate_buckets", self.rate_buckets),
+        ]
+    }
+
+    /// Sum of every count (saturating).
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.kinds()
+            .iter()
+            .fold(0u64, |t, (_, n)| t.saturating_add(*n))
+    }
+
+    /// Whether nothing was (or would be) removed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// Add `other`'s counts to these (saturating): the total of several batches.
+    pub fn add(&mut self, other: &SweepReport) {
+        let fields: [(&mut u64, u64); 13] = [
+            (&mut self.sessions, other.sessions),
+            (&mut self.handles, other.handles),
+            (&mut self.vault_objects, other.vault_objects),
+            (&mut self.protected_objects, other.protected_objects),
+            (&mut self.grant_uses, other.grant_uses),
+            (&mut self.read_amounts, other.read_amounts),
+            (&mut self.written_sets, other.written_sets),
+            (&mut self.written_values, other.written_values),
+            (&mut self.speculation_budgets, other.speculation_budgets),
+            (&mut self.spec_branches, other.spec_branches),
+            (&mut self.held_sessions, other.held_sessions),
+            (&mut self.held_calls, other.held_calls),
+            (&mut self.rate_buckets, other.rate_buckets),
+        ];
+        for (mine, theirs) in fields {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+}
+
+/// The non-zero counts, `name n` separated by `, ` (`sessions 3, handles 12`), or `nothing`.
+impl std::fmt::Display for SweepReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for (name, n) in self.kinds().iter().filter(|(_, n)| *n > 0) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{name} {n}")?;
+        }
+        if first {
+            f.write_str("nothing")?;
+        }
+        Ok(())
+    }
+}
+
+/// Retention of session-scoped state (issue 14 item 5): without it the database grows with
+/// every call and never shrinks.
+///
+/// A session is **swept** when its `expires_at` is before the cutoff: its record goes, with
+/// everything stored per session — handles, protected objects, grant uses, read amounts, the
+/// written set, the speculation budget, branch states, held calls and their totals, rate
+/// buckets — and every vault object that only its handles referenced. A handle whose own
+/// `expires_at` is before the cutoff goes too (with its vault object, unless another handle
+/// still references it) even while its session lives. The callers already refuse all of this
+/// (an expired session or handle gets the same answer as an unknown one), so sweeping changes
+/// no decision.
+///
+/// **Kept**: the single-use ledger, actions, approvals (a pending approval of a swept session
+/// can never be used; listings mark it ended) and the audit chain, which stays verifiable.
+/// Expiry times at or above 2^63 ms (a saturated "never") are never swept.
+///
+/// The per-session counters that otherwise only grow (budget, grant uses, written set, branch
+/// states) can be deleted only once their session's record is gone, in the same transaction
+/// (the schema enforces this where it can): a session that still exists never gets a budget or
+/// a grant back.
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Sweep one bounded batch, in one transaction: at most `limit` sessions whose
+    /// `expires_at < before` (oldest first) with all their state, then at most `limit` handles
+    /// whose own `expires_at < before`. Returns what was removed; call again until the report
+    /// [`SweepReport::is_empty`] to clear a backlog (each batch holds the write lock only
+    /// briefly). Several callers (replicas) may sweep at once: each row is removed once.
+    /// An idle store (nothing expired) takes no write lock. `limit` 0 removes nothing.
+    ///
+    /// The rows of one session are not bounded by `limit` (a session with very many handles is
+    /// swept whole, in one batch).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]: nothing of the batch was removed.
+    async fn sweep_expired(
+        &self,
+        before: UnixMillis,
+        limit: u32,
+    ) -> Result<SweepReport, StoreError>;
+
+    /// What sweeping everything with the cutoff `before` would remove now, without removing
+    /// anything (a dry run; read-only).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn expired_counts(&self, before: UnixMillis) -> Result<SweepReport, StoreError>;
+}
+
 /// Everything the gateway stores, as one object (`Arc<dyn Store>`). Implemented for every
 /// type that implements the parts.
 pub trait Store:
@@ -1070,6 +1228,7 @@ pub trait Store:
     + TaskStateStore
     + EffectStore
     + ToolPinStore
+    + RetentionStore
 {
 }
 
@@ -1084,6 +1243,7 @@ impl<T> Store for T where
         + TaskStateStore
         + EffectStore
         + ToolPinStore
+        + RetentionStore
 {
 }
 

@@ -50,6 +50,7 @@ pub mod pinning;
 mod preview;
 mod read;
 mod request_state;
+pub mod retention;
 mod sessions;
 mod speculation;
 mod state;

@@ -31,6 +31,7 @@ pub use config::{
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
+pub use gateway::retention::{RetentionPolicy, sweep_backlog};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
     META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,

@@ -232,7 +232,7 @@ impl McpFrontEnd {
 
     async fn session(&self, ctx: &RequestContext<RoleServer>) -> Result<SessionRecord, McpError> {
         match self.sessions.as_ref() {
-            SessionSource::Fixed(s) => Ok(s.clone()),
+            SessionSource::Fixed(s) => self.still_stored(s).await,
             SessionSource::Bearer { fallback } => {
                 let parts = ctx.extensions.get::<axum::http::request::Parts>();
                 let token = parts
@@ -243,16 +243,35 @@ impl McpFrontEnd {
                 match token {
                     Some(t) => self
                         .gateway
-                        .session(t).await
+                        .session(t)
+                        .await
                         .map_err(|_| McpError::internal_error("store unavailable", None))?
                         .ok_or_else(|| {
                             McpError::invalid_request("unknown or expired session token", None)
                         }),
-                    None => fallback.clone().ok_or_else(|| {
-                        McpError::invalid_request("a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)", None)
-                    }),
+                    None => match fallback {
+                        Some(s) => self.still_stored(s).await,
+                        None => Err(McpError::invalid_request(
+                            "a session bearer token is required (Authorization: Bearer ses_…, from POST /v1/sessions with the operator token)",
+                            None,
+                        )),
+                    },
                 }
             }
+        }
+    }
+
+    /// `s`, a session held for the whole connection, if its record is still stored; refused
+    /// once a retention sweep removed it (its counters must not start afresh; fail closed).
+    async fn still_stored(&self, s: &SessionRecord) -> Result<SessionRecord, McpError> {
+        match self.gateway.session_still_stored(s).await {
+            Ok(true) => Ok(s.clone()),
+            Ok(false) => Err(McpError::invalid_request(
+                "this session has ended: it expired and the retention sweep removed its state; \
+                 restart to open a new session",
+                None,
+            )),
+            Err(_) => Err(McpError::internal_error("store unavailable", None)),
         }
     }
 

@@ -37,9 +37,10 @@
 //!   transaction, all or nothing ([`pre_effect_writes_in_one_transaction`]), and group commits
 //!   of audit records and ledger outcomes keeping one chain under concurrency
 //!   ([`group_commit`]);
-//! - expiry: the stores keep no TTL sweep (sessions and handles past their expiry stay stored
-//!   and are refused by the callers' checks), and [`expired_records_stay_until_checked`] holds
-//!   every implementation to that.
+//! - expiry: nothing disappears by itself (sessions and handles past their expiry stay stored
+//!   and are refused by the callers' checks, [`expired_records_stay_until_checked`]) until a
+//!   retention sweep removes them in bounded batches, keeping the ledger, actions, approvals
+//!   and the audit chain ([`retention_sweep`]).
 
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::binding::BindingDigest;
@@ -473,8 +474,9 @@ pub async fn handles(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
-/// There is no TTL sweep: sessions and handles past their expiry stay stored (the callers'
-/// checks refuse them, with one generic denial), and nothing disappears behind an audit.
+/// Nothing expires by itself: sessions and handles past their expiry stay stored (the callers'
+/// checks refuse them, with one generic denial) until a retention sweep removes them
+/// ([`retention_sweep`]), and nothing disappears behind an audit.
 ///
 /// # Errors
 /// The broken contract.
@@ -2502,6 +2504,396 @@ pub async fn tool_pins(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+/// Everything a session stores, in `session` (one row of each per-session kind), with handle
+/// `handle_id` on vault object `object` (stored) that expires at `handle_expiry`.
+async fn populate_session(
+    s: &dyn Subject,
+    store: &Arc<dyn Store>,
+    session: &str,
+    handle_id: &str,
+    object: &str,
+    handle_expiry: u64,
+) -> Outcome {
+    store
+        .put_object(
+            object,
+            1,
+            format!("value of {object}").as_bytes(),
+            nonce_for(object),
+        )
+        .await
+        .map_err(fail("put_object"))?;
+    let mut h = handle(handle_id, session, object, 1);
+    h.expires_at = UnixMillis(handle_expiry);
+    store.put_handle(&h).await.map_err(fail("put_handle"))?;
+    store
+        .protect_objects(session, &[format!("pobj:{session}")])
+        .await
+        .map_err(fail("protect_objects"))?;
+    store
+        .take_grant_use(session, "bank__pay_*", 5)
+        .await
+        .map_err(fail("take_grant_use"))?;
+    let amount = digest(s, StateDigest::Amount, session, "120.00")?;
+    store
+        .note_amounts(session, &[amount])
+        .await
+        .map_err(fail("note_amounts"))?;
+    store
+        .add_written(session, &[written(s, session, "draft body")?], ROOMY)
+        .await
+        .map_err(fail("add_written"))?;
+    store
+        .charge_budget(session, 5)
+        .await
+        .map_err(fail("charge_budget"))?;
+    let call = call_json(1);
+    store
+        .hold_call(session, "b1", &call, call.len() as u64, HELD_ROOMY)
+        .await
+        .map_err(fail("hold_call"))?;
+    store
+        .settle_branch(session, "b2", BranchState::Abandoned)
+        .await
+        .map_err(fail("settle_branch"))?;
+    store
+        .take_rate(session, "x", RATES, UnixMillis(1_000))
+        .await
+        .map_err(fail("take_rate"))?;
+    Ok(())
+}
+
+/// A nonce of its own for each test object (its name, zero-padded: names differ in their
+/// first 12 bytes).
+fn nonce_for(object: &str) -> [u8; 12] {
+    let mut n = [0u8; 12];
+    for (o, b) in n.iter_mut().zip(object.bytes()) {
+        *o = b;
+    }
+    n
+}
+
+/// Whether `session`'s per-session state is all there (`true`) or all gone (`false`);
+/// `Err` if only part of it is.
+async fn session_state(
+    s: &dyn Subject,
+    store: &Arc<dyn Store>,
+    session: &str,
+) -> Result<bool, String> {
+    let amount = digest(s, StateDigest::Amount, session, "120.00")?;
+    let wrote = digest(s, StateDigest::Written, session, "draft body")?;
+    let seen = [
+        (
+            "session",
+            store
+                .session(session)
+                .await
+                .map_err(fail("session"))?
+                .is_some(),
+        ),
+        (
+            "protected object",
+            store
+                .any_protected(session, &[format!("pobj:{session}")])
+                .await
+                .map_err(fail("any_protected"))?,
+        ),
+        (
+            "grant use",
+            store
+                .grant_uses(session, "bank__pay_*")
+                .await
+                .map_err(fail("grant_uses"))?
+                == 1,
+        ),
+        (
+            "read amount",
+            store
+                .amount_known(session, &[amount])
+                .await
+                .map_err(fail("amount_known"))?,
+        ),
+        (
+            "written value",
+            store
+                .wrote_any(session, &[wrote])
+                .await
+                .map_err(fail("wrote_any"))?,
+        ),
+        (
+            "written rows",
+            !store
+                .written_since(session, 0)
+                .await
+                .map_err(fail("written_since"))?
+                .values
+                .is_empty(),
+        ),
+        (
+            "budget",
+            store
+                .budget_spent(session)
+                .await
+                .map_err(fail("budget_spent"))?
+                == 1,
+        ),
+        (
+            "held call",
+            store
+                .held_totals(session)
+                .await
+                .map_err(fail("held_totals"))?
+                .0
+                == 1,
+        ),
+        (
+            "branch state",
+            store
+                .branch_state(session, "b2")
+                .await
+                .map_err(fail("branch_state"))?
+                == BranchState::Abandoned,
+        ),
+    ];
+    let present = seen.iter().filter(|(_, p)| *p).count();
+    if present == seen.len() {
+        Ok(true)
+    } else if present == 0 {
+        Ok(false)
+    } else {
+        Err(format!("session `{session}` is partly swept: {seen:?}"))
+    }
+}
+
+/// Retention (issue 14 item 5): a sweep removes, in batches of at most `limit` sessions and
+/// `limit` handles, the sessions that expired before the cutoff with all their state and the
+/// vault objects only their handles referenced, and handles expired on their own; a live
+/// session's state, its unexpired handles, a vault object a live handle still references, a
+/// session expired after the cutoff and a session that never expires stay; actions, approvals,
+/// the ledger and the audit chain stay and verify; the dry-run counts equal what the sweeps
+/// removed; a further sweep finds nothing; another connection sees the result.
+///
+/// # Errors
+/// The broken contract.
+pub async fn retention_sweep(s: &dyn Subject) -> Outcome {
+    let store = s.store();
+    let cutoff = UnixMillis(1_000);
+    // Three sessions expired before the cutoff, one after it, one live, one "never".
+    for (id, expires) in [
+        ("ses_gone1", 100),
+        ("ses_gone2", 200),
+        ("ses_gone3", 300),
+        ("ses_kept", 1_500),
+        ("ses_live", 10_000),
+        ("ses_never", u64::MAX),
+    ] {
+        store
+            .put_session(&session(id, expires))
+            .await
+            .map_err(fail("put_session"))?;
+    }
+    let hid = |n: char| format!("hdl_ib_{}", n.to_string().repeat(32));
+    for (n, id) in [
+        ('a', "ses_gone1"),
+        ('b', "ses_gone2"),
+        ('c', "ses_gone3"),
+        ('d', "ses_kept"),
+        ('e', "ses_live"),
+        ('f', "ses_never"),
+    ] {
+        // Handles that outlive their session's expiry go with the session.
+        populate_session(s, &store, id, &hid(n), &format!("obj_{n}"), 50_000).await?;
+    }
+    // The live session also has a handle that expired on its own, and one vault object is
+    // referenced by a handle of a swept session and a live handle.
+    let mut expired = handle(&hid('g'), "ses_live", "obj_g", 1);
+    expired.expires_at = UnixMillis(500);
+    store
+        .put_object("obj_g", 1, b"value of obj_g", nonce_for("obj_g"))
+        .await
+        .map_err(fail("put_object"))?;
+    store
+        .put_handle(&expired)
+        .await
+        .map_err(fail("put_handle"))?;
+    store
+        .put_object("obj_shared", 1, b"shared value", nonce_for("obj_shared"))
+        .await
+        .map_err(fail("put_object"))?;
+    for (n, session) in [('h', "ses_gone1"), ('i', "ses_live")] {
+        store
+            .put_handle(&handle(&hid(n), session, "obj_shared", 1))
+            .await
+            .map_err(fail("put_handle"))?;
+    }
+    // The accountability record: an action of a swept session with a pending approval, a
+    // ledger entry, audit records.
+    let mut gone_action = action(&act(1));
+    gone_action.session = "ses_gone1".into();
+    store
+        .put_action(&gone_action)
+        .await
+        .map_err(fail("put_action"))?;
+    store
+        .create_approval(&act(1), UnixMillis(100))
+        .await
+        .map_err(fail("create_approval"))?;
+    store
+        .reserve(&act(1), &binding(), UnixMillis(150))
+        .await
+        .map_err(|e| format!("reserve: {e}"))?;
+    for n in 1..=5u64 {
+        store
+            .append_audit(event(n))
+            .await
+            .map_err(fail("append_audit"))?;
+    }
+
+    let planned = store
+        .expired_counts(cutoff)
+        .await
+        .map_err(fail("expired_counts"))?;
+    ensure!(
+        planned.sessions == 3 && planned.handles == 5 && planned.vault_objects == 4,
+        "the dry run counts 3 sessions, 5 handles (a, b, c, g, h), 4 vault objects (a, b, c, g; \
+         not the shared one): {planned:?}"
+    );
+    for (kind, n) in planned.kinds() {
+        ensure!(
+            n >= 1,
+            "the dry run finds the {kind} of the swept sessions: {planned:?}"
+        );
+    }
+    ensure!(
+        store
+            .session("ses_gone1")
+            .await
+            .map_err(fail("session"))?
+            .is_some(),
+        "a dry run removes nothing"
+    );
+
+    // Batches of 2: the limit is honoured, the backlog drains, a further sweep finds nothing.
+    let first = store
+        .sweep_expired(cutoff, 2)
+        .await
+        .map_err(fail("sweep_expired"))?;
+    ensure!(
+        first.sessions == 2,
+        "the first batch takes 2 of 3 sessions: {first:?}"
+    );
+    ensure!(
+        first.handles <= 2 + 2 + 2,
+        "at most the swept sessions' handles and 2 more: {first:?}"
+    );
+    let second = store
+        .sweep_expired(cutoff, 2)
+        .await
+        .map_err(fail("sweep_expired"))?;
+    ensure!(
+        second.sessions == 1,
+        "the second batch takes the last session: {second:?}"
+    );
+    let mut total = first;
+    total.add(&second);
+    let third = store
+        .sweep_expired(cutoff, 2)
+        .await
+        .map_err(fail("sweep_expired"))?;
+    total.add(&third);
+    let again = store
+        .sweep_expired(cutoff, 2)
+        .await
+        .map_err(fail("sweep_expired"))?;
+    ensure!(
+        again.is_empty(),
+        "a sweep after the backlog drained finds nothing: {again:?}"
+    );
+    ensure!(
+        total == planned,
+        "the sweeps removed what the dry run counted: {total:?} vs {planned:?}"
+    );
+    let after = store
+        .expired_counts(cutoff)
+        .await
+        .map_err(fail("expired_counts"))?;
+    ensure!(after.is_empty(), "nothing expired is left: {after:?}");
+
+    let other = s.reopen().await?;
+    for id in ["ses_gone1", "ses_gone2", "ses_gone3"] {
+        ensure!(
+            !session_state(s, &other, id).await?,
+            "session `{id}` must be swept whole"
+        );
+    }
+    for id in ["ses_kept", "ses_live", "ses_never"] {
+        ensure!(
+            session_state(s, &other, id).await?,
+            "session `{id}` must be untouched"
+        );
+    }
+    for (n, object, kept) in [
+        ('a', "obj_a", false),
+        ('g', "obj_g", false),
+        ('h', "obj_shared", false),
+        ('d', "obj_d", true),
+        ('e', "obj_e", true),
+        ('f', "obj_f", true),
+        ('i', "obj_shared", true),
+    ] {
+        let h = other
+            .handle(&HandleId(hid(n)))
+            .await
+            .map_err(fail("handle"))?;
+        let value = other
+            .object_value_at(object, 1)
+            .await
+            .map_err(fail("object_value_at"))?;
+        if kept {
+            ensure!(
+                h.as_ref().is_some_and(|r| r.object_id == object) && value.is_some(),
+                "handle {n} and its vault object `{object}` must stay and resolve"
+            );
+        } else {
+            ensure!(h.is_none(), "handle {n} must be swept");
+        }
+        if object != "obj_shared" && !kept {
+            ensure!(value.is_none(), "vault object `{object}` must be swept");
+        }
+    }
+    // The accountability record is intact.
+    ensure!(
+        other.action(&act(1)).await.map_err(fail("action"))? == Some(gone_action),
+        "the action of a swept session stays"
+    );
+    let approval = other.approval(&act(1)).await.map_err(fail("approval"))?;
+    ensure!(
+        approval.is_some_and(|a| a.state == ApprovalState::Pending),
+        "the pending approval of a swept session stays (its session is gone: it can never be used)"
+    );
+    ensure!(
+        other
+            .ledger_entry(&act(1))
+            .await
+            .map_err(fail("ledger_entry"))?
+            .is_some_and(|e| e.state == LedgerState::Reserved),
+        "the ledger entry stays"
+    );
+    ensure!(
+        other.verify_audit().await.map_err(fail("verify_audit"))? == 5,
+        "the audit chain stays whole and verifies"
+    );
+    ensure!(
+        store
+            .sweep_expired(cutoff, 0)
+            .await
+            .map_err(fail("sweep_expired"))?
+            .is_empty(),
+        "limit 0 removes nothing"
+    );
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -2521,7 +2913,7 @@ macro_rules! conformance_tests {
             written_values_never_in_clear, held_calls, held_call_bounds,
             held_calls_released_once_under_concurrency, held_caps_under_concurrency,
             held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency,
-            pre_effect_writes_in_one_transaction, group_commit, tool_pins);
+            pre_effect_writes_in_one_transaction, group_commit, tool_pins, retention_sweep);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

@@ -23,6 +23,12 @@
 //! - **task state**: uses of limited task grants, keyed digests of amounts anchored reads
 //!   returned, and each session's bounded written set (values sealed under the vault key).
 //!
+//! ## Retention
+//!
+//! Session-scoped state (everything above but actions, approvals, the ledger and the audit
+//! log) is removed in bounded batches some time after its session or handle expired
+//! ([`secureclaw_core::store::RetentionStore`]); the accountability record is kept.
+//!
 //! ## Durability and crash safety
 //!
 //! The database runs in WAL mode with `synchronous=FULL`: a committed ledger reservation
@@ -70,6 +76,7 @@ mod held;
 mod ledger;
 mod pins;
 pub mod postgres;
+mod retention;
 mod schema;
 mod sessions;
 mod speculation;

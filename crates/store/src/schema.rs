@@ -346,6 +346,48 @@ CREATE TABLE tool_pins (
 ) STRICT;
 ";
 
+/// Version 10, "retention" (issue 14 item 5): the indexes the retention sweep needs (expired
+/// sessions and handles oldest first; the handles that still reference a vault object), and
+/// the no-delete triggers of the grow-only per-session tables relaxed to "not while the
+/// session's record exists": the sweep deletes a session's record first, then its counters,
+/// in one transaction, so a stored session never gets a budget, a grant use or a branch back.
+const V10_RETENTION: &str = "
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+CREATE INDEX handles_expiry ON handles (expires_at);
+CREATE INDEX handles_object ON handles (object_id);
+
+DROP TRIGGER speculation_budget_no_delete;
+CREATE TRIGGER speculation_budget_no_delete BEFORE DELETE ON speculation_budget
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session)
+BEGIN
+    SELECT RAISE(ABORT, 'budget counters cannot be deleted while their session exists');
+END;
+DROP TRIGGER grant_uses_no_delete;
+CREATE TRIGGER grant_uses_no_delete BEFORE DELETE ON grant_uses
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session)
+BEGIN
+    SELECT RAISE(ABORT, 'grant uses cannot be deleted while their session exists');
+END;
+DROP TRIGGER written_sets_no_delete;
+CREATE TRIGGER written_sets_no_delete BEFORE DELETE ON written_sets
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session)
+BEGIN
+    SELECT RAISE(ABORT, 'written sets cannot be deleted while their session exists');
+END;
+DROP TRIGGER written_values_no_delete;
+CREATE TRIGGER written_values_no_delete BEFORE DELETE ON written_values
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session)
+BEGIN
+    SELECT RAISE(ABORT, 'written values cannot be deleted while their session exists');
+END;
+DROP TRIGGER spec_branches_no_delete;
+CREATE TRIGGER spec_branches_no_delete BEFORE DELETE ON spec_branches
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session)
+BEGIN
+    SELECT RAISE(ABORT, 'branch states cannot be deleted while their session exists');
+END;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -357,6 +399,7 @@ const MIGRATIONS: &[&str] = &[
     V7_SPECULATION_STATE,
     V8_ACTIONS_BY_BINDING,
     V9_TOOL_PINS,
+    V10_RETENTION,
 ];
 
 /// `PRAGMA user_version`.
@@ -417,7 +460,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 9);
+        assert_eq!(user_version(&conn).unwrap(), 10);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -460,7 +503,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 9);
+        assert_eq!(user_version(&conn).unwrap(), 10);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -936,14 +936,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 9);
+    assert_eq!(store.schema_version().unwrap(), 10);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        9,
+        10,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -951,11 +951,53 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 9
+            supported: 10
         }
     );
     let journal: String = raw(&path)
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
     assert_eq!(journal, "wal");
+}
+
+/// Retention (issue 14 item 5): the grow-only per-session counters refuse a `DELETE` while
+/// their session's record exists (a stored session never gets a budget or a grant use back),
+/// and allow it once the record is gone (the sweep deletes the record first, in the same
+/// transaction).
+#[test]
+fn grow_only_counters_are_deleted_only_after_their_session() {
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path, keys()).unwrap();
+    store
+        .put_session(&SessionRecord {
+            id: "s1".into(),
+            caller: "alice".into(),
+            envelope: TaskEnvelope::default(),
+            created_at: UnixMillis(1),
+            expires_at: UnixMillis(2),
+        })
+        .unwrap();
+    assert_eq!(store.charge_budget("s1", 5).unwrap(), Some(1));
+    assert!(store.take_grant_use("s1", "g", 5).unwrap());
+    let conn = raw(&path);
+    for table in ["speculation_budget", "grant_uses"] {
+        let refused = conn.execute(&format!("DELETE FROM {table} WHERE session = 's1'"), []);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("while their session exists")),
+            "{table}: {refused:?}"
+        );
+    }
+    conn.execute("DELETE FROM sessions WHERE id = 's1'", [])
+        .unwrap();
+    for table in ["speculation_budget", "grant_uses"] {
+        assert_eq!(
+            conn.execute(&format!("DELETE FROM {table} WHERE session = 's1'"), [])
+                .unwrap(),
+            1,
+            "{table}"
+        );
+    }
+    assert_eq!(store.budget_spent("s1").unwrap(), 0);
 }

@@ -56,6 +56,31 @@ impl Gateway {
         Ok(s.filter(|s| self.now() <= s.expires_at))
     }
 
+    /// Whether `session`, held in memory by a front end for a whole connection (`wrap`, `serve
+    /// --stdio`, the token-less default session), still has its record in the store. A session
+    /// within its lifetime is never swept, so the store is read only after `expires_at`; from
+    /// then on a retention sweep ([`crate::RetentionPolicy`]) may have removed the record with
+    /// every counter the session kept (grant uses, disclosure budget, written set), and a call
+    /// must not start those afresh: front ends refuse the call when this is `false`.
+    ///
+    /// # Errors
+    /// [`GatewayError::Store`] (callers fail closed).
+    pub async fn session_still_stored(
+        &self,
+        session: &SessionRecord,
+    ) -> Result<bool, GatewayError> {
+        if self.now() <= session.expires_at {
+            return Ok(true);
+        }
+        Ok(self
+            .inner
+            .store
+            .session(&session.id)
+            .await
+            .map_err(|e| GatewayError::Store(e.to_string()))?
+            .is_some())
+    }
+
     /// Describe a handle of this session (never its value).
     ///
     /// # Errors

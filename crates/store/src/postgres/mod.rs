@@ -52,6 +52,7 @@
 
 mod effects;
 mod pins;
+mod retention;
 mod schema;
 mod tls;
 

@@ -344,6 +344,47 @@ CREATE TABLE tool_pins (
 );
 ";
 
+/// Version 8, "retention" (issue 14 item 5): the indexes the retention sweep needs (expired
+/// sessions and handles oldest first; the handles that still reference a vault object), and
+/// the no-delete triggers of the grow-only per-session tables relaxed to "not while the
+/// session's record exists": the sweep deletes a session's record first, then its counters,
+/// in one transaction, so a stored session never gets a budget, a grant use or a branch back.
+/// `TRUNCATE` stays refused.
+const V8_RETENTION: &str = r"
+CREATE INDEX sessions_expiry ON sessions (expires_at);
+CREATE INDEX handles_expiry ON handles (expires_at);
+CREATE INDEX handles_object ON handles (object_id);
+
+CREATE FUNCTION secureclaw_refuse_while_session() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM sessions WHERE id = OLD.session) THEN
+        RAISE EXCEPTION '%', TG_ARGV[0];
+    END IF;
+    RETURN OLD;
+END
+$$;
+DROP TRIGGER speculation_budget_no_delete ON speculation_budget;
+CREATE TRIGGER speculation_budget_no_delete BEFORE DELETE ON speculation_budget
+    FOR EACH ROW EXECUTE FUNCTION
+    secureclaw_refuse_while_session('budget counters cannot be deleted while their session exists');
+DROP TRIGGER grant_uses_no_delete ON grant_uses;
+CREATE TRIGGER grant_uses_no_delete BEFORE DELETE ON grant_uses
+    FOR EACH ROW EXECUTE FUNCTION
+    secureclaw_refuse_while_session('grant uses cannot be deleted while their session exists');
+DROP TRIGGER written_sets_no_delete ON written_sets;
+CREATE TRIGGER written_sets_no_delete BEFORE DELETE ON written_sets
+    FOR EACH ROW EXECUTE FUNCTION
+    secureclaw_refuse_while_session('written sets cannot be deleted while their session exists');
+DROP TRIGGER written_values_no_delete ON written_values;
+CREATE TRIGGER written_values_no_delete BEFORE DELETE ON written_values
+    FOR EACH ROW EXECUTE FUNCTION
+    secureclaw_refuse_while_session('written values cannot be deleted while their session exists');
+DROP TRIGGER spec_branches_no_delete ON spec_branches;
+CREATE TRIGGER spec_branches_no_delete BEFORE DELETE ON spec_branches
+    FOR EACH ROW EXECUTE FUNCTION
+    secureclaw_refuse_while_session('branch states cannot be deleted while their session exists');
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -353,6 +394,7 @@ const MIGRATIONS: &[&str] = &[
     V5_SPECULATION_STATE,
     V6_ACTIONS_BY_BINDING,
     V7_TOOL_PINS,
+    V8_RETENTION,
 ];
 
 /// The highest schema version this build knows.
