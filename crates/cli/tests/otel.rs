@@ -506,3 +506,71 @@ fn trace_context_crosses_an_mcp_hop() {
     assert_eq!(inner_call.attr("decision"), Some("allow"), "{inner_call:?}");
     assert_no_values(&collector);
 }
+
+/// An unreachable collector neither fails nor delays a call: spans are dropped and one
+/// warning is logged (at most once a minute), and `serve` still stops at once.
+#[test]
+fn an_unreachable_collector_never_blocks_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let closed = free_port();
+    let cfg = dir.path().join("secureclaw.toml");
+    let telemetry = format!("[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\n\n");
+    std::fs::write(&cfg, office_config(dir.path(), port, &telemetry)).unwrap();
+    let log = dir.path().join("serve.log");
+    let mut server = common::serve_on(
+        Command::new(EXE)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["--log-format", "json", "serve", "--config"])
+            .arg(&cfg)
+            .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap())),
+        port,
+    );
+    let (_, sess) = http(
+        port,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        "",
+        Some(&json!({"caller": "bob", "task": {"request": "read INV-42"}})),
+    );
+    let sid = sess["session_id"].as_str().unwrap().to_owned();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (_, read) = http(
+            port,
+            "POST",
+            "/v1/call",
+            Some(&sid),
+            "",
+            Some(&json!({"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}})),
+        );
+        assert_eq!(read["status"], "completed", "{read}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let started = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    while server.0.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "serve did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warnings = text
+        .lines()
+        .filter(|l| l.contains("secureclaw::telemetry") && l.contains("exporting spans failed"))
+        .count();
+    assert_eq!(warnings, 1, "{text}");
+    assert!(!text.contains(IBAN), "{text}");
+}
