@@ -35,7 +35,7 @@ pub struct WrapArgs {
     /// (its [[upstream]] table is ignored; of [server], only policy_files, client_confirmation and
     /// allow_upstream_state_access are used).
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Upstream id used in policies and audit records (default: derived from the command).
     #[arg(long)]
     id: Option<String>,
@@ -456,7 +456,7 @@ fn message_limit(limits: &secureclaw_gateway::config::Limits) -> usize {
 pub struct ServeArgs {
     /// Config file.
     #[arg(long, short, default_value = "secureclaw.toml")]
-    config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Override `server.http_bind`.
     #[arg(long)]
     bind: Option<std::net::SocketAddr>,

@@ -83,6 +83,11 @@
 //! [[gateway.speculation.substitutes]]
 //! tool = "search__*"
 //! kind = "cache"                     # empty|cache|tool (tool needs `with = "local__search"`)
+//!
+//! # OpenTelemetry traces (also on with $OTEL_EXPORTER_OTLP_ENDPOINT); off by default.
+//! [telemetry]
+//! otlp_endpoint = "http://localhost:4318" # OTLP/HTTP (protobuf); spans go to …/v1/traces
+//! service_name = "secureclaw"            # default: $OTEL_SERVICE_NAME, else "secureclaw"
 //! ```
 
 use anyhow::{Context, Result, bail};
@@ -383,6 +388,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[[upstream]]`.
     pub upstream: Vec<UpstreamSpec>,
+    /// `[telemetry]`: OpenTelemetry trace export.
+    pub telemetry: crate::telemetry::TelemetrySection,
 }
 
 /// A parse error with a hint where serde's wording does not say what to change: a repeated
@@ -482,6 +489,7 @@ impl Config {
                 );
             }
         }
+        self.telemetry.validate()?;
         if self.server.elicitation.is_some() {
             bail!(
                 "server.elicitation was replaced by server.client_confirmation: elicitation \

@@ -13,6 +13,7 @@ mod guard;
 mod stack;
 mod state;
 mod store_cmd;
+mod telemetry;
 mod tools;
 mod trace;
 
@@ -203,25 +204,61 @@ fn log_filter(level: Option<&str>) -> Result<tracing_subscriber::EnvFilter, Stri
     Ok(filter)
 }
 
-fn init_logging(format: LogFormat, level: Option<&str>) -> Result<(), String> {
-    let filter = log_filter(level)?;
+/// Install the subscriber: the log on stderr (events only: spans are for the trace
+/// export and never prefix a log line), and the OpenTelemetry layer when `export` is set.
+/// Returns the export pipeline, to flush at exit.
+fn init_logging(
+    format: LogFormat,
+    level: Option<&str>,
+    export: Option<&telemetry::Export>,
+) -> Result<Option<telemetry::Pipeline>, String> {
+    use tracing_subscriber::filter::{FilterExt as _, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, Registry};
+    let filter = log_filter(level)?.and(filter_fn(|meta| meta.is_event()));
     let _ = JSON_LOGS.set(format == LogFormat::Json);
-    let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match format {
-        LogFormat::Json => builder
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log: Box<dyn tracing_subscriber::Layer<Registry> + Send + Sync> = match format {
+        LogFormat::Json => fmt
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .init(),
+            .with_filter(filter)
+            .boxed(),
         // Colour only on a terminal: a log file or a pipe gets no ANSI escapes.
-        LogFormat::Text => builder
+        LogFormat::Text => fmt
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-    }
-    Ok(())
+            .with_filter(filter)
+            .boxed(),
+    };
+    let mut layers = vec![log];
+    let pipeline = match export {
+        Some(export) => {
+            let (layer, pipeline) = telemetry::layer(export).map_err(|e| format!("{e:#}"))?;
+            layers.push(layer);
+            Some(pipeline)
+        }
+        None => None,
+    };
+    tracing_subscriber::registry().with(layers).init();
+    Ok(pipeline)
+}
+
+/// Where `serve` and `wrap` export their spans (`[telemetry]` of their config file, else
+/// the OTLP environment variables); `None` for other commands and when nothing is set.
+fn trace_export(command: &Command) -> anyhow::Result<Option<telemetry::Export>> {
+    let file = match command {
+        Command::Serve(args) => Some(args.config.as_path()),
+        Command::Wrap(args) => args.config.as_deref(),
+        _ => return Ok(None),
+    };
+    let section = match file {
+        Some(path) => telemetry::section_of_file(path)?,
+        None => telemetry::TelemetrySection::default(),
+    };
+    telemetry::export_of(&section, |name| std::env::var(name).ok())
 }
 
 /// `server.state_dir` of the config file at `path`, resolved against the file's directory;
@@ -246,11 +283,22 @@ fn configured_store_url(path: &std::path::Path) -> Option<String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = init_logging(cli.log_format, cli.log_level.as_deref()) {
-        eprintln!("secureclaw: error: {e}");
-        return ExitCode::from(2);
-    }
+    // Before anything builds an HTTP client (the trace exporter's is built below).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let export = match trace_export(&cli.command) {
+        Ok(export) => export,
+        Err(e) => {
+            eprintln!("secureclaw: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let pipeline = match init_logging(cli.log_format, cli.log_level.as_deref(), export.as_ref()) {
+        Ok(pipeline) => pipeline,
+        Err(e) => {
+            eprintln!("secureclaw: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -353,6 +401,11 @@ fn main() -> ExitCode {
     // Do not wait for blocking tasks still running (a stdin read that never returns after
     // `wrap` stopped on a signal): everything that matters has finished above.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    // Export the spans still queued (bounded: an unreachable collector delays the exit by at
+    // most the export timeout).
+    if let Some(pipeline) = pipeline {
+        pipeline.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -244,8 +244,32 @@ impl Executor {
             return Err(ExecError::DefinitionChanged);
         }
         let started = std::time::Instant::now();
-        let result =
-            tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments)).await;
+        // The upstream call's span (`crate::otel`): names and the outcome's class only.
+        let span = tracing::info_span!(
+            "upstream_call",
+            otel.kind = "client",
+            upstream,
+            tool,
+            outcome = tracing::field::Empty
+        );
+        let result = {
+            use tracing::Instrument as _;
+            tokio::time::timeout(self.timeout, up.call_tool(tool.to_owned(), arguments))
+                .instrument(span.clone())
+                .await
+        };
+        span.record(
+            "outcome",
+            match &result {
+                Ok(Ok(output)) if output.is_error => "tool_error",
+                Ok(Ok(_)) => "ok",
+                Ok(Err(UpstreamError::DefinitionChanged { .. })) => "definition_changed",
+                Ok(Err(UpstreamError::OutcomeUnknown { .. })) => "outcome_unknown",
+                Ok(Err(_)) => "error",
+                Err(_) => "timeout",
+            },
+        );
+        drop(span);
         if let Some(latency) = &self.latency {
             latency.observe(upstream, started);
         }

@@ -11,6 +11,9 @@
 //! The gateway holds its durable state only through the storage traits of
 //! [`secureclaw_core::store`] (`Arc<dyn Store>`: SQLite or PostgreSQL from `secureclaw-store`).
 //! Every store failure fails closed with `store_unavailable`.
+//!
+//! Each tool call is a `tracing` span with children for its stages ([`otel`] lists them and
+//! their attributes); the binary exports them over OTLP when telemetry is configured.
 
 pub mod catalog;
 pub mod config;
@@ -19,6 +22,7 @@ mod declassify;
 pub mod executor;
 mod gateway;
 pub mod known;
+pub mod otel;
 pub mod permit;
 pub mod pins;
 pub mod rules;

@@ -46,6 +46,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod trace_header;
+
 /// A boxed future, for the object-safe [`Upstream`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -486,7 +488,10 @@ async fn open(spec: &UpstreamSpec, timeout: Duration) -> Result<(Client, String)
                     })?;
                     config = config.auth_header(token);
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
+                // rmcp's client, which also sends a call's `_meta.traceparent` as the W3C
+                // `traceparent` header (`crate::otel`).
+                let client = trace_header::TraceHeaderClient::new().map_err(start_err)?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let client = match start(transport, spec.protocol).await {
                     Ok(client) => client,
                     Err(e) => return Err(start_err(unreachable_message(url, e.to_string()).await)),
@@ -1038,6 +1043,13 @@ impl Upstream for RmcpUpstream {
             }
             let mut params = CallToolRequestParams::new(name);
             params.arguments = Some(arguments);
+            // The upstream call's span continues in the upstream (MCP SEP-414; an HTTP
+            // upstream gets the header too). Only when an OpenTelemetry layer records it.
+            if let Some(parent) = crate::otel::current_traceparent() {
+                let mut meta = rmcp::model::RequestMetaObject::new();
+                meta.set_traceparent(parent.to_string());
+                params.meta = Some(meta);
+            }
             let response = match client.peer().call_tool_once(params).await {
                 Ok(r) => r,
                 Err(e) => return Err(self.failed(&client, e).await),

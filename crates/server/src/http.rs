@@ -38,7 +38,7 @@ use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::handle::HandleId;
 use secureclaw_core::store::{ApprovalState, SessionRecord};
-use secureclaw_gateway::{CallMeta, Gateway};
+use secureclaw_gateway::{CallMeta, Gateway, otel};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -565,9 +565,18 @@ struct CallBody {
     meta: Map<String, Value>,
 }
 
+/// The W3C `traceparent` header of a request (the parent of its call's span), if valid.
+fn trace_parent(headers: &HeaderMap) -> Option<otel::TraceParent> {
+    headers
+        .get(otel::TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(otel::TraceParent::parse)
+}
+
 async fn call(
     State(s): State<ApiState>,
     RuntimeSession(session): RuntimeSession,
+    headers: HeaderMap,
     body: Result<Json<CallBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
@@ -576,10 +585,18 @@ async fn call(
     if let Some(a) = body.approval {
         meta.approval = Some(ActionId(a));
     }
-    let outcome = s
-        .gateway
-        .call(&session, &body.tool, body.arguments, &meta)
-        .await;
+    // The header, else `_meta.traceparent` as on MCP.
+    let parent = trace_parent(&headers).or_else(|| {
+        body.meta
+            .get(otel::TRACEPARENT)
+            .and_then(Value::as_str)
+            .and_then(otel::TraceParent::parse)
+    });
+    let outcome = otel::with_parent(
+        parent,
+        s.gateway.call(&session, &body.tool, body.arguments, &meta),
+    )
+    .await;
     Ok(Json(outcome_json(&outcome)))
 }
 
@@ -643,14 +660,16 @@ struct PreviewBody {
 async fn preview(
     State(s): State<ApiState>,
     RuntimeSession(session): RuntimeSession,
+    headers: HeaderMap,
     body: Result<Json<PreviewBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     Ok(Json(
-        match s
-            .gateway
-            .preview(&session, &body.tool, &body.arguments)
-            .await
+        match otel::with_parent(
+            trace_parent(&headers),
+            s.gateway.preview(&session, &body.tool, &body.arguments),
+        )
+        .await
         {
             Ok(p) => serde_json::to_value(&p).unwrap_or(Value::Null),
             Err(recovery) => json!({"status": "denied", "recovery": recovery}),
@@ -673,19 +692,22 @@ struct CommitBody {
 async fn commit(
     State(s): State<ApiState>,
     RuntimeSession(session): RuntimeSession,
+    headers: HeaderMap,
     body: Result<Json<CommitBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
-    let outcome = s
-        .gateway
-        .commit(
+    let action_id = ActionId(body.action_id);
+    let outcome = otel::with_parent(
+        trace_parent(&headers),
+        s.gateway.commit(
             &session,
             &body.tool,
             body.arguments,
-            &ActionId(body.action_id),
+            &action_id,
             body.artifact.as_deref(),
-        )
-        .await;
+        ),
+    )
+    .await;
     Ok(Json(outcome_json(&outcome)))
 }
 

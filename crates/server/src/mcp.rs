@@ -36,7 +36,7 @@ use rmcp::{ErrorData as McpError, ServiceExt};
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::store::SessionRecord;
-use secureclaw_gateway::{CallMeta, CallOutcome, Confirmer, ConfirmerAnswer, Gateway};
+use secureclaw_gateway::{CallMeta, CallOutcome, Confirmer, ConfirmerAnswer, Gateway, otel};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -534,21 +534,45 @@ impl ServerHandler for McpFrontEnd {
         {
             meta.extend(m);
         }
+        // W3C trace context (MCP SEP-414): the parent of this call's span; a malformed one is
+        // ignored (the call starts a new trace).
+        let parent = meta
+            .get(otel::TRACEPARENT)
+            .and_then(Value::as_str)
+            .and_then(otel::TraceParent::parse);
         let meta = match CallMeta::from_meta(&meta) {
             Ok(m) => m,
             Err(e) => return Err(McpError::invalid_params(e, None)),
         };
+        otel::with_parent(
+            parent,
+            self.call_tool_traced(request, meta, &session, &context),
+        )
+        .await
+    }
+}
+
+impl McpFrontEnd {
+    /// `tools/call` once the session and `_meta` are read (in the request's trace context).
+    async fn call_tool_traced(
+        &self,
+        request: CallToolRequestParams,
+        meta: CallMeta,
+        session: &SessionRecord,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let (session, context) = (session, context);
         let arguments = request.arguments.unwrap_or_default();
-        if speaks_mrtr(&context) {
+        if speaks_mrtr(context) {
             return Ok(self
                 .call_mrtr(
-                    &session,
+                    session,
                     &request.name,
                     arguments,
                     meta,
                     request.request_state.as_deref(),
                     request.input_responses.as_ref(),
-                    &context,
+                    context,
                 )
                 .await);
         }
@@ -565,11 +589,11 @@ impl ServerHandler for McpFrontEnd {
                 peer: &context.peer,
             };
             self.gateway
-                .call_with_confirmer(&session, &request.name, arguments, &meta, &confirmer)
+                .call_with_confirmer(session, &request.name, arguments, &meta, &confirmer)
                 .await
         } else {
             self.gateway
-                .call(&session, &request.name, arguments, &meta)
+                .call(session, &request.name, arguments, &meta)
                 .await
         };
         Ok(render(&outcome).into())

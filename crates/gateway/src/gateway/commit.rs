@@ -108,28 +108,42 @@ impl Gateway {
         action_id: &ActionId,
         artifact: Option<&str>,
     ) -> CallOutcome {
-        let admitted = match self.admit_arguments(session, tool, &arguments).await {
-            Ok(guard) => guard,
-            Err(refused) => return refused,
-        };
-        let (gw, session, name, action_id, artifact) = (
-            self.clone(),
-            session.clone(),
-            tool.to_owned(),
-            action_id.clone(),
-            artifact.map(str::to_owned),
-        );
-        self.detached(
-            async move {
-                let outcome = gw
-                    .commit_attached(&session, &name, arguments, &action_id, artifact.as_deref())
-                    .await;
-                drop(admitted);
-                outcome
-            },
-            || Self::task_failed(tool),
-        )
-        .await
+        use tracing::Instrument as _;
+        let span = self.call_span("commit", tool);
+        let outcome = async {
+            let admitted = match self.admit_arguments(session, tool, &arguments).await {
+                Ok(guard) => guard,
+                Err(refused) => return refused,
+            };
+            let (gw, session, name, action_id, artifact) = (
+                self.clone(),
+                session.clone(),
+                tool.to_owned(),
+                action_id.clone(),
+                artifact.map(str::to_owned),
+            );
+            self.detached(
+                async move {
+                    let outcome = gw
+                        .commit_attached(
+                            &session,
+                            &name,
+                            arguments,
+                            &action_id,
+                            artifact.as_deref(),
+                        )
+                        .await;
+                    drop(admitted);
+                    outcome
+                },
+                || Self::task_failed(tool),
+            )
+            .await
+        }
+        .instrument(span.clone())
+        .await;
+        Self::record_outcome(&span, &outcome);
+        outcome
     }
 
     /// [`Gateway::commit`] on the caller's task.
@@ -305,16 +319,30 @@ impl Gateway {
         };
         // Check 11 reserves the action id; for a deferred preview the same transaction writes
         // the action and its preview and decision records: one durable write before dispatch.
+        use tracing::Instrument as _;
+        let accept_span = tracing::info_span!("accept", outcome = tracing::field::Empty);
         let accepted = match deferred.as_ref() {
             Some(d) => {
                 let ledger = PreEffect {
                     writer: &self.inner.writer,
                     deferred: d,
                 };
-                accept(&self.inner.keys, &ledger, &attempt).await
+                accept(&self.inner.keys, &ledger, &attempt)
+                    .instrument(accept_span.clone())
+                    .await
             }
-            None => accept(&self.inner.keys, self.inner.store.as_ref(), &attempt).await,
+            None => {
+                accept(&self.inner.keys, self.inner.store.as_ref(), &attempt)
+                    .instrument(accept_span.clone())
+                    .await
+            }
         };
+        accept_span.record(
+            "outcome",
+            accepted
+                .as_ref()
+                .map_or_else(|r| r.reason.as_str(), |_| "accepted"),
+        );
         let proof = match accepted {
             Ok(p) => p,
             Err(rejection) => {

@@ -46,17 +46,25 @@ impl Gateway {
         tool: &str,
         arguments: &Map<String, Value>,
     ) -> Result<PreviewOutcome, Recovery> {
-        let _admitted = match self.admit_arguments(session, tool, arguments).await {
-            Ok(guard) => guard,
-            Err(CallOutcome::Denied(refused)) => return Err(refused),
-            Err(_) => {
-                let entry = self.inner.catalog.get(tool);
-                return Err(self.recovery(ReasonCode::LimitExceeded, class(entry), tool, None));
-            }
-        };
-        let started = std::time::Instant::now();
-        let result = self.preview_throttled(session, tool, arguments).await;
-        self.observe_preview(session, tool, &result, started);
+        use tracing::Instrument as _;
+        let span = self.call_span("preview", tool);
+        let result = async {
+            let _admitted = match self.admit_arguments(session, tool, arguments).await {
+                Ok(guard) => guard,
+                Err(CallOutcome::Denied(refused)) => return Err(refused),
+                Err(_) => {
+                    let entry = self.inner.catalog.get(tool);
+                    return Err(self.recovery(ReasonCode::LimitExceeded, class(entry), tool, None));
+                }
+            };
+            let started = std::time::Instant::now();
+            let result = self.preview_throttled(session, tool, arguments).await;
+            self.observe_preview(session, tool, &result, started);
+            result
+        }
+        .instrument(span.clone())
+        .await;
+        Self::record_preview(&span, &result);
         result
     }
 
@@ -105,7 +113,22 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::preview_staged`] in its `preview` span.
     pub(super) async fn preview_prepared(
+        &self,
+        session: &SessionRecord,
+        prepared: &Prepared,
+        policy_request: &PolicyRequest,
+        explicit: bool,
+    ) -> Result<(PreviewOutcome, Option<Deferred>), Refused> {
+        use tracing::Instrument as _;
+        self.preview_staged(session, prepared, policy_request, explicit)
+            .instrument(tracing::info_span!("preview"))
+            .await
+    }
+
+    /// PREVIEW of a prepared request: decide, seal, record.
+    async fn preview_staged(
         &self,
         session: &SessionRecord,
         prepared: &Prepared,
@@ -114,7 +137,12 @@ impl Gateway {
     ) -> Result<(PreviewOutcome, Option<Deferred>), Refused> {
         let _timer = self.inner.metrics.preview_timer();
         let entry = &prepared.entry;
-        let mut decision = self.inner.policy.decide(policy_request);
+        let policy_span = tracing::info_span!(
+            "policy",
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty
+        );
+        let mut decision = policy_span.in_scope(|| self.inner.policy.decide(policy_request));
         let mut grant_withheld = prepared.grant_withheld;
         let binding =
             bind(&self.inner.keys, &prepared.request).map_err(|_| ReasonCode::InvalidArguments)?;
@@ -165,9 +193,14 @@ impl Gateway {
         {
             let mut without = policy_request.clone();
             without.granted = false;
-            decision = self.inner.policy.decide(&without);
+            decision = policy_span.in_scope(|| self.inner.policy.decide(&without));
             grant_withheld = Some("grant_exhausted");
         }
+        policy_span.record("decision", PreviewDecision::of(&decision).as_str());
+        if let PolicyDecision::Deny { reason, .. } = &decision {
+            policy_span.record("reason", reason.as_str());
+        }
+        drop(policy_span);
         let now = self.now();
         let action_id = ActionId::generate(&mut fill_random);
         let label = PreviewDecision::of(&decision);

@@ -476,12 +476,27 @@ impl Gateway {
     ) -> CallOutcome {
         // Only the read path's decision mints the permit the executor needs: a read in the
         // catalog, allowed by the policy, whose handles all name it as a sink.
-        let permit = match ReadPermit::decide(
-            entry,
-            self.inner.policy.as_ref(),
-            policy_request,
-            &prepared.handle_records,
-        ) {
+        let policy_span = tracing::info_span!(
+            "policy",
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty
+        );
+        let decided = policy_span.in_scope(|| {
+            ReadPermit::decide(
+                entry,
+                self.inner.policy.as_ref(),
+                policy_request,
+                &prepared.handle_records,
+            )
+        });
+        match &decided {
+            Ok(_) => policy_span.record("decision", "allow"),
+            Err(reason) => policy_span
+                .record("decision", "deny")
+                .record("reason", reason.as_str()),
+        };
+        drop(policy_span);
+        let permit = match decided {
             Ok(permit) => permit,
             Err(reason) => {
                 return self.deny(session, tool, Some(entry), reason, None).await;
@@ -743,10 +758,24 @@ impl Gateway {
             handle_ttl_ms: self.inner.config.limits.handle_ttl_ms,
             now: self.now(),
         };
-        match d
-            .declassify(session, entry, anchored, output, resolved)
-            .await
-        {
+        let declassify_span = tracing::info_span!(
+            "declassify",
+            handles = tracing::field::Empty,
+            cut = tracing::field::Empty
+        );
+        let declassified = {
+            use tracing::Instrument as _;
+            d.declassify(session, entry, anchored, output, resolved)
+                .instrument(declassify_span.clone())
+                .await
+        };
+        if let Ok((_, handles, cut)) = &declassified {
+            declassify_span
+                .record("handles", *handles as u64)
+                .record("cut", *cut);
+        }
+        drop(declassify_span);
+        match declassified {
             Ok((mut output, handles, cut)) => {
                 scrub_released(&mut output, &released);
                 if let Some(read) = &read

@@ -309,21 +309,29 @@ impl Gateway {
         arguments: Map<String, Value>,
         meta: &CallMeta,
     ) -> CallOutcome {
-        let admitted = match self.admit_arguments(session, tool, &arguments).await {
-            Ok(guard) => guard,
-            Err(refused) => return refused,
-        };
-        let (gw, session, name, meta) =
-            (self.clone(), session.clone(), tool.to_owned(), meta.clone());
-        self.detached(
-            async move {
-                let outcome = gw.call_attached(&session, &name, arguments, &meta).await;
-                drop(admitted);
-                outcome
-            },
-            || Self::task_failed(tool),
-        )
-        .await
+        use tracing::Instrument as _;
+        let span = self.call_span("call", tool);
+        let outcome = async {
+            let admitted = match self.admit_arguments(session, tool, &arguments).await {
+                Ok(guard) => guard,
+                Err(refused) => return refused,
+            };
+            let (gw, session, name, meta) =
+                (self.clone(), session.clone(), tool.to_owned(), meta.clone());
+            self.detached(
+                async move {
+                    let outcome = gw.call_attached(&session, &name, arguments, &meta).await;
+                    drop(admitted);
+                    outcome
+                },
+                || Self::task_failed(tool),
+            )
+            .await
+        }
+        .instrument(span.clone())
+        .await;
+        Self::record_outcome(&span, &outcome);
+        outcome
     }
 
     /// The call as the privacy monitor sees it: its destination, its qualified name and the
@@ -372,6 +380,7 @@ impl Gateway {
         arguments: Map<String, Value>,
     ) -> Result<Map<String, Value>, ReasonCode> {
         if !self.inner.config.speculation.enabled {
+            tracing::Span::current().record("monitor_action", "off");
             return Ok(arguments);
         }
         let Some(entry) = self.inner.catalog.get(tool) else {
@@ -383,6 +392,7 @@ impl Gateway {
         // A committed call spends no disclosure budget (only pre-commit events are charged).
         let mut budget = Budget { spent: 0 };
         let issued = monitor::issue(labeler, kappa, &event, &arguments, &mut budget);
+        tracing::Span::current().record("monitor_action", issued.verdict.tag());
         match issued.verdict {
             Verdict::Allow | Verdict::Rewrite { .. } => Ok(issued.arguments),
             verdict => {
@@ -475,6 +485,7 @@ impl Gateway {
         }
         let enabled = self.inner.config.speculation.enabled;
         if !enabled && !mode.is_pre_commit() {
+            tracing::Span::current().record("monitor_action", "off");
             return self
                 .call_unthrottled(session, tool, arguments, approval)
                 .await;
@@ -490,6 +501,7 @@ impl Gateway {
         };
         let branch = meta.branch.clone();
         if !enabled {
+            tracing::Span::current().record("monitor_action", "defer");
             let branch = branch.unwrap_or_else(fresh_branch);
             return self
                 .hold(
@@ -540,6 +552,7 @@ impl Gateway {
             }
         }
         let branch_or_seq = || branch.clone().unwrap_or_else(fresh_branch);
+        tracing::Span::current().record("monitor_action", verdict.tag());
         match verdict {
             Verdict::Block(reason) => {
                 let tag = format!("block:{}", reason.as_str());

@@ -1,5 +1,6 @@
 //! The operator's side (issue 15): Prometheus metrics, one log line per decision, the
-//! approve command and the rules that match no tool.
+//! `tool_call` span of each call (the spans are listed in [`crate::otel`]), the approve
+//! command and the rules that match no tool.
 //!
 //! Nothing here carries an argument value. Label values are a tool name from the catalog
 //! (`unknown` for a name no upstream provides: the runtime chooses that string), a decision,
@@ -212,6 +213,26 @@ fn decision_of(outcome: &CallOutcome) -> (&'static str, &'static str, Option<&st
     }
 }
 
+/// The decision, reason code and action id of an explicit preview, as label values:
+/// `previewed` when allowed (its commit is counted on its own), `pending` when it waits for a
+/// confirmation, `deny` otherwise.
+fn preview_decision_of(
+    result: &Result<super::PreviewOutcome, secureclaw_core::recovery::Recovery>,
+) -> (&'static str, &'static str, Option<&str>) {
+    match result {
+        Ok(p) => (
+            match p.decision {
+                super::PreviewDecision::Allow => "previewed",
+                super::PreviewDecision::Confirm => "pending",
+                super::PreviewDecision::Deny => "deny",
+            },
+            p.recovery.as_ref().map_or("none", |r| r.reason.as_str()),
+            Some(p.action_id.0.as_str()),
+        ),
+        Err(r) => ("deny", r.reason.as_str(), r.action_id.as_deref()),
+    }
+}
+
 /// `value` quoted for a POSIX shell when it holds anything but safe characters.
 pub(crate) fn shell_quote(value: &str) -> String {
     let safe = !value.is_empty()
@@ -279,19 +300,55 @@ impl Gateway {
         result: &Result<super::PreviewOutcome, secureclaw_core::recovery::Recovery>,
         started: Instant,
     ) {
-        let (decision, reason, action) = match result {
-            Ok(p) => (
-                match p.decision {
-                    super::PreviewDecision::Allow => "previewed",
-                    super::PreviewDecision::Confirm => "pending",
-                    super::PreviewDecision::Deny => "deny",
-                },
-                p.recovery.as_ref().map_or("none", |r| r.reason.as_str()),
-                Some(p.action_id.0.as_str()),
-            ),
-            Err(r) => ("deny", r.reason.as_str(), r.action_id.as_deref()),
-        };
+        let (decision, reason, action) = preview_decision_of(result);
         self.observe(session, tool, decision, reason, action, started);
+    }
+
+    /// The label of `tool` (a name the runtime chose): its catalog name and upstream, the
+    /// branch tools as themselves, anything else `unknown`.
+    fn tool_label(&self, tool: &str) -> (String, &str) {
+        match self.inner.catalog.get(tool) {
+            Some(e) => (e.exposed.clone(), e.upstream.as_str()),
+            None if tool == super::PROMOTE_TOOL || tool == super::ABANDON_TOOL => {
+                (tool.to_owned(), "secureclaw")
+            }
+            None => ("unknown".to_owned(), ""),
+        }
+    }
+
+    /// The `tool_call` span of one call, preview or commit ([`crate::otel`]): the tool's
+    /// label and upstream now, its decision, reason code and monitor action when known. Its
+    /// parent is the request's `traceparent` ([`crate::otel::with_parent`]), if any.
+    pub(crate) fn call_span(&self, operation: &'static str, tool: &str) -> tracing::Span {
+        let (label, upstream) = self.tool_label(tool);
+        let span = tracing::info_span!(
+            "tool_call",
+            otel.kind = "server",
+            operation,
+            tool = %label,
+            upstream,
+            decision = tracing::field::Empty,
+            reason = tracing::field::Empty,
+            monitor_action = tracing::field::Empty,
+        );
+        crate::otel::adopt_parent(&span);
+        span
+    }
+
+    /// Record a call's decision and reason code on its `tool_call` span.
+    pub(crate) fn record_outcome(span: &tracing::Span, outcome: &CallOutcome) {
+        let (decision, reason, _) = decision_of(outcome);
+        span.record("decision", decision).record("reason", reason);
+    }
+
+    /// Record an explicit preview's decision and reason code on its `tool_call` span
+    /// (the values of [`Gateway::observe_preview`]).
+    pub(crate) fn record_preview(
+        span: &tracing::Span,
+        result: &Result<super::PreviewOutcome, secureclaw_core::recovery::Recovery>,
+    ) {
+        let (decision, reason, _) = preview_decision_of(result);
+        span.record("decision", decision).record("reason", reason);
     }
 
     fn observe(
@@ -303,14 +360,7 @@ impl Gateway {
         action: Option<&str>,
         started: Instant,
     ) {
-        let entry = self.inner.catalog.get(tool);
-        let (label, upstream) = match entry {
-            Some(e) => (e.exposed.clone(), e.upstream.as_str()),
-            None if tool == super::PROMOTE_TOOL || tool == super::ABANDON_TOOL => {
-                (tool.to_owned(), "secureclaw")
-            }
-            None => ("unknown".to_owned(), ""),
-        };
+        let (label, upstream) = self.tool_label(tool);
         let m = &self.inner.metrics;
         m.calls
             .get_or_create(&CallLabels {
