@@ -568,7 +568,8 @@ impl Gateway {
     /// Wait until no call, commit or promotion is running ([`Gateway::detached`]), or
     /// `within` has passed; returns how many still run. For a front end that shuts down (a
     /// signal, the client closing its input): every effect already dispatched then gets its
-    /// outcome recorded before the process exits.
+    /// outcome recorded before the process exits. Then records queued without waiting (a
+    /// read's result record) are written, for up to [`FLUSH_AT_EXIT`] more.
     pub async fn drain(&self, within: std::time::Duration) -> usize {
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -579,6 +580,9 @@ impl Gateway {
                 .running
                 .load(std::sync::atomic::Ordering::SeqCst);
             if running == 0 || tokio::time::timeout_at(deadline, idle).await.is_err() {
+                // Records queued without waiting (a read's result record) are written before
+                // the process exits.
+                let _ = tokio::time::timeout(FLUSH_AT_EXIT, self.inner.writer.flush()).await;
                 return self
                     .inner
                     .in_flight
@@ -588,6 +592,9 @@ impl Gateway {
         }
     }
 }
+
+/// How long [`Gateway::drain`] waits for the records queued without waiting to be written.
+pub const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Gateway {
     /// Start a gateway: connect every upstream of `upstreams` with `connector`, list their

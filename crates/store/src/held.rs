@@ -7,7 +7,7 @@
 use crate::task_state::{bound, count};
 use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, int, sql, uint};
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use secureclaw_core::KeyRing;
 use secureclaw_core::contract::BranchState;
 use secureclaw_core::recovery::Limit;
@@ -276,7 +276,9 @@ impl SqliteStore {
     }
 
     /// Take one token for `session` and `tool` in one immediate transaction (see
-    /// [`secureclaw_core::store::RateLimitStore::take_rate`]).
+    /// [`secureclaw_core::store::RateLimitStore::take_rate`]), committed without waiting for
+    /// fsync ([`crate::without_fsync`]): a crash may forget the last takes, which only refills
+    /// a bucket.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
@@ -288,6 +290,18 @@ impl SqliteStore {
         now: UnixMillis,
     ) -> Result<RateTake, StoreError> {
         let mut conn = self.conn()?;
+        crate::without_fsync(&mut conn, |conn| {
+            Self::take_rate_tx(conn, session, tool, rates, now)
+        })
+    }
+
+    fn take_rate_tx(
+        conn: &mut Connection,
+        session: &str,
+        tool: &str,
+        rates: RateLimits,
+        now: UnixMillis,
+    ) -> Result<RateTake, StoreError> {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;

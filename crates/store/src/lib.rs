@@ -199,6 +199,28 @@ impl SqliteStore {
     }
 }
 
+/// Run `f` (one or more transactions on `conn`) with `synchronous=NORMAL`, then restore
+/// `synchronous=FULL` (issue 14 item 2). In WAL mode such a commit is atomic and ordered but
+/// not yet synced; the next `FULL` commit's sync of the WAL file makes it durable with
+/// everything before it, so a crash can lose only the `NORMAL` commits since the last sync —
+/// for state whose loss is harmless (rate-limit buckets), never for the ledger, actions,
+/// approvals or audit records. If `FULL` cannot be restored the connection is not used with
+/// the weaker setting: the error is returned, and the next use tries the restore again.
+///
+/// # Errors
+/// `f`'s error, or [`StoreError::Unavailable`] if a pragma cannot be set.
+pub(crate) fn without_fsync<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql)?;
+    let result = f(conn);
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(sql)?;
+    result
+}
+
 /// Prepared statements kept per connection (issue 14 item 4: SQL was re-parsed on every
 /// statement, about 10 % of an effect's CPU). The store issues fewer distinct statements than
 /// this, so every statement is parsed once per connection.

@@ -32,6 +32,23 @@ impl Gateway {
             })
     }
 
+    /// Queue `event` with the next group commit without waiting for it (issue 14 item 2): for
+    /// records whose loss in a crash the gateway's answer does not depend on — a plain read's
+    /// result record. A clean shutdown ([`Gateway::drain`]) and the audit export
+    /// ([`Gateway::audit_records`]) wait for it; a crash may lose the last such records
+    /// (README "What survives a crash"). A record that cannot be queued is written and waited
+    /// for instead; a failed write is logged and counted.
+    pub(super) async fn audit_later(&self, event: AuditEvent) {
+        if let Err(e) = self
+            .inner
+            .writer
+            .submit(vec![GroupWrite::Audit(event.clone())])
+        {
+            tracing::debug!(error = %e, "audit record written synchronously");
+            let _ = self.audit(event).await;
+        }
+    }
+
     pub(super) fn event(&self, kind: AuditKind, session: &SessionRecord, tool: &str) -> AuditEvent {
         let mut ev = AuditEvent::new(kind, self.now());
         ev.session = Some(audit_session_id(&session.id));
@@ -96,6 +113,7 @@ impl Gateway {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<secureclaw_core::audit::AuditRecord>, GatewayError> {
+        self.inner.writer.flush().await;
         self.inner
             .store
             .audit_records(from_seq, limit)
@@ -109,6 +127,7 @@ impl Gateway {
     /// The store's error: [`StoreError::Audit`] naming the first record that does not verify,
     /// [`StoreError::Unavailable`], …
     pub async fn verify_audit(&self) -> Result<u64, StoreError> {
+        self.inner.writer.flush().await;
         self.inner.store.verify_audit().await
     }
 

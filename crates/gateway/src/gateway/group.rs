@@ -39,9 +39,16 @@ struct Job {
 
 impl Job {
     fn answer(self, result: Result<GroupOutcome, StoreError>) {
-        if let Some(reply) = self.reply {
+        match (self.reply, result) {
             // A caller that stopped waiting does not need its answer.
-            let _ = reply.send(result);
+            (Some(reply), result) => {
+                let _ = reply.send(result);
+            }
+            // Nobody waits for a submitted write: its loss is at least logged.
+            (None, Err(e)) => {
+                tracing::error!(error = %e, writes = self.writes.len(), "a record queued without waiting could not be written");
+            }
+            (None, Ok(_)) => {}
         }
     }
 }
@@ -96,15 +103,25 @@ impl GroupWriter {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] if no writer can run (no async runtime).
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "fire-and-forget API, used by tests")
-    )]
     pub(crate) fn submit(&self, writes: Vec<GroupWrite>) -> Result<(), StoreError> {
         self.enqueue(Job {
             writes,
             reply: None,
         })
+    }
+
+    /// Wait until everything queued before this call is committed (or failed): at shutdown,
+    /// and before the audit log is exported, so that records queued with [`Self::submit`]
+    /// are there. Returns at once when nothing is queued or being written.
+    pub(crate) async fn flush(&self) {
+        {
+            let q = lock(&self.queue);
+            if q.jobs.is_empty() && !q.writing {
+                return;
+            }
+        }
+        // An empty job is answered in queue order, after every job queued before it.
+        let _ = self.write(Vec::new()).await;
     }
 
     fn enqueue(&self, job: Job) -> Result<(), StoreError> {
@@ -216,7 +233,11 @@ async fn commit(store: &dyn Store, jobs: Vec<Job>) -> Vec<Answer> {
         }
     }
     for job in jobs {
-        let result = store.apply_group(&job.writes).await;
+        let result = if job.writes.is_empty() {
+            Ok(GroupOutcome::default())
+        } else {
+            store.apply_group(&job.writes).await
+        };
         answers.push((job, result));
     }
     answers

@@ -1361,7 +1361,8 @@ async fn lock_bucket(
 #[async_trait]
 impl RateLimitStore for PgStore {
     /// One transaction that locks the session's bucket row first (then the tool's), so takes
-    /// of one session serialize across replicas.
+    /// of one session serialize across replicas; committed asynchronously
+    /// (`synchronous_commit = off` for it alone).
     async fn take_rate(
         &self,
         session: &str,
@@ -1373,6 +1374,11 @@ impl RateLimitStore for PgStore {
         let scope = tool_scope(tool);
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
+        // Asynchronous commit for this transaction only (issue 14 item 2): a crash may forget
+        // the last takes, which only refills a bucket; nothing else waits for its WAL flush.
+        tx.batch_execute("SET LOCAL synchronous_commit TO OFF")
+            .await
+            .map_err(db)?;
         let all = lock_bucket(&tx, session, SESSION_SCOPE, rates.session_burst, now).await?;
         let one = lock_bucket(&tx, session, &scope, rates.tool_burst, now).await?;
         let (all, one, decision) = take_tokens(Some(all), Some(one), rates, now);
