@@ -389,7 +389,11 @@ fn gateway_read_never_shows_planted_values() {
         if let Some(s) = &out.structured {
             everything.push_str(&prop_support::visible_text(s));
         }
-        let records = store.audit_records(next_seq.get(), usize::MAX).unwrap();
+        // The read's record is queued without waiting (issue 14 item 2); the gateway's own
+        // export waits for what is queued.
+        let records = rt
+            .block_on(gw.audit_records(next_seq.get(), usize::MAX))
+            .unwrap();
         prop_assert!(!records.is_empty(), "the read was not audited");
         next_seq.set(records.last().map_or(next_seq.get(), |r| r.seq + 1));
         let audit = serde_json::to_string(&records).unwrap();
