@@ -281,7 +281,7 @@ fn wrapped_joins(text: &str) -> Vec<Join> {
 fn join_lines(text: &str, joins: &[Join]) -> (String, Vec<usize>) {
     let mut joined = String::with_capacity(text.len());
     let mut origin = Vec::with_capacity(text.len());
-    let mut copy = |from: usize, to: usize, joined: &mut String, origin: &mut Vec<usize>| {
+    let copy = |from: usize, to: usize, joined: &mut String, origin: &mut Vec<usize>| {
         for (i, c) in text.get(from..to).unwrap_or_default().char_indices() {
             joined.push(c);
             origin.extend(std::iter::repeat_n(from + i, c.len_utf8()));

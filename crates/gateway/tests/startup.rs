@@ -244,3 +244,27 @@ async fn an_upstream_that_cannot_be_connected_stops_start_up() {
     assert!(err.to_string().contains("connection refused"), "{err}");
     assert_eq!(connector.asked.lock().unwrap().len(), 2);
 }
+
+/// Issue 15 new-user trial (2026-12-04): a grant naming no tool (`write_file` under `serve`,
+/// where tools are `upstream__tool`) was accepted without a word and did nothing. The gateway
+/// names such grants; grants by exposed name, by `upstream__tool`, by glob and with a count
+/// are recognised.
+#[tokio::test]
+async fn grants_that_match_no_tool_are_named() {
+    let h = common::Harness::new().await;
+    let grants: Vec<String> = [
+        "test__count",
+        "test__count#2",
+        "test__*#*",
+        "count",
+        "tset__count#3",
+        "office__send_emial",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    assert_eq!(
+        h.gw.unmatched_grants(&grants),
+        vec!["count", "tset__count#3", "office__send_emial"]
+    );
+}

@@ -20,6 +20,13 @@ impl Gateway {
         caller: &str,
         envelope: TaskEnvelope,
     ) -> Result<SessionRecord, GatewayError> {
+        for grant in self.unmatched_grants(&envelope.granted_tools) {
+            tracing::warn!(
+                target: "secureclaw::config",
+                grant = %grant,
+                "granted tool `{grant}` matches no tool the upstreams list; the grant does nothing (tools are named `upstream__tool` under serve, or as the upstream names them under wrap)"
+            );
+        }
         let now = self.now();
         let record = SessionRecord {
             id: format!("ses_{}", secureclaw_core::encoding::base32(&random::<16>())),
@@ -40,6 +47,35 @@ impl Gateway {
             .await
             .map_err(|()| GatewayError::Store("audit append failed".into()))?;
         Ok(record)
+    }
+
+    /// The entries of `granted_tools` (a task's grants, with an optional `#N` / `#*` count)
+    /// that match no tool: neither an exposed name nor, as a glob, any `upstream__tool` the
+    /// upstreams list. Such a grant authorizes nothing, which fails safe but leaves the user
+    /// wondering why the grant "does not work" (issue 15 new-user trial of 2026-12-04).
+    #[must_use]
+    pub fn unmatched_grants(&self, granted_tools: &[String]) -> Vec<String> {
+        let qualified: Vec<String> = self
+            .inner
+            .catalog
+            .listed()
+            .into_iter()
+            .map(|(u, t)| format!("{u}__{t}"))
+            .collect();
+        granted_tools
+            .iter()
+            .filter(|g| {
+                let pattern = match g.rsplit_once('#') {
+                    Some((p, n)) if n == "*" || n.parse::<u64>().is_ok() => p,
+                    _ => g.as_str(),
+                };
+                self.inner.catalog.get(pattern).is_none()
+                    && !qualified
+                        .iter()
+                        .any(|q| secureclaw_core::handle::glob_match(pattern, q))
+            })
+            .cloned()
+            .collect()
     }
 
     /// Look a live session up.
