@@ -435,7 +435,7 @@ fn touches_break(text: &str, finding: &Finding) -> bool {
         .trim_start_matches([' ', '\t', '|'])
         .starts_with(is_break)
         || before
-            .trim_end_matches(|c: char| matches!(c, ' ' | '\t' | '>' | '|' | '#' | '*' | '/'))
+            .trim_end_matches([' ', '\t', '>', '|', '#', '*', '/'])
             .ends_with(is_break)
 }
 
