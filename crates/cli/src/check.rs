@@ -77,6 +77,24 @@ pub async fn run(state_dir: Option<&Path>, cmd: ConfigCommand) -> Result<ExitCod
     for rule in &unmatched {
         println!("warning: {rule}");
     }
+    // Tools are exposed as `upstream__tool` by `serve`, so a grant names them so.
+    let grants = config
+        .task
+        .as_ref()
+        .map(|t| secureclaw_gateway::rules::unmatched_grants(&t.granted_tools, &listed, &[]))
+        .unwrap_or_default();
+    for grant in &grants {
+        println!(
+            "warning: task.granted_tools `{grant}` matches no listed tool (tools are named `upstream__tool`); the grant does nothing"
+        );
+    }
+    if !grants.is_empty() {
+        println!(
+            "config check failed: {} grant(s) match no tool: fix the names, or remove them",
+            grants.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     if unmatched.is_empty() {
         println!(
             "every rule applies to a listed tool ({} [[gateway.tools]], {} [[gateway.classify]], {} [[gateway.directory]])",

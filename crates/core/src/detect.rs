@@ -201,8 +201,9 @@ fn is_break(c: char) -> bool {
 }
 
 /// The length of the prefix a continuation line starts with: indentation, blank lines, and
-/// quote or comment markers (`>`, `>>`, `|`, `#`, `//`, `*`, with spaces between) that a mail
-/// reply, a comment block or a table puts before the rest of a value (red-team round of
+/// quote, comment and list markers (`>`, `>>`, `|`, `#`, `//`, `*`, `` ` ``, `- `, with spaces
+/// between) that a mail reply, a comment block, a table or a list puts before the rest of a
+/// value (red-team round of
 /// 2026-12-04: `> dana.whitfield@` / `> northwind.example` showed the address).
 fn continuation_prefix(next: &str) -> usize {
     let mut rest = next;
@@ -210,8 +211,9 @@ fn continuation_prefix(next: &str) -> usize {
         let before = rest.len();
         rest = rest
             .trim_start_matches(|c: char| c == ' ' || c == '\t' || c == '\u{a0}' || is_break(c));
-        rest = rest.trim_start_matches(['>', '|', '#', '*']);
+        rest = rest.trim_start_matches(['>', '|', '#', '*', '`']);
         rest = rest.strip_prefix("//").unwrap_or(rest);
+        rest = rest.strip_prefix("- ").unwrap_or(rest);
         if rest.len() == before {
             return next.len() - rest.len();
         }
@@ -229,6 +231,9 @@ struct Join {
     /// The line ended in a hyphen or a quoted-printable soft break (`=`): the value was cut
     /// inside a word, whatever each side looks like.
     mid_word: bool,
+    /// The line ended in a separator of a number's groups (`-`, `.`, `/`) after a digit and
+    /// the next starts with a digit: `415-555-` / `0132`.
+    after_separator: bool,
 }
 
 /// The line breaks of `text` a value may continue over, in order.
@@ -246,7 +251,7 @@ fn wrapped_joins(text: &str) -> Vec<Join> {
         let next = text.get(next_from..).unwrap_or_default();
         let resume = next_from + continuation_prefix(next);
         at = next_from;
-        let kept = line.trim_end_matches([' ', '\t', '\u{a0}', '|']);
+        let kept = line.trim_end_matches([' ', '\t', '\u{a0}', '|', '`', '\\']);
         let soft = kept.ends_with('=') && !kept.ends_with("==");
         let kept = if soft {
             kept.strip_suffix('=').unwrap_or(kept)
@@ -269,6 +274,13 @@ fn wrapped_joins(text: &str) -> Vec<Join> {
                 resume,
                 spaced: left.is_ascii_digit() && right.is_ascii_digit(),
                 mid_word: hyphen || soft,
+                after_separator: matches!(left, '-' | '.' | '/')
+                    && kept
+                        .chars()
+                        .rev()
+                        .nth(1)
+                        .is_some_and(|c| c.is_ascii_digit())
+                    && right.is_ascii_digit(),
             });
         }
     }
@@ -368,7 +380,22 @@ fn scan_wrapped(text: &str, out: &mut Vec<Finding>) {
         if finding.kind == IdentifierKind::Phone
             && !joined
                 .get(finding.range())
-                .is_some_and(|t| t.starts_with('+'))
+                .is_some_and(|t| t.starts_with(['+', '(']))
+            && !crossed.iter().any(|j| j.after_separator)
+        {
+            continue;
+        }
+        // A card number over lines that hold one digit group each is a column of numbers.
+        if finding.kind == IdentifierKind::CardNumber
+            && crossed.iter().any(|j| j.spaced)
+            && text.get(start..end).is_some_and(|t| {
+                t.split(is_break).all(|line| {
+                    line.split(|c: char| !c.is_ascii_digit())
+                        .filter(|g| !g.is_empty())
+                        .count()
+                        <= 1
+                })
+            })
         {
             continue;
         }
@@ -394,7 +421,10 @@ fn scan_wrapped(text: &str, out: &mut Vec<Finding>) {
                     let added = format!(
                         "{}{}",
                         text.get(start..d.start).unwrap_or_default(),
-                        text.get(d.end..end).unwrap_or_default()
+                        // A sentence's punctuation right after the whole value ends it.
+                        text.get(d.end..end)
+                            .unwrap_or_default()
+                            .trim_start_matches(['.', ',', ';', ':', '!', '?', ')'])
                     );
                     !looks_like_value_part(added.trim_matches(|c: char| {
                         c.is_whitespace() || matches!(c, '>' | '|' | '#' | '*')
@@ -432,7 +462,7 @@ fn touches_break(text: &str, finding: &Finding) -> bool {
     let after = text.get(finding.end..).unwrap_or_default();
     let before = text.get(..finding.start).unwrap_or_default();
     after
-        .trim_start_matches([' ', '\t', '|'])
+        .trim_start_matches([' ', '\t', '|', '.', ',', ';', ':', '!', '?', ')'])
         .starts_with(is_break)
         || before
             .trim_end_matches([' ', '\t', '>', '|', '#', '*', '/'])
@@ -2110,6 +2140,9 @@ mod tests {
             );
         }
         for text in [
+            "Pay to `DE89 3704 0044`\n`0532 0130 00` by Friday.",
+            "Pay to DE89 3704 0044 \\\n0532 0130 00 now",
+            "- DE89 3704 0044\n- 0532 0130 00",
             "> DE89 3704 0044\n> 0532 0130 00",
             "DE89 3704 0044\n\n0532 0130 00",
             "DE89 3704 0044\r0532 0130 00",
@@ -2160,6 +2193,23 @@ mod tests {
             "{:?}",
             kinds(dates)
         );
+        let column = "Meter readings\n4520\n4530\n4540\n4500";
+        assert!(kinds(column).is_empty(), "{:?}", kinds(column));
+        let url = "Visit www.example.com.\nThanks, Dana";
+        assert!(covered(url, "www.example.com") && !covered(url, "Thanks"));
+        for phone in [
+            "Call (415) 555-\n0132 now",
+            "Call 415-555-\n0132 now",
+            "Call 415.555.\n0132 now",
+        ] {
+            let found = kinds(phone);
+            assert!(
+                found
+                    .iter()
+                    .any(|(_, v)| v.contains("0132") && v.contains("555")),
+                "{phone:?}: {found:?}"
+            );
+        }
         let sched = "Mon 0900 1030\nTue 1100 1230";
         assert!(!covered(sched, "Tue"));
         let p = "password: hunter2024\nRegards from Dana";

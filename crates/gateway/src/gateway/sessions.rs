@@ -49,33 +49,17 @@ impl Gateway {
         Ok(record)
     }
 
-    /// The entries of `granted_tools` (a task's grants, with an optional `#N` / `#*` count)
-    /// that match no tool: neither an exposed name nor, as a glob, any `upstream__tool` the
-    /// upstreams list. Such a grant authorizes nothing, which fails safe but leaves the user
-    /// wondering why the grant "does not work" (issue 15 new-user trial of 2026-12-04).
+    /// The entries of `granted_tools` that match no tool of this gateway
+    /// ([`crate::rules::unmatched_grants`]).
     #[must_use]
     pub fn unmatched_grants(&self, granted_tools: &[String]) -> Vec<String> {
-        let qualified: Vec<String> = self
+        let exposed: Vec<String> = self
             .inner
             .catalog
-            .listed()
-            .into_iter()
-            .map(|(u, t)| format!("{u}__{t}"))
-            .collect();
-        granted_tools
             .iter()
-            .filter(|g| {
-                let pattern = match g.rsplit_once('#') {
-                    Some((p, n)) if n == "*" || n.parse::<u64>().is_ok() => p,
-                    _ => g.as_str(),
-                };
-                self.inner.catalog.get(pattern).is_none()
-                    && !qualified
-                        .iter()
-                        .any(|q| secureclaw_core::handle::glob_match(pattern, q))
-            })
-            .cloned()
-            .collect()
+            .map(|e| e.exposed.clone())
+            .collect();
+        crate::rules::unmatched_grants(granted_tools, &self.inner.catalog.listed(), &exposed)
     }
 
     /// Look a live session up.
