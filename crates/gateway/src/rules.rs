@@ -149,6 +149,32 @@ pub fn unmatched_rules(config: &GatewayConfig, listed: &[(String, String)]) -> V
     out
 }
 
+/// The entries of a task's `granted_tools` (with an optional `#N` / `#*` count) that match no
+/// tool: neither one of `exposed` names nor, as a glob, any `upstream__tool` of `listed`
+/// (`(upstream id, tool name)` pairs). Such a grant authorizes nothing — which fails safe, but
+/// leaves the user wondering why the grant "does not work" (issue 15 new-user trial of
+/// 2026-12-04: `write_file` granted under `serve`, where the tool is `fs__write_file`).
+#[must_use]
+pub fn unmatched_grants(
+    granted_tools: &[String],
+    listed: &[(String, String)],
+    exposed: &[String],
+) -> Vec<String> {
+    let qualified: Vec<String> = listed.iter().map(|(u, t)| format!("{u}__{t}")).collect();
+    granted_tools
+        .iter()
+        .filter(|g| {
+            let pattern = match g.rsplit_once('#') {
+                Some((p, n)) if n == "*" || n.parse::<u64>().is_ok() => p,
+                _ => g.as_str(),
+            };
+            !exposed.iter().any(|e| e == pattern)
+                && !qualified.iter().any(|q| glob_match(pattern, q))
+        })
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -225,30 +251,4 @@ mod tests {
         assert_eq!(distance("", "abc"), 3);
         assert_eq!(distance("kitten", "sitting"), 3);
     }
-}
-
-/// The entries of a task's `granted_tools` (with an optional `#N` / `#*` count) that match no
-/// tool: neither one of `exposed` names nor, as a glob, any `upstream__tool` of `listed`
-/// (`(upstream id, tool name)` pairs). Such a grant authorizes nothing — which fails safe, but
-/// leaves the user wondering why the grant "does not work" (issue 15 new-user trial of
-/// 2026-12-04: `write_file` granted under `serve`, where the tool is `fs__write_file`).
-#[must_use]
-pub fn unmatched_grants(
-    granted_tools: &[String],
-    listed: &[(String, String)],
-    exposed: &[String],
-) -> Vec<String> {
-    let qualified: Vec<String> = listed.iter().map(|(u, t)| format!("{u}__{t}")).collect();
-    granted_tools
-        .iter()
-        .filter(|g| {
-            let pattern = match g.rsplit_once('#') {
-                Some((p, n)) if n == "*" || n.parse::<u64>().is_ok() => p,
-                _ => g.as_str(),
-            };
-            !exposed.iter().any(|e| e == pattern)
-                && !qualified.iter().any(|q| glob_match(pattern, q))
-        })
-        .cloned()
-        .collect()
 }
