@@ -377,6 +377,21 @@ fn scan_wrapped(text: &str, out: &mut Vec<Finding>) {
         if crossed.is_empty() {
             continue;
         }
+        // A key pattern that stops inside a word of the next line (`AIza…-` then `résumé`:
+        // the pattern takes the `r` and stops at the `é`) found no wrapped key: the line's
+        // key ended at the break (proptest seed of 2026-12-04).
+        if finding.kind == IdentifierKind::Secret
+            && text
+                .get(end..)
+                .and_then(|r| r.chars().next())
+                .is_some_and(char::is_alphanumeric)
+            && text
+                .get(..end)
+                .and_then(|r| r.chars().next_back())
+                .is_some_and(char::is_alphanumeric)
+        {
+            continue;
+        }
         if finding.kind == IdentifierKind::Phone
             && !joined
                 .get(finding.range())
@@ -2071,6 +2086,15 @@ mod tests {
             "password: hunter2024\nRegards from Dana",
             "Regards"
         ));
+        // A key ending its line in `-` before a word: the key alone, not the word's first
+        // letter (a pattern stopping at the `é` of `résumé` took the `r`).
+        let hyphen_end = "AIza__C_j_LE3m3ROaUkqE-zm0L-9CC70gGg0l-\nrésumé regards über";
+        assert!(found(
+            hyphen_end,
+            IdentifierKind::Secret,
+            "AIza__C_j_LE3m3ROaUkqE-zm0L-9CC70gGg0l-"
+        ));
+        assert!(!covered(hyphen_end, "\nr"));
     }
 
     /// Red-team round of 2026-12-04: values wrapped over two lines, none of whose lines alone
