@@ -640,8 +640,11 @@ fn load_average() -> String {
 /// `n` times: write 4 KiB to a file in `dir` and `fdatasync` it; round trips in ns.
 /// `append`: at its end, so the file grows and each `fdatasync` also commits the new size
 /// (what `effects_load.py` measures); otherwise over the same 4 KiB block, written once first,
-/// so no metadata changes (what a reused SQLite WAL page costs).
-fn fsync_probe(dir: &Path, n: usize, append: bool) -> Result<Vec<u64>> {
+/// so no metadata changes (what a reused SQLite WAL page costs). `spaced`: a pause of 0 to
+/// 4.9 ms (varying) before each probe, so that probes do not start in step with whatever
+/// periodic tick the disk's flushes wait for (back-to-back probes on this VM each wait a full
+/// 4 ms period; a gateway's fsyncs arrive at random moments).
+fn fsync_probe(dir: &Path, n: usize, append: bool, spaced: bool) -> Result<Vec<u64>> {
     use std::os::unix::fs::FileExt as _;
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path)
@@ -652,7 +655,11 @@ fn fsync_probe(dir: &Path, n: usize, append: bool) -> Result<Vec<u64>> {
         f.sync_all()?;
     }
     let mut ns = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
+        if spaced {
+            let gap = u64::try_from(i).unwrap_or(0).wrapping_mul(700) % 4900;
+            std::thread::sleep(Duration::from_micros(gap));
+        }
         let t = Instant::now();
         if append {
             f.write_all(&buf)?;
@@ -667,9 +674,13 @@ fn fsync_probe(dir: &Path, n: usize, append: bool) -> Result<Vec<u64>> {
     Ok(ns)
 }
 
-/// Both fsync probes, `n` each: (append, overwrite).
-fn fsync_probes(dir: &Path, n: usize) -> Result<(Vec<u64>, Vec<u64>)> {
-    Ok((fsync_probe(dir, n, true)?, fsync_probe(dir, n, false)?))
+/// The three fsync probes, `n` each: append, overwrite, overwrite spaced.
+fn fsync_probes(dir: &Path, n: usize) -> Result<[Vec<u64>; 3]> {
+    Ok([
+        fsync_probe(dir, n, true, false)?,
+        fsync_probe(dir, n, false, false)?,
+        fsync_probe(dir, n, false, true)?,
+    ])
 }
 
 /// E-mails in the offices of `front` whose subject starts with the series' prefix:
@@ -773,14 +784,13 @@ async fn main() -> Result<()> {
         o.fsync_probes,
         run.dir.path().display()
     );
-    let mut fs_p50 = [0.0; 2];
-    for (i, (kind, start, end)) in [
-        ("append (file grows)", &fsync_start.0, &fsync_end.0),
-        ("overwrite (same block)", &fsync_start.1, &fsync_end.1),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    let mut fs_p50 = [0.0; 3];
+    let kinds = [
+        "append (file grows), back to back",
+        "overwrite (same block), back to back",
+        "overwrite (same block), spaced 0-4.9 ms",
+    ];
+    for (i, ((kind, start), end)) in kinds.iter().zip(&fsync_start).zip(&fsync_end).enumerate() {
         let (s, e) = (summarize(start.clone()), summarize(end.clone()));
         let all = summarize([start.as_slice(), end.as_slice()].concat());
         println!(
@@ -791,7 +801,7 @@ async fn main() -> Result<()> {
             *p = all.p50;
         }
     }
-    let [fs_append, fs_overwrite] = fs_p50;
+    let [fs_append, fs_overwrite, fs_spaced] = fs_p50;
     println!();
     println!("times in µs; calls/s = calls of the series ÷ wall time of its slices");
     println!();
@@ -848,7 +858,11 @@ async fn main() -> Result<()> {
         get(Relay, Op::Read),
         0.0,
     );
-    for (kind, fs) in [("overwrite", fs_overwrite), ("append", fs_append)] {
+    for (kind, fs) in [
+        ("overwrite spaced", fs_spaced),
+        ("overwrite", fs_overwrite),
+        ("append", fs_append),
+    ] {
         line(
             &format!("wrap effect / (relay effect + fsync {kind} p50 {fs:.0} µs) (target <= 1.3x)"),
             get(Wrap, Op::Effect),
