@@ -641,9 +641,8 @@ fn load_average() -> String {
 /// `append`: at its end, so the file grows and each `fdatasync` also commits the new size
 /// (what `effects_load.py` measures); otherwise over the same 4 KiB block, written once first,
 /// so no metadata changes (what a reused SQLite WAL page costs). `spaced`: a pause of 0 to
-/// 4.9 ms (varying) before each probe, so that probes do not start in step with whatever
-/// periodic tick the disk's flushes wait for (back-to-back probes on this VM each wait a full
-/// 4 ms period; a gateway's fsyncs arrive at random moments).
+/// 4.9 ms (varying) before each probe, so that probes do not start in step with a periodic
+/// flush of the disk, if it has one (a gateway's fsyncs arrive at random moments).
 fn fsync_probe(dir: &Path, n: usize, append: bool, spaced: bool) -> Result<Vec<u64>> {
     use std::os::unix::fs::FileExt as _;
     let path = dir.join("fsync-probe");
