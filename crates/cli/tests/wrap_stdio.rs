@@ -845,11 +845,19 @@ fn approvals_survive_a_restart_of_the_client() {
         .unwrap();
     let all = String::from_utf8_lossy(&all.stdout);
     assert!(all.contains(&left), "declined, not lost: {all}");
-    let paid = fresh
-        .audit()
-        .iter()
-        .filter(|e| e["kind"] == "commit")
-        .count();
+    // The commit record is written just after the answer (issue 14 item 2): wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let paid = loop {
+        let paid = fresh
+            .audit()
+            .iter()
+            .filter(|e| e["kind"] == "commit")
+            .count();
+        if paid > 0 || std::time::Instant::now() > deadline {
+            break paid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_eq!(paid, 1);
 }
 

@@ -186,6 +186,8 @@ async fn one_shot_calls_from_concurrent_clients_each_run_once_with_their_records
         .map(|(_, a)| a["n"].as_u64().unwrap())
         .collect();
     assert_eq!(received.len(), total, "an action executed more than once");
+    // The `commit` records and `executed` marks are queued without the callers waiting.
+    h.gw.flush().await;
     let records = h.store.audit_records(0, usize::MAX).unwrap();
     let seen: BTreeSet<(String, String)> = records
         .iter()

@@ -459,6 +459,7 @@ async fn clean_upstream_answers_are_failed_or_executed() {
         panic!("{o:?}")
     };
     assert!(output.is_error);
+    d.gw.flush().await;
     assert_eq!(
         d.store.ledger_entry(action).unwrap().unwrap().state,
         LedgerState::Executed

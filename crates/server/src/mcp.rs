@@ -275,12 +275,15 @@ impl McpFrontEnd {
         }
     }
 
-    /// Serve on stdin/stdout until the client disconnects.
+    /// Serve on stdin/stdout until the client disconnects. When both are pipes (the way MCP
+    /// clients start a stdio server) they are driven by tokio's non-blocking pipe driver
+    /// (`rmcp::transport::stdio_pipes`), with no hand-off to a blocking helper thread per
+    /// message (issue 14 item 1); otherwise (a terminal, a file) by the blocking handles.
     ///
     /// # Errors
     /// Transport or initialization failures.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
-        let (stdin, stdout) = rmcp::transport::stdio();
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
         self.serve_lines(stdin, stdout).await
     }
 

@@ -507,6 +507,7 @@ async fn filesystem_server_behind_secureclaw() {
         "approved write failed: {approved:?}"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
+    gateway.flush().await;
     assert_eq!(audit_count(&store, "commit", &action), 1);
 
     // -- e. replays: identical → replay; altered content → binding_mismatch; nothing runs
@@ -541,6 +542,7 @@ async fn filesystem_server_behind_secureclaw() {
         "{altered:?}"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
+    gateway.flush().await;
     assert_eq!(audit_count(&store, "commit", &action), 1);
 
     // -- f. the audit log verifies and holds no protected value
@@ -665,6 +667,7 @@ async fn a_2026_07_28_client_completes_the_filesystem_flow() {
         "binding_mismatch"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), out_text);
+    gateway.flush().await;
     assert_eq!(audit_count(&store, "commit", &action), 1);
 
     client.cancel().await.unwrap();

@@ -39,13 +39,21 @@ impl Gateway {
     /// (README "What survives a crash"). A record that cannot be queued is written and waited
     /// for instead; a failed write is logged and counted.
     pub(super) async fn audit_later(&self, event: AuditEvent) {
-        if let Err(e) = self
-            .inner
-            .writer
-            .submit(vec![GroupWrite::Audit(event.clone())])
-        {
-            tracing::debug!(error = %e, "audit record written synchronously");
-            let _ = self.audit(event).await;
+        self.write_later(vec![GroupWrite::Audit(event)]).await;
+    }
+
+    /// Queue `writes` with the next group commit without waiting for them (issue 14 item 2):
+    /// a read's result record, an effect's `commit` record and `executed` mark. Writes that
+    /// cannot be queued (no writer can run) are written and waited for instead. A failed
+    /// write is logged by the writer; a lost ledger outcome leaves its entry `reserved`, which
+    /// the next start reports.
+    pub(super) async fn write_later(&self, writes: Vec<GroupWrite>) {
+        if let Err(e) = self.inner.writer.submit(writes.clone()) {
+            tracing::debug!(error = %e, "records written synchronously");
+            if let Err(e) = self.inner.writer.write(writes).await {
+                self.inner.metrics.audit_append_failed();
+                tracing::error!(error = %e, "records could not be written");
+            }
         }
     }
 
@@ -102,6 +110,14 @@ impl Gateway {
         let mut ev = AuditEvent::new(AuditKind::Rejection, now);
         ev.detail = json!({"front_end": front_end, "reason": reason, "count": count});
         let _ = self.audit(ev).await;
+    }
+
+    /// Wait until every record and ledger outcome queued so far without waiting (a read's
+    /// result record, an effect's `commit` record and `executed` mark) is committed, or its
+    /// failure logged. An embedder reading the store directly calls this first; the audit
+    /// export and [`Gateway::drain`] do it themselves.
+    pub async fn flush(&self) {
+        self.inner.writer.flush().await;
     }
 
     /// Up to `limit` audit records with `seq >= from_seq`, in order (audit export).

@@ -416,9 +416,12 @@ impl Gateway {
             Ok(output) => {
                 let digest = result_digest(&output);
                 // The commit record and the `executed` mark are one write of a group commit
-                // (one transaction): if it is lost (a crash, an audit failure) the entry stays
-                // `reserved`, which the next start reports as `crash_recovery`, so no effect is
-                // ever unaudited.
+                // (one transaction) that the caller does not wait for (issue 14 item 2: no
+                // durable write after the effect on the caller's path). The reservation made
+                // before the effect is durable, so the effect can never run twice; if this
+                // write is lost (a crash, a store failure) the entry stays `reserved`, which the
+                // next start reports as `crash_recovery` with the action's record, so no effect
+                // goes unreported (README "What survives a crash").
                 let mut ev = self.event(AuditKind::Commit, session, &entry.exposed);
                 ev.action_id = Some(action_id.0.clone());
                 ev.detail = json!({"binding": binding, "result_digest": digest, "is_error": output.is_error});
@@ -427,30 +430,8 @@ impl Gateway {
                     result_digest: digest,
                     at: self.now(),
                 };
-                match self
-                    .inner
-                    .writer
-                    .write(vec![GroupWrite::Audit(ev), executed])
-                    .await
-                {
-                    Ok(done) if done.unchanged.is_empty() => {}
-                    Ok(_) => {
-                        tracing::error!(action = %action_id, "could not mark executed; the entry is no longer reserved");
-                    }
-                    Err(e) => {
-                        self.inner.metrics.audit_append_failed();
-                        tracing::error!(error = %e, action = %action_id, "commit record not written; entry stays reserved and will be reported");
-                        return self
-                            .deny(
-                                session,
-                                &entry.exposed,
-                                Some(&entry),
-                                ReasonCode::ResultWithheld,
-                                Some(action_id),
-                            )
-                            .await;
-                    }
-                }
+                self.write_later(vec![GroupWrite::Audit(ev), executed])
+                    .await;
                 // A store effect marks nothing seen: an append, a partial write or a write
                 // under another spelling leaves content the session has not been shown (a
                 // later content-matching edit reads the object first).

@@ -827,21 +827,9 @@ impl Gateway {
                 let mut ev = self.event(AuditKind::Read, session, &entry.exposed);
                 ev.action_id = action.as_ref().map(|a| a.0.clone());
                 ev.detail = json!({"handles_issued": handles, "is_error": output.is_error});
-                // A plain read's record does not hold up its answer (issue 14 item 2: no fsync
-                // on a read's path); an effect's result record is written before its answer.
-                if action.is_none() {
-                    self.audit_later(ev).await;
-                } else if self.audit(ev).await.is_err() {
-                    return self
-                        .deny(
-                            session,
-                            &entry.exposed,
-                            Some(entry),
-                            failed,
-                            action.as_ref(),
-                        )
-                        .await;
-                }
+                // The result record does not hold up the answer (issue 14 item 2: no fsync on a
+                // read's path, none after an effect on the caller's path).
+                self.audit_later(ev).await;
                 CallOutcome::Completed {
                     output,
                     action_id: action,
