@@ -214,7 +214,6 @@ fn store_err(e: impl std::fmt::Display) -> GatewayError {
 /// [`GatewayError::Config`] for terms that make no grant ([`GrantTerms::validate`]);
 /// as [`decide_approval`]; [`GatewayError::Store`] if the grant cannot be stored (the
 /// approval then stands, for this one call only).
-#[expect(clippy::too_many_arguments, reason = "the approval's full context")]
 pub async fn approve_with_grant(
     keys: &KeyRing,
     store: &dyn Store,
