@@ -627,10 +627,24 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Approve a pending action: the exact previewed call may then run once.
+    /// Approve a pending action: the exact previewed call may then run once. With
+    /// `--allow-for` and/or `--uses`, also create a standing grant: later calls of the same
+    /// session to the same tool, with no target the approved call did not have and no larger
+    /// amount, run without asking until it expires, its uses are taken or it is revoked
+    /// (`secureclaw grants revoke`).
     Approve {
         /// Action id (act_…).
         action_id: String,
+        /// Let similar calls run for this long (`90s`, `30m`, `2h`; at most 24h).
+        #[arg(long, value_name = "DURATION")]
+        allow_for: Option<String>,
+        /// Let at most this many similar calls run (1..=1000).
+        #[arg(long, value_name = "N")]
+        uses: Option<u64>,
+        /// Amount ceiling for a financial tool, in minor units (cents); default: the
+        /// approved call's own amount.
+        #[arg(long, value_name = "MINOR_UNITS")]
+        max_amount: Option<u64>,
     },
     /// Deny a pending action.
     Deny {
@@ -682,12 +696,20 @@ pub async fn approvals(
                 );
             }
         }
-        ApprovalsCommand::Approve { action_id } | ApprovalsCommand::Deny { action_id }
+        ApprovalsCommand::Approve { action_id, .. } | ApprovalsCommand::Deny { action_id }
             if action_id.is_empty() =>
         {
             bail!("action id must not be empty")
         }
-        ApprovalsCommand::Approve { action_id } => {
+        ApprovalsCommand::Approve {
+            action_id,
+            allow_for: None,
+            uses: None,
+            max_amount,
+        } => {
+            if max_amount.is_some() {
+                bail!("--max-amount applies to a standing grant: add --allow-for or --uses");
+            }
             let ttl = GatewayConfig::default().limits.confirmation_ttl_ms;
             decide_approval(
                 &keys,
@@ -702,6 +724,46 @@ pub async fn approvals(
             .with_context(|| format!("approving in {place}"))?;
             println!("approved {action_id}: the runtime may now re-issue the identical call once");
         }
+        ApprovalsCommand::Approve {
+            action_id,
+            allow_for,
+            uses,
+            max_amount,
+        } => {
+            let allow_for_ms = allow_for
+                .as_deref()
+                .map(secureclaw_gateway::parse_duration)
+                .transpose()?;
+            let terms = secureclaw_gateway::GrantTerms {
+                allow_for_ms,
+                uses,
+                max_amount,
+            }
+            .validate()?;
+            let ttl = GatewayConfig::default().limits.confirmation_ttl_ms;
+            let (_, grant) = secureclaw_gateway::approve_with_grant(
+                &keys,
+                store.as_ref(),
+                now(),
+                ttl,
+                &ActionId(action_id.clone()),
+                &cli_identity(),
+                terms,
+            )
+            .await
+            .with_context(|| format!("approving in {place}"))?;
+            let view = secureclaw_gateway::GrantView::of(&grant, now());
+            println!(
+                "approved {action_id}: the runtime may now re-issue the identical call once\n\
+                 standing grant {}: similar calls of {} in session {} run without asking {}\n\
+                 revoke it with: secureclaw grants revoke {}",
+                view.id,
+                view.tool,
+                view.session,
+                grant_terms_text(&view),
+                view.id
+            );
+        }
         ApprovalsCommand::Deny { action_id } => {
             decide_approval(
                 &keys,
@@ -715,6 +777,94 @@ pub async fn approvals(
             .await
             .with_context(|| format!("denying in {place}"))?;
             println!("denied {action_id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The CLI's approver identity in the audit log and on grants: `cli:` and the login name.
+fn cli_identity() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// "until 2026-…Z, 2 of 5 uses taken" for a grant.
+fn grant_terms_text(v: &secureclaw_gateway::GrantView) -> String {
+    let until = iso8601(v.expires_at);
+    match v.max_uses {
+        Some(n) => format!("until {until}, {} of {n} uses taken", v.used),
+        None => format!("until {until}, {} uses taken", v.used),
+    }
+}
+
+/// `secureclaw grants …`.
+#[derive(Debug, Subcommand)]
+pub enum GrantsCommand {
+    /// List standing grants (live ones by default).
+    List {
+        /// Show every grant (expired, used up, revoked too).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Revoke a standing grant: no later call is covered by it.
+    Revoke {
+        /// Grant id (grant-…).
+        grant_id: String,
+    },
+}
+
+/// List or revoke standing grants directly in the state directory's store (works while a
+/// gateway runs).
+pub async fn grants(
+    state_dir: &Path,
+    store_url: Option<&str>,
+    cmd: GrantsCommand,
+) -> Result<ExitCode> {
+    let (_, store) = stack::open_existing_state(state_dir, store_url).await?;
+    let place = state_place(state_dir, store_url);
+    match cmd {
+        GrantsCommand::List { all } => {
+            let list = secureclaw_gateway::list_grants(store.as_ref(), all, now())
+                .await
+                .with_context(|| format!("listing grants in {place}"))?;
+            if list.is_empty() {
+                println!(
+                    "no {}standing grants in {place}",
+                    if all { "" } else { "live " }
+                );
+            }
+            for v in list {
+                println!(
+                    "{}  {:<8}  {}  {} (session {}, from {} by {}{})",
+                    v.id,
+                    v.state,
+                    v.tool,
+                    grant_terms_text(&v),
+                    v.session,
+                    v.action_id,
+                    v.created_by,
+                    v.revoked_by
+                        .as_deref()
+                        .map(|b| format!(", revoked by {b}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        GrantsCommand::Revoke { grant_id } => {
+            if grant_id.is_empty() {
+                bail!("grant id must not be empty");
+            }
+            let v =
+                secureclaw_gateway::revoke_grant(store.as_ref(), &grant_id, &cli_identity(), now())
+                    .await
+                    .with_context(|| format!("revoking in {place}"))?;
+            println!(
+                "revoked {} (by {})",
+                v.id,
+                v.revoked_by.as_deref().unwrap_or_default()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

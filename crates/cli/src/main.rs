@@ -115,6 +115,9 @@ enum Command {
     /// List, approve or deny actions waiting for the user's confirmation.
     #[command(subcommand)]
     Approvals(commands::ApprovalsCommand),
+    /// List or revoke standing grants (created with `approvals approve --allow-for/--uses`).
+    #[command(subcommand)]
+    Grants(commands::GrantsCommand),
     /// Verify or export the hash-chained audit log.
     #[command(subcommand)]
     Audit(commands::AuditCommand),
@@ -314,7 +317,11 @@ fn main() -> ExitCode {
     // (new-user finding: `approvals list` looked in the default directory and found nothing).
     let operator_command = matches!(
         cli.command,
-        Command::Approvals(_) | Command::Audit(_) | Command::Keys(_) | Command::Trace(_)
+        Command::Approvals(_)
+            | Command::Grants(_)
+            | Command::Audit(_)
+            | Command::Keys(_)
+            | Command::Trace(_)
     );
     let state_dir = match cli.state_dir {
         Some(dir) => dir,
@@ -354,6 +361,7 @@ fn main() -> ExitCode {
             }
             Command::Demo(args) => demo::run(args, explicit_state_dir).await,
             Command::Approvals(c) => commands::approvals(&state_dir, store_url, c).await,
+            Command::Grants(c) => commands::grants(&state_dir, store_url, c).await,
             Command::Audit(c) => commands::audit(&state_dir, store_url, c).await,
             Command::Policy(c) => commands::policy(c),
             Command::Config(c) => check::run(explicit_state_dir.as_deref(), c).await,

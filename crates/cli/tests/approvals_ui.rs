@@ -427,3 +427,106 @@ fn the_approvals_page_lists_held_back_tools_and_pins_the_one_reviewed() {
     );
     assert!(listed(&server, &session).contains(&"office__send_email".to_owned()));
 }
+
+/// A form post with `fields` (already URL-encoded pairs) besides the CSRF token.
+fn post_fields(server: &Server, path: &str, cookie: &str, fields: &str) -> Reply {
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let headers = vec![FORM, ("Cookie", cookie), ("Origin", origin.as_str())];
+    let r = request(server.port, "POST", path, &headers, fields);
+    assert_security_headers(&r);
+    r
+}
+
+/// Standing grants on the page (issue 15 item 1): "Approve and allow similar calls for N
+/// minutes / N uses" is CSRF-checked, checks its terms, approves and creates the grant; the
+/// grant is listed with a revoke button, which is CSRF-checked too; a similar call runs
+/// without a prompt until revoked.
+#[test]
+fn the_approvals_page_approves_with_a_standing_grant_and_revokes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve_office(dir.path());
+    let session = server.session();
+    let pending = server.send(&session, "first", None);
+    let a = pending["recovery"]["action_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cookie = login(&server);
+    let body = page(&server, Some(cookie.as_str())).body;
+    for shown in [
+        "Approve once",
+        "Approve and allow similar calls",
+        "name=\"minutes\"",
+        "name=\"uses\"",
+    ] {
+        assert!(body.contains(shown), "{shown}: {body}");
+    }
+    let csrf = csrf_of(&body);
+    let path = format!("/approvals/{a}/approve-grant");
+    // Without or with a wrong CSRF token: refused, nothing decided.
+    for fields in [
+        "minutes=30&uses=2".to_owned(),
+        format!("csrf={}&minutes=30&uses=2", "0".repeat(64)),
+    ] {
+        let r = post_fields(&server, &path, &cookie, &fields);
+        assert_eq!(r.status, 403, "{r:?}");
+    }
+    // Terms that make no grant: nothing decided, the page says why.
+    for (fields, why) in [
+        ("minutes=&uses=", "a time limit or a number of uses"),
+        ("minutes=2000&uses=", "24 hours"),
+        ("minutes=&uses=0", "between 1 and 1000 uses"),
+        ("minutes=x&uses=1", "whole number"),
+    ] {
+        let r = post_fields(&server, &path, &cookie, &format!("csrf={csrf}&{fields}"));
+        assert_eq!(r.status, 303, "{r:?}");
+        let shown = page(&server, Some(cookie.as_str())).body;
+        assert!(shown.contains(why), "{fields}: {shown}");
+    }
+    assert_eq!(server.pending(), vec![a.clone()]);
+    // Approve with a grant of 2 uses for 30 minutes.
+    let r = post_fields(
+        &server,
+        &path,
+        &cookie,
+        &format!("csrf={csrf}&minutes=30&uses=2"),
+    );
+    assert_eq!(r.status, 303, "{r:?}");
+    let shown = page(&server, Some(cookie.as_str())).body;
+    assert!(shown.contains(&format!("Approved {a}")), "{shown}");
+    assert!(shown.contains("Standing grant grant-"), "{shown}");
+    assert!(shown.contains("data-grant-id=\"grant-"), "{shown}");
+    assert!(!shown.contains(&session), "the raw session id: {shown}");
+    let grant = shown
+        .split("data-grant-id=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    // The approved call runs once; a similar one (another subject) runs without a prompt.
+    assert_eq!(server.send(&session, "first", None)["status"], "completed");
+    assert_eq!(server.send(&session, "second", None)["status"], "completed");
+    assert_eq!(server.sent("second"), 1);
+    let listed = api(server.port, "GET", "/v1/grants", OPERATOR, &Value::Null);
+    assert_eq!(listed["grants"][0]["used"], 1, "{listed}");
+    assert_eq!(
+        listed["grants"][0]["created_by"], "web:operator",
+        "{listed}"
+    );
+    // Revoke: CSRF-checked, then revoked; the next similar call asks again.
+    let revoke = format!("/approvals/grants/{grant}/revoke");
+    let r = post_fields(&server, &revoke, &cookie, "");
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = post_fields(&server, &revoke, &cookie, &format!("csrf={csrf}"));
+    assert_eq!(r.status, 303, "{r:?}");
+    let shown = page(&server, Some(cookie.as_str())).body;
+    assert!(shown.contains(&format!("Revoked {grant}")), "{shown}");
+    assert!(!shown.contains("data-grant-id"), "{shown}");
+    assert_eq!(
+        server.send(&session, "third", None)["status"],
+        "pending_confirmation"
+    );
+    assert_eq!(server.sent("third"), 0);
+}

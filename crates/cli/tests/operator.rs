@@ -335,6 +335,8 @@ fn operator_commands_refuse_a_state_that_does_not_exist() {
     for args in [
         &["approvals", "list"][..],
         &["approvals", "approve", "act_X"][..],
+        &["grants", "list"][..],
+        &["grants", "revoke", "grant-x"][..],
         &["audit", "verify"][..],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
@@ -380,6 +382,79 @@ fn operator_commands_refuse_a_state_that_does_not_exist() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Standing grants from the CLI (issue 15 item 1): `approvals approve --allow-for/--uses`
+/// checks its terms before deciding anything, with errors that say what is wrong; `grants
+/// list` and `grants revoke` name the state directory.
+#[test]
+fn grant_terms_are_checked_and_grants_listed_and_revoked_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let out = Command::new(EXE)
+        .args(["demo", "--dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new(EXE)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (args, want) in [
+        (
+            &["approvals", "approve", "act_X", "--uses", "0"][..],
+            "between 1 and 1000 uses",
+        ),
+        (
+            &["approvals", "approve", "act_X", "--uses", "1001"][..],
+            "between 1 and 1000 uses",
+        ),
+        (
+            &["approvals", "approve", "act_X", "--allow-for", "25h"][..],
+            "between 1 second and 24 hours",
+        ),
+        (
+            &["approvals", "approve", "act_X", "--allow-for", "soon"][..],
+            "`soon` is not a duration",
+        ),
+        (
+            &["approvals", "approve", "act_X", "--max-amount", "500"][..],
+            "add --allow-for or --uses",
+        ),
+        (
+            &["approvals", "approve", "act_X", "--allow-for", "30m"][..],
+            "not found",
+        ),
+        (&["grants", "revoke", "grant-nope"][..], "not found"),
+    ] {
+        let (ok, _, err) = run(args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let (ok, _, err) = run(&["grants", "revoke", "grant-nope"]);
+    assert!(!ok && err.contains("state directory"), "{err}");
+    let (ok, out, err) = run(&["grants", "list"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("no live standing grants in state directory"),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["grants", "list", "--all"]);
+    assert!(ok && out.contains("no standing grants"), "{out}");
 }
 
 /// New-user trial (replicas): a gateway or operator command whose key ring did not write the

@@ -62,6 +62,10 @@ pub enum AuditKind {
     /// or by the operator), or its listing differs from its pins (`reason`
     /// `tool_definition_changed`; `detail` names the changed, unpinned and removed tools).
     ToolPins,
+    /// A standing grant (issue 15 item 1) was created by a trusted approver, covered a call
+    /// instead of a human, or was revoked: `detail.event` is `created`, `used` or `revoked`,
+    /// `detail.grant` its id, plus the approver (`by`) or the covered action (`action_id`).
+    Grant,
 }
 
 /// One event.

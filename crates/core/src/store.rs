@@ -23,6 +23,8 @@
 //!   records and the reservation in one transaction, and group commits of audit records and
 //!   ledger outcomes;
 //! - [`RetentionStore`]: the retention sweep of expired session state (issue 14 item 5);
+//! - [`StandingGrantStore`]: standing grants a trusted approver created when approving an
+//!   action (issue 15 item 1), with their use counts, shared by replicas;
 //! - [`Store`]: all of them, as the gateway holds them (`Arc<dyn Store>`).
 //!
 //! The traits are asynchronous because the implementations do I/O; they are object safe
@@ -928,6 +930,118 @@ pub struct ToolPin {
     pub pinned_at: UnixMillis,
 }
 
+/// A standing grant (issue 15 item 1; DESIGN.md §3 "Confirmation"): created only by a trusted
+/// confirmer when approving a pending action, it stands in for the human's confirmation of
+/// later calls of the same session that match the approved one (same task, upstream and tool,
+/// every target among the approved call's targets, amounts at most the ceiling), until it
+/// expires, its uses are taken or it is revoked. It replaces the confirmation step only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandingGrant {
+    /// Its id (`grant-` and 32 hex digits).
+    pub id: String,
+    /// The session it was created in (the raw session id; never shown to approvers).
+    pub session: String,
+    /// The digest of the session's task envelope when the action was approved.
+    pub task_digest: String,
+    /// The upstream id of the approved call.
+    pub upstream: String,
+    /// The tool as the runtime names it (the exposed name of the approved action).
+    pub tool: String,
+    /// The approved action.
+    pub action_id: ActionId,
+    /// The approved call's arguments, as canonical JSON (RFC 8785): the targets (and, for a
+    /// financial tool, the default amount ceiling) of the grant are those of this call.
+    pub arguments_json: String,
+    /// The approved call as the approver saw it (the action's display, handles unrevealed).
+    pub display: String,
+    /// An amount ceiling the approver set, in minor units (hundredths); `None`: the approved
+    /// call's own amounts are the ceiling.
+    pub max_amount: Option<u64>,
+    /// Who created it (the approver identity: `cli:…`, `web:operator`, an operator token name).
+    pub created_by: String,
+    /// When it was created.
+    pub created_at: UnixMillis,
+    /// When it stops matching (exclusive: a call at `expires_at` or later is not covered).
+    pub expires_at: UnixMillis,
+    /// Most calls it covers; `None`: any number until it expires.
+    pub max_uses: Option<u64>,
+    /// Calls it has covered so far.
+    pub used: u64,
+    /// Who revoked it, if anyone.
+    pub revoked_by: Option<String>,
+    /// When it was revoked.
+    pub revoked_at: Option<UnixMillis>,
+}
+
+impl StandingGrant {
+    /// Whether it may still cover a call at `now`: not revoked, not expired, uses left.
+    #[must_use]
+    pub fn live(&self, now: UnixMillis) -> bool {
+        self.revoked_at.is_none()
+            && now < self.expires_at
+            && self.max_uses.is_none_or(|m| self.used < m)
+    }
+}
+
+/// Standing grants (issue 15 item 1), shared by every replica of one store. A use is taken in
+/// one conditional statement, so that replicas racing for the last use cannot both take it.
+#[async_trait]
+pub trait StandingGrantStore: Send + Sync {
+    /// Store a new grant (`used` 0, not revoked).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] for an id already stored; [`StoreError::Unavailable`].
+    async fn create_grant(&self, grant: &StandingGrant) -> Result<(), StoreError>;
+
+    /// The grant `id`, if stored.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn grant(&self, id: &str) -> Result<Option<StandingGrant>, StoreError>;
+
+    /// Every grant, oldest first, or (`live_at` set) only those live at that time
+    /// ([`StandingGrant::live`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn list_grants(
+        &self,
+        live_at: Option<UnixMillis>,
+    ) -> Result<Vec<StandingGrant>, StoreError>;
+
+    /// The grants of `session` for `tool` live at `now`, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn session_grants(
+        &self,
+        session: &str,
+        tool: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<StandingGrant>, StoreError>;
+
+    /// Take one use of grant `id` at `now` if it is live then, in one atomic statement
+    /// (increment where not revoked, not expired and under `max_uses`): of callers racing for
+    /// the last use, exactly one gets `true`. `false` for an unknown, revoked, expired or used
+    /// up grant (nothing is counted).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn take_standing_grant_use(&self, id: &str, now: UnixMillis) -> Result<bool, StoreError>;
+
+    /// Revoke grant `id` by `by` at `now`; a grant already revoked keeps its first revocation.
+    /// Returns the grant as stored afterwards; `None` for an unknown id.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        by: &str,
+        now: UnixMillis,
+    ) -> Result<Option<StandingGrant>, StoreError>;
+}
+
 /// Tool-definition pins, per upstream (issue 16 item 4). Shared by every replica of one store.
 #[async_trait]
 pub trait ToolPinStore: Send + Sync {
@@ -1229,6 +1343,7 @@ pub trait Store:
     + EffectStore
     + ToolPinStore
     + RetentionStore
+    + StandingGrantStore
 {
 }
 
@@ -1244,6 +1359,7 @@ impl<T> Store for T where
         + EffectStore
         + ToolPinStore
         + RetentionStore
+        + StandingGrantStore
 {
 }
 

@@ -10,6 +10,10 @@
 //! - **grants**: a financial effect whose targets are all anchored still needs a confirmation
 //!   unless the task grants the tool; a grant the runtime writes into the arguments is nothing;
 //!   amounts at the edge of exact binding (±2^53);
+//! - **standing grants** (issue 15 item 1): an approval with a grant lets a similar call of
+//!   the same session run (control), never one to another recipient, with an extra target,
+//!   in another session, after its uses, nor one the runtime "grants" itself (terms in the
+//!   arguments);
 //! - **`@domain` anchors** refuse relayed (`%`, `!`), quoted and non-ASCII local parts;
 //! - **store sinks**: a handle resolves into a store sink only if its record names it;
 //! - **provenance**: an address found in free text never anchors; an authoritative field does,
@@ -343,6 +347,7 @@ pub(crate) async fn semantics(c: &Ctx<'_>, r: &mut Results) {
     undetected_targets(c, r).await;
     grants(c, r).await;
     grant_scope(c, r).await;
+    standing_grants(c, r).await;
     domains(c, r).await;
     sinks(c, r).await;
     provenance(c, r).await;
@@ -1012,6 +1017,97 @@ async fn grants(c: &Ctx<'_>, r: &mut Results) {
             );
             c.observe(c.t.call(&c.alice, PAY, &Args::Raw(raw), None))
                 .await
+        },
+    )
+    .await;
+}
+
+/// A fresh session whose send to [`UNNAMED`] the operator approved with a standing grant of
+/// `uses` uses for 30 minutes; the approved call itself has run (set-up).
+async fn standing_granted(c: &Ctx<'_>, uses: u64) -> Result<Session, Stop> {
+    let s = ungranted(c).await?;
+    let v = c.mail(UNNAMED);
+    let first = c.t.call(&s, SEND, &Args::json(v.clone()), None).await?;
+    let Some(id) = first
+        .action_id
+        .filter(|_| first.verdict == Verdict::Hold(ConfirmationRequired))
+    else {
+        return Err(setup(format!("unnamed send gave {:?}", first.verdict)));
+    };
+    c.t.decide_with_grant(&id, &json!({"allow_for": "30m", "uses": uses}))
+        .await?;
+    let again = c.t.call(&s, SEND, &Args::json(v), Some(&id)).await?;
+    if !matches!(again.verdict, Verdict::Allow { .. }) {
+        return Err(setup(format!("approved send gave {:?}", again.verdict)));
+    }
+    Ok(s)
+}
+
+async fn standing_grants(c: &Ctx<'_>, r: &mut Results) {
+    const S: &str = SEMANTICS;
+    r.case(
+        S,
+        "standing grant: a similar send to the granted recipient (control)",
+        Expect::Allow,
+        async {
+            let s = standing_granted(c, 3).await?;
+            call_in(c, &s, SEND, c.mail(UNNAMED)).await
+        },
+    )
+    .await;
+    r.case(S, "standing grant: another recipient", hold(), async {
+        let s = standing_granted(c, 3).await?;
+        call_in(c, &s, SEND, c.mail(ATTACKER)).await
+    })
+    .await;
+    r.case(
+        S,
+        "standing grant: the granted recipient plus another in the body",
+        hold(),
+        async {
+            let s = standing_granted(c, 3).await?;
+            let v = with(c.mail(UNNAMED), "body", json!(format!("cc {ATTACKER}")));
+            call_in(c, &s, SEND, v).await
+        },
+    )
+    .await;
+    r.case(
+        S,
+        "standing grant: another session of the same caller",
+        hold(),
+        async {
+            standing_granted(c, 3).await?;
+            let other = ungranted(c).await?;
+            call_in(c, &other, SEND, c.mail(UNNAMED)).await
+        },
+    )
+    .await;
+    r.case(S, "standing grant: after its one use", hold(), async {
+        let s = standing_granted(c, 1).await?;
+        let used =
+            c.t.call(&s, SEND, &Args::json(c.mail(UNNAMED)), None)
+                .await?;
+        if !matches!(used.verdict, Verdict::Allow { .. }) {
+            return Err(setup(format!("the granted use gave {:?}", used.verdict)));
+        }
+        call_in(c, &s, SEND, c.mail(UNNAMED)).await
+    })
+    .await;
+    r.case(
+        S,
+        "standing grant terms the runtime writes into the arguments",
+        hold(),
+        async {
+            let s = ungranted(c).await?;
+            let v = with(c.mail(UNNAMED), "allow_for", json!("24h"));
+            let v = with(v, "uses", json!(1000));
+            call_in(
+                c,
+                &s,
+                SEND,
+                with(v, "standing_grant", json!({"uses": 1000})),
+            )
+            .await
         },
     )
     .await;

@@ -567,6 +567,54 @@ impl Target {
         }
     }
 
+    /// Operator: approve a pending action and create a standing grant on `terms` (the JSON
+    /// body of `POST /v1/approvals/{id}/approve`: `allow_for`, `uses`, `max_amount`).
+    ///
+    /// # Errors
+    /// [`EvalError::Operator`] if the gateway refuses or the terms are malformed.
+    pub async fn decide_with_grant(&self, action_id: &str, terms: &Value) -> Result<(), EvalError> {
+        match self {
+            Self::InProcess(s) => {
+                let allow_for_ms = terms["allow_for"]
+                    .as_str()
+                    .map(secureclaw_gateway::parse_duration)
+                    .transpose()
+                    .map_err(|e| EvalError::Operator(e.to_string()))?;
+                let t = secureclaw_gateway::GrantTerms {
+                    allow_for_ms,
+                    uses: terms["uses"].as_u64(),
+                    max_amount: terms["max_amount"].as_u64(),
+                };
+                s.gateway
+                    .approve_with_grant(&ActionId(action_id.to_owned()), "bypass-suite", t)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| EvalError::Operator(e.to_string()))
+            }
+            Self::Http {
+                client,
+                operator_token,
+            } => {
+                let body = terms.to_string();
+                let (status, v) = client
+                    .request(
+                        "POST",
+                        &format!("/v1/approvals/{action_id}/approve"),
+                        Some(operator_token),
+                        Some(&body),
+                    )
+                    .await?;
+                if status == 200 {
+                    Ok(())
+                } else {
+                    Err(EvalError::Operator(format!(
+                        "approve with a grant: HTTP {status}: {v}"
+                    )))
+                }
+            }
+        }
+    }
+
     /// Runtime: revoke one of the session's handles.
     ///
     /// # Errors

@@ -44,6 +44,7 @@ pub mod approvals;
 mod audit;
 mod commit;
 mod display;
+mod grants;
 mod group;
 mod limits;
 pub mod pinning;
@@ -59,6 +60,10 @@ mod telemetry;
 pub use approvals::decide_approval;
 pub use audit::audit_session_id;
 pub use display::{describe_handles, reveal_for_approver};
+pub use grants::{
+    GrantTerms, GrantTermsError, GrantView, MAX_GRANT_MS, MAX_GRANT_USES, approve_with_grant,
+    list_grants, parse_duration, revoke_grant,
+};
 pub use request_state::RetryAdmission;
 pub use speculation::{
     ABANDON_TOOL, CallMeta, META_APPROVAL, META_BRANCH, META_CONFIDENCE, META_MODE, PROMOTE_TOOL,

@@ -37,10 +37,12 @@ pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::retention::{RetentionPolicy, sweep_backlog};
 pub use gateway::{
-    ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, META_APPROVAL, META_BRANCH,
-    META_CONFIDENCE, META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released,
-    RetryAdmission, audit_session_id, decide_approval, describe_handles, reveal_for_approver,
-    session_exposure, session_trace, system_clock, valid_branch,
+    ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, GrantTerms, GrantTermsError,
+    GrantView, MAX_GRANT_MS, MAX_GRANT_USES, META_APPROVAL, META_BRANCH, META_CONFIDENCE,
+    META_MODE, PROMOTE_TOOL, PreviewDecision, PreviewOutcome, Released, RetryAdmission,
+    approve_with_grant, audit_session_id, decide_approval, describe_handles, list_grants,
+    parse_duration, reveal_for_approver, revoke_grant, session_exposure, session_trace,
+    system_clock, valid_branch,
 };
 pub use upstream::{
     BoxFuture, Connector, RmcpConnector, RmcpUpstream, ToolOutput, Upstream, UpstreamError,

@@ -9,9 +9,14 @@
 //! | POST | `/approvals/login` | form `token=<operator token>` → session cookie, 303 to `/approvals` |
 //! | POST | `/approvals/logout` | form `csrf` → cookie cleared, 303 to `/approvals` |
 //! | POST | `/approvals/{action_id}/approve` · `/deny` | form `csrf` → decided (`decided_by` = `web:operator`), 303 to `/approvals` with a one-line message |
+//! | POST | `/approvals/{action_id}/approve-grant` | form `csrf`, `minutes`, `uses` (either may be empty, not both) → approved, and a standing grant created for similar calls (`created_by` = `web:operator`), 303 to `/approvals` |
+//! | POST | `/approvals/grants/{grant_id}/revoke` | form `csrf` → the standing grant revoked (`by` = `web:operator`), 303 to `/approvals` |
 //! | POST | `/approvals/pin` | form `csrf`, `upstream`, `tool`, `digest` → the quarantined tool's definition the page showed is pinned (issue 16 item 4; `by` = `web:operator`), 303 to `/approvals` |
 //!
-//! Below the pending approvals the page lists the tools held back because their definition
+//! Each pending approval offers "Approve once", "Approve and allow similar calls for N
+//! minutes / N uses" (a standing grant, see `secureclaw_gateway` `approve_with_grant`) and
+//! "Deny"; below them the page lists the live standing grants, each with a revoke button.
+//! Below those the page lists the tools held back because their definition
 //! changed since it was pinned, or was never pinned (rug pulls): the diff against the pin, the
 //! digest, and what the tool-poisoning scan found, with a button that pins exactly that
 //! definition (refused if the gateway now holds another digest).
@@ -90,6 +95,8 @@ pub fn router(api: ApiState) -> Router {
         .route("/approvals/logout", post(logout))
         .route("/approvals/{id}/approve", post(approve))
         .route("/approvals/{id}/deny", post(deny))
+        .route("/approvals/{id}/approve-grant", post(approve_grant))
+        .route("/approvals/grants/{id}/revoke", post(revoke_grant))
         .route("/approvals/pin", post(pin_tool))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(security_headers))
@@ -378,7 +385,14 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
              <dt>Created</dt><dd><time>{created}</time></dd></dl>\
              <pre>{display}</pre>\
              <form method=\"post\" action=\"/approvals/{path}/approve\">{csrf_field}\
-             <button type=\"submit\" class=\"approve\">Approve</button></form>\
+             <button type=\"submit\" class=\"approve\">Approve once</button></form>\
+             <form method=\"post\" action=\"/approvals/{path}/approve-grant\" class=\"grant\">\
+             {csrf_field}<button type=\"submit\" class=\"approve-grant\">Approve and allow \
+             similar calls</button> for <input name=\"minutes\" type=\"number\" min=\"1\" \
+             max=\"1440\" value=\"30\" size=\"4\" aria-label=\"minutes\"> minutes / \
+             <input name=\"uses\" type=\"number\" min=\"1\" max=\"1000\" value=\"5\" \
+             size=\"4\" aria-label=\"uses\"> uses (same session and tool, no other target, no \
+             larger amount)</form>\
              <form method=\"post\" action=\"/approvals/{path}/deny\">{csrf_field}\
              <button type=\"submit\" class=\"deny\">Deny</button></form></section>",
             eid = escape(id),
@@ -395,11 +409,56 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
             display = escape(&view.call),
         );
     }
+    grants_section(&state, &csrf_field, &mut body).await;
     quarantine_section(&state, &csrf_field, &mut body).await;
     html(
         StatusCode::OK,
         document("SecureClaw approvals", true, &body),
     )
+}
+
+/// The live standing grants, each with a revoke button (nothing when none).
+async fn grants_section(state: &UiState, csrf_field: &str, body: &mut String) {
+    let grants = match state.api.gateway.grants(false).await {
+        Ok(g) if g.is_empty() => return,
+        Ok(g) => g,
+        Err(_) => {
+            body.push_str(
+                "<p class=\"flash\">The standing grants could not be read; this page retries.</p>",
+            );
+            return;
+        }
+    };
+    let _ = write!(
+        body,
+        "<h2 id=\"grants\">Standing grants ({})</h2><p>Similar calls of the same session and \
+         tool, with no target the approved call did not have and no larger amount, run without \
+         asking until the grant expires, its uses are taken or it is revoked.</p>",
+        grants.len()
+    );
+    for g in grants {
+        let uses = g.max_uses.map_or_else(
+            || format!("{} uses taken", g.used),
+            |m| format!("{} of {m} uses taken", g.used),
+        );
+        let _ = write!(
+            body,
+            "<section class=\"grant\" data-grant-id=\"{eid}\"><h3>{eid}</h3><dl>\
+             <dt>Tool</dt><dd>{tool}</dd><dt>Session</dt><dd>{session}</dd>\
+             <dt>Expires</dt><dd><time>{expires}</time></dd><dt>Uses</dt><dd>{uses}</dd>\
+             <dt>Created by</dt><dd>{by}</dd></dl><pre>{call}</pre>\
+             <form method=\"post\" action=\"/approvals/grants/{path}/revoke\">{csrf_field}\
+             <button type=\"submit\" class=\"revoke\">Revoke</button></form></section>",
+            eid = escape(&g.id),
+            path = path_segment(&g.id),
+            tool = escape(&g.tool),
+            session = escape(&g.session),
+            expires = iso8601(g.expires_at),
+            uses = escape(&uses),
+            by = escape(&g.created_by),
+            call = escape(&g.call),
+        );
+    }
 }
 
 /// The tools held back by pinning, each with its diff and a pin button (nothing when none).
@@ -711,6 +770,112 @@ async fn approve(
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
     decide(state, headers, id, true, form).await
+}
+
+#[derive(Deserialize)]
+struct GrantForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    minutes: String,
+    #[serde(default)]
+    uses: String,
+}
+
+/// The grant terms of the page's form: `minutes` and `uses`, each empty or a whole number.
+fn form_terms(f: &GrantForm) -> Result<secureclaw_gateway::GrantTerms, String> {
+    let number = |what: &str, v: &str| -> Result<Option<u64>, String> {
+        let v = v.trim();
+        if v.is_empty() {
+            return Ok(None);
+        }
+        v.parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("{what} must be a whole number"))
+    };
+    let minutes = number("minutes", &f.minutes)?;
+    let uses = number("uses", &f.uses)?;
+    secureclaw_gateway::GrantTerms {
+        allow_for_ms: minutes.map(|m| m.saturating_mul(60_000)),
+        uses,
+        max_amount: None,
+    }
+    .validate()
+    .map_err(|e| e.to_string())
+}
+
+async fn approve_grant(
+    State(state): State<UiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<GrantForm>, FormRejection>,
+) -> Response {
+    let form = form.map(|Form(f)| f).ok();
+    let given = form.as_ref().map(|f| f.csrf.as_str()).unwrap_or_default();
+    let key = match checked_csrf(&state, &headers, given) {
+        Ok(key) => key,
+        Err(refusal) => return refusal,
+    };
+    let Some(f) = form else {
+        return see_other(None);
+    };
+    let shown: String = id.chars().take(80).collect();
+    let terms = match form_terms(&f) {
+        Ok(t) => t,
+        Err(e) => return flash_and_reload(&state, &key, format!("Not decided: {e}.")),
+    };
+    let flash = match state
+        .api
+        .gateway
+        .approve_with_grant(&ActionId(id), DECIDED_BY, terms)
+        .await
+    {
+        Ok((record, grant)) => {
+            tracing::info!(target: "secureclaw::approvals_ui", action_id = %record.action_id,
+                grant = %grant.id, "approved with a standing grant in the approvals page");
+            format!(
+                "Approved {}: the runtime may now re-issue the identical call once. Standing \
+                 grant {} covers similar calls until {}{}.",
+                record.action_id,
+                grant.id,
+                iso8601(grant.expires_at.0),
+                grant
+                    .max_uses
+                    .map(|n| format!(", at most {n} uses"))
+                    .unwrap_or_default()
+            )
+        }
+        Err(GatewayError::NotFound(_)) => format!("Not decided: {shown} was not found."),
+        Err(GatewayError::Conflict(_)) => {
+            format!("Not decided: {shown} was already decided or has expired.")
+        }
+        Err(GatewayError::Config(e)) => format!("Not decided: {e}."),
+        Err(_) => format!("Not decided: the store is unavailable ({shown})."),
+    };
+    flash_and_reload(&state, &key, flash)
+}
+
+async fn revoke_grant(
+    State(state): State<UiState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<CsrfForm>, FormRejection>,
+) -> Response {
+    let key = match checked_post(&state, &headers, form) {
+        Ok(key) => key,
+        Err(refusal) => return refusal,
+    };
+    let shown: String = id.chars().take(80).collect();
+    let flash = match state.api.gateway.revoke_grant(&id, DECIDED_BY).await {
+        Ok(v) => {
+            tracing::info!(target: "secureclaw::approvals_ui", grant = %v.id,
+                "revoked a standing grant in the approvals page");
+            format!("Revoked {}.", v.id)
+        }
+        Err(GatewayError::NotFound(_)) => format!("Not revoked: {shown} was not found."),
+        Err(_) => format!("Not revoked: the store is unavailable ({shown})."),
+    };
+    flash_and_reload(&state, &key, flash)
 }
 
 async fn deny(

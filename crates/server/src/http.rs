@@ -12,7 +12,9 @@
 //! | GET | `/metrics` | operator | Prometheus metrics, OpenMetrics text (tool names, decisions and reason codes as labels, never argument values) |
 //! | POST | `/v1/sessions` | operator | `{"caller","task":{"request","trusted_targets"}}` → `{"session_id","audit_session","caller","expires_at"}` (`audit_session`: the `ses#…` digest the audit log and approvals show) |
 //! | GET | `/v1/approvals?state=pending` | operator | approvals with their actions |
-//! | POST | `/v1/approvals/{action_id}/approve` · `/deny` | operator | decided approval |
+//! | POST | `/v1/approvals/{action_id}/approve` · `/deny` | operator | decided approval; an approve body `{"allow_for":"30m","uses":5,"max_amount":12000}` (any of them, at least `allow_for` or `uses`) also creates a standing grant → `{…, "grant": {…}}` |
+//! | GET | `/v1/grants?all=true` | operator | standing grants (live ones unless `all`) |
+//! | POST | `/v1/grants/{grant_id}/revoke` | operator | the revoked grant |
 //! | GET | `/v1/audit?from=1&limit=1000` | operator | audit records |
 //! | GET | `/v1/audit/verify` | operator | `{"verified": n}` |
 //! | GET | `/v1/tools` | session | tools visible to the caller |
@@ -239,6 +241,8 @@ pub fn router(state: ApiState, body_limit: usize) -> Router {
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}/approve", post(approve))
         .route("/v1/approvals/{id}/deny", post(deny))
+        .route("/v1/grants", get(list_grants))
+        .route("/v1/grants/{id}/revoke", post(revoke_grant))
         .route("/v1/audit", get(audit))
         .route("/v1/audit/verify", get(audit_verify))
         .route("/v1/tools", get(tools))
@@ -446,12 +450,89 @@ async fn decide(s: &ApiState, id: String, approve: bool) -> Result<Json<Value>, 
     ))
 }
 
+/// The optional body of `POST /v1/approvals/{id}/approve`: the terms of a standing grant.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct GrantBody {
+    allow_for: Option<String>,
+    uses: Option<u64>,
+    max_amount: Option<u64>,
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+}
+
+/// The terms of `body`, if it asks for a standing grant.
+///
+/// # Errors
+/// 400 for a body that is not the expected JSON or terms that make no grant.
+fn grant_terms(body: &[u8]) -> Result<Option<secureclaw_gateway::GrantTerms>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let b: GrantBody =
+        serde_json::from_slice(body).map_err(|e| bad_request(format!("approve body: {e}")))?;
+    if b.allow_for.is_none() && b.uses.is_none() && b.max_amount.is_none() {
+        return Ok(None);
+    }
+    let allow_for_ms = b
+        .allow_for
+        .as_deref()
+        .map(secureclaw_gateway::parse_duration)
+        .transpose()
+        .map_err(|e| bad_request(e.to_string()))?;
+    secureclaw_gateway::GrantTerms {
+        allow_for_ms,
+        uses: b.uses,
+        max_amount: b.max_amount,
+    }
+    .validate()
+    .map(Some)
+    .map_err(|e| bad_request(e.to_string()))
+}
+
 async fn approve(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     _: Operator,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    decide(&s, id, true).await
+    let Some(terms) = grant_terms(&body)? else {
+        return decide(&s, id, true).await;
+    };
+    let (record, grant) = s
+        .gateway
+        .approve_with_grant(&ActionId(id), "operator-api", terms)
+        .await?;
+    let view = secureclaw_gateway::GrantView::of(&grant, grant.created_at);
+    Ok(Json(
+        json!({"action_id": record.action_id, "state": record.state.as_str(),
+        "grant": view}),
+    ))
+}
+
+#[derive(Deserialize)]
+struct GrantQuery {
+    all: Option<bool>,
+}
+
+async fn list_grants(
+    State(s): State<ApiState>,
+    Query(q): Query<GrantQuery>,
+    _: Operator,
+) -> Result<Json<Value>, ApiError> {
+    let list = s.gateway.grants(q.all.unwrap_or(false)).await?;
+    Ok(Json(json!({"grants": list})))
+}
+
+async fn revoke_grant(
+    State(s): State<ApiState>,
+    Path(id): Path<String>,
+    _: Operator,
+) -> Result<Json<Value>, ApiError> {
+    let view = s.gateway.revoke_grant(&id, "operator-api").await?;
+    Ok(Json(json!({"grant": view})))
 }
 
 async fn deny(

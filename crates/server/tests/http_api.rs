@@ -861,3 +861,160 @@ async fn quarantined_tools_are_reviewed_and_pinned_over_the_operator_api() {
     let (_, body) = send(&e.app, "GET", "/v1/tools", Some(&ses), None).await;
     assert_eq!(body["tools"].as_array().unwrap().len(), 2, "{body}");
 }
+
+/// Standing grants over the operator API (issue 15 item 1): the approve body creates one, the
+/// listing names the session by its digest, revocation stops it. The runtime's session token
+/// reaches none of it: not the approve route (with or without a grant body), not the grants
+/// routes, and nothing it sends on `/v1/call` or `/v1/preview` (a grant-looking `_meta`, an
+/// `approval` with grant terms) creates or widens a grant.
+#[tokio::test]
+async fn standing_grants_over_the_operator_api_and_never_from_the_runtime() {
+    let e = env().await;
+    let sid = session(&e.app, "send the report to bob@corp.example").await;
+    let call = |to: &str, body: &str| json!({"tool": "office__send", "arguments": {"to": to, "body": body}});
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(call("carol@other.example", "r1")),
+    )
+    .await;
+    assert_eq!(r["status"], "pending_confirmation");
+    let action = r["recovery"]["action_id"].as_str().unwrap().to_owned();
+    let grant_body = json!({"allow_for": "30m", "uses": 2});
+    // The runtime tries every route it can name with its own token: refused, nothing created.
+    for (method, path, body) in [
+        (
+            "POST",
+            format!("/v1/approvals/{action}/approve"),
+            Some(grant_body.clone()),
+        ),
+        ("GET", "/v1/grants".to_owned(), None),
+        ("POST", "/v1/grants/grant-x/revoke".to_owned(), None),
+    ] {
+        let (s, _) = send(&e.app, method, &path, Some(&sid), body).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {path}");
+    }
+    for body in [
+        json!({"tool": "office__send", "arguments": {"to": "carol@other.example", "body": "r2"},
+               "_meta": {"dev.secureclaw/approval": action, "dev.secureclaw/grant": {"uses": 100}}}),
+        json!({"tool": "office__send", "arguments": {"to": "carol@other.example", "body": "r3",
+               "allow_for": "24h", "uses": 1000}}),
+    ] {
+        let (_, r) = send(&e.app, "POST", "/v1/call", Some(&sid), Some(body)).await;
+        assert_ne!(r["status"], "completed", "{r}");
+    }
+    assert!(
+        e.gw.grants(true).await.unwrap().is_empty(),
+        "the runtime created no grant"
+    );
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 0);
+    // Bad terms: 400, nothing decided.
+    for bad in [
+        json!({"uses": 0}),
+        json!({"allow_for": "25h"}),
+        json!({"allow_for": "soon"}),
+        json!({"max_amount": 5}),
+        json!({"uses": 1, "forever": true}),
+    ] {
+        let (s, b) = send(
+            &e.app,
+            "POST",
+            &format!("/v1/approvals/{action}/approve"),
+            Some(OPERATOR),
+            Some(bad.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad} {b}");
+    }
+    assert!(e.gw.grants(true).await.unwrap().is_empty());
+    // The operator approves with a grant.
+    let (s, r) = send(
+        &e.app,
+        "POST",
+        &format!("/v1/approvals/{action}/approve"),
+        Some(OPERATOR),
+        Some(grant_body),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["state"], "approved");
+    let grant = r["grant"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r["grant"]["created_by"], "operator-api");
+    assert_eq!(r["grant"]["max_uses"], 2);
+    // The approved call, then a similar one without a prompt; another recipient still asks.
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(call("carol@other.example", "r1")),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(call("carol@other.example", "r4")),
+    )
+    .await;
+    assert_eq!(r["status"], "completed", "{r}");
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(call("mallory@evil.example", "r5")),
+    )
+    .await;
+    assert_eq!(r["status"], "pending_confirmation", "{r}");
+    assert_eq!(e.office.sent.load(Ordering::SeqCst), 2);
+    let (s, list) = send(&e.app, "GET", "/v1/grants", Some(OPERATOR), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["grants"][0]["id"], grant.as_str());
+    assert_eq!(list["grants"][0]["used"], 1);
+    assert_eq!(list["grants"][0]["state"], "live");
+    assert!(
+        !list.to_string().contains(&sid),
+        "never the raw session id: {list}"
+    );
+    assert_eq!(
+        list["grants"][0]["session"],
+        secureclaw_gateway::audit_session_id(&sid).as_str()
+    );
+    let (s, r) = send(
+        &e.app,
+        "POST",
+        &format!("/v1/grants/{grant}/revoke"),
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["grant"]["state"], "revoked");
+    let (_, r) = send(
+        &e.app,
+        "POST",
+        "/v1/call",
+        Some(&sid),
+        Some(call("carol@other.example", "r6")),
+    )
+    .await;
+    assert_eq!(r["status"], "pending_confirmation", "{r}");
+    let (_, list) = send(&e.app, "GET", "/v1/grants", Some(OPERATOR), None).await;
+    assert_eq!(list["grants"], json!([]));
+    let (_, list) = send(&e.app, "GET", "/v1/grants?all=true", Some(OPERATOR), None).await;
+    assert_eq!(list["grants"][0]["revoked_by"], "operator-api");
+    let (s, _) = send(
+        &e.app,
+        "POST",
+        "/v1/grants/grant-nope/revoke",
+        Some(OPERATOR),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}

@@ -21,6 +21,9 @@
 //! - the speculation budget ([`speculation_budget`]), charged once under concurrency
 //!   ([`budget_charged_once_under_concurrency`]);
 //! - vault plaintext never in the stored bytes ([`vault_ciphertext_never_in_clear`]);
+//! - standing grants ([`standing_grants`]): stored whole, live until expiry, uses or
+//!   revocation, revoked once; their last use taken exactly once by racing replicas
+//!   ([`standing_grant_use_taken_once_under_concurrency`]);
 //! - per-session task state: grant uses ([`grant_uses`]), taken once under concurrency
 //!   ([`grant_use_taken_once_under_concurrency`]); read amounts ([`read_amounts`]); the bounded
 //!   written set ([`written_set`], [`written_set_bounds`]), appended gap-free under
@@ -51,7 +54,7 @@ use secureclaw_core::keys::{KeyId, KeyRing};
 use secureclaw_core::recovery::Limit;
 use secureclaw_core::store::{
     ActionRecord, ApprovalState, GroupWrite, HeldBounds, HoldOutcome, LedgerState, RateLimits,
-    RateTake, SessionRecord, Store, StoreError, WrittenBounds, WrittenValue,
+    RateTake, SessionRecord, StandingGrant, Store, StoreError, WrittenBounds, WrittenValue,
 };
 use secureclaw_core::task_state::{StateDigest, state_digest};
 use secureclaw_core::{ActionId, ReasonCode, TaskEnvelope, UnixMillis};
@@ -1389,6 +1392,210 @@ pub async fn grant_use_taken_once_under_concurrency(s: &dyn Subject) -> Outcome 
         .await
         .map_err(fail("grant_uses"))?;
     ensure!(used == 1, "the stored count must be 1, is {used}");
+    Ok(())
+}
+
+fn standing_grant(id: &str, max_uses: Option<u64>) -> StandingGrant {
+    StandingGrant {
+        id: id.into(),
+        session: "s1".into(),
+        task_digest: "td".into(),
+        upstream: "mail".into(),
+        tool: "mail__send_email".into(),
+        action_id: act(1),
+        arguments_json: r#"{"to":"bob@example.com"}"#.into(),
+        display: "mail__send_email to bob@example.com".into(),
+        max_amount: Some(12_000),
+        created_by: "cli:alice".into(),
+        created_at: UnixMillis(100),
+        expires_at: UnixMillis(1_000),
+        max_uses,
+        used: 0,
+        revoked_by: None,
+        revoked_at: None,
+    }
+}
+
+/// Standing grants: stored whole and once; listed (all, or live only) and found per session
+/// and tool while live; a use is taken only while not expired, not revoked and under
+/// `max_uses`; revocation is final and keeps the first revoker.
+///
+/// # Errors
+/// The broken contract.
+pub async fn standing_grants(s: &dyn Subject) -> Outcome {
+    let st = s.store();
+    let g = standing_grant("grant-a", Some(2));
+    st.create_grant(&g).await.map_err(fail("create_grant"))?;
+    ensure!(
+        matches!(st.create_grant(&g).await, Err(StoreError::Conflict(_))),
+        "a second grant with the same id must be a conflict"
+    );
+    let back = st.grant("grant-a").await.map_err(fail("grant"))?;
+    ensure!(
+        back.as_ref() == Some(&g),
+        "the grant must read back whole: {back:?}"
+    );
+    ensure!(
+        st.grant("grant-zz").await.map_err(fail("grant"))?.is_none(),
+        "an unknown grant must be None"
+    );
+    let other = StandingGrant {
+        session: "s2".into(),
+        ..standing_grant("grant-b", None)
+    };
+    st.create_grant(&other)
+        .await
+        .map_err(fail("create_grant"))?;
+    let found = st
+        .session_grants("s1", "mail__send_email", UnixMillis(500))
+        .await
+        .map_err(fail("session_grants"))?;
+    ensure!(
+        found.iter().map(|g| g.id.as_str()).collect::<Vec<_>>() == ["grant-a"],
+        "only the session's own grants for the tool: {found:?}"
+    );
+    ensure!(
+        st.session_grants("s1", "mail__delete_email", UnixMillis(500))
+            .await
+            .map_err(fail("session_grants"))?
+            .is_empty(),
+        "a grant never covers another tool"
+    );
+    // Expiry is exclusive.
+    ensure!(
+        !st.take_standing_grant_use("grant-a", UnixMillis(1_000))
+            .await
+            .map_err(fail("take"))?,
+        "no use at or after expiry"
+    );
+    ensure!(
+        st.session_grants("s1", "mail__send_email", UnixMillis(1_000))
+            .await
+            .map_err(fail("session_grants"))?
+            .is_empty(),
+        "an expired grant is not live"
+    );
+    for n in 0..2 {
+        ensure!(
+            st.take_standing_grant_use("grant-a", UnixMillis(500))
+                .await
+                .map_err(fail("take"))?,
+            "use {n} of 2 must be taken"
+        );
+    }
+    ensure!(
+        !st.take_standing_grant_use("grant-a", UnixMillis(500))
+            .await
+            .map_err(fail("take"))?,
+        "a third use of 2 must be refused"
+    );
+    let used = st.grant("grant-a").await.map_err(fail("grant"))?;
+    ensure!(
+        used.as_ref().map(|g| g.used) == Some(2),
+        "the count must be 2: {used:?}"
+    );
+    ensure!(
+        !st.take_standing_grant_use("grant-zz", UnixMillis(500))
+            .await
+            .map_err(fail("take"))?,
+        "an unknown grant gives no use"
+    );
+    let live = st
+        .list_grants(Some(UnixMillis(500)))
+        .await
+        .map_err(fail("list_grants"))?;
+    ensure!(
+        live.iter().map(|g| g.id.as_str()).collect::<Vec<_>>() == ["grant-b"],
+        "the used-up grant is not live: {live:?}"
+    );
+    // Revocation: final, first revoker kept.
+    let revoked = st
+        .revoke_grant("grant-b", "cli:alice", UnixMillis(600))
+        .await
+        .map_err(fail("revoke"))?;
+    ensure!(
+        revoked
+            .as_ref()
+            .is_some_and(|g| g.revoked_by.as_deref() == Some("cli:alice")
+                && g.revoked_at == Some(UnixMillis(600))),
+        "revocation must be recorded: {revoked:?}"
+    );
+    let again = st
+        .revoke_grant("grant-b", "web:operator", UnixMillis(700))
+        .await
+        .map_err(fail("revoke"))?;
+    ensure!(
+        again
+            .as_ref()
+            .is_some_and(|g| g.revoked_by.as_deref() == Some("cli:alice")),
+        "a second revocation keeps the first: {again:?}"
+    );
+    ensure!(
+        !st.take_standing_grant_use("grant-b", UnixMillis(650))
+            .await
+            .map_err(fail("take"))?,
+        "a revoked grant gives no use"
+    );
+    ensure!(
+        st.revoke_grant("grant-zz", "cli:alice", UnixMillis(600))
+            .await
+            .map_err(fail("revoke"))?
+            .is_none(),
+        "revoking an unknown grant is None"
+    );
+    let all = st.list_grants(None).await.map_err(fail("list_grants"))?;
+    ensure!(all.len() == 2, "every grant is listed with --all: {all:?}");
+    ensure!(
+        st.list_grants(Some(UnixMillis(500)))
+            .await
+            .map_err(fail("list_grants"))?
+            .is_empty(),
+        "no grant is live any more"
+    );
+    Ok(())
+}
+
+/// The last use of a standing grant, raced for by many tasks on several connections, is taken
+/// exactly once.
+///
+/// # Errors
+/// The broken contract.
+pub async fn standing_grant_use_taken_once_under_concurrency(s: &dyn Subject) -> Outcome {
+    let st = s.store();
+    st.create_grant(&standing_grant("grant-raced", Some(3)))
+        .await
+        .map_err(fail("create_grant"))?;
+    let stores = with_reopened(s, st, 3).await?;
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..32usize {
+        let st = Arc::clone(stores.get(i % stores.len()).ok_or("no store")?);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            st.take_standing_grant_use("grant-raced", UnixMillis(500))
+                .await
+        });
+    }
+    let mut wins = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined.map_err(|e| format!("task: {e}"))? {
+            Ok(true) => wins += 1,
+            Ok(false) => {}
+            Err(e) => return Err(format!("a take must not fail: {e}")),
+        }
+    }
+    ensure!(wins == 3, "exactly three tasks must take a use, {wins} did");
+    let g = s
+        .reopen()
+        .await?
+        .grant("grant-raced")
+        .await
+        .map_err(fail("grant"))?;
+    ensure!(
+        g.as_ref().map(|g| g.used) == Some(3),
+        "the stored count must be 3: {g:?}"
+    );
     Ok(())
 }
 
@@ -2908,7 +3115,8 @@ macro_rules! conformance_tests {
             ledger_transitions, outcome_unknown_bindings, audit_chain,
             audit_chain_under_concurrent_appenders,
             speculation_budget, budget_charged_once_under_concurrency, grant_uses,
-            grant_use_taken_once_under_concurrency, read_amounts, written_set,
+            grant_use_taken_once_under_concurrency, standing_grants,
+            standing_grant_use_taken_once_under_concurrency, read_amounts, written_set,
             written_set_bounds, written_set_appends_under_concurrency,
             written_values_never_in_clear, held_calls, held_call_bounds,
             held_calls_released_once_under_concurrency, held_caps_under_concurrency,

@@ -71,6 +71,7 @@ mod audit;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod effects;
+mod grants;
 mod handles;
 mod held;
 mod ledger;

@@ -388,6 +388,43 @@ BEGIN
 END;
 ";
 
+/// Version 11: standing grants (issue 15 item 1). A use is taken by one conditional `UPDATE`
+/// (`used < max_uses`, not expired, not revoked); the triggers keep a grant's binding fixed,
+/// its count growing and its revocation final.
+const V11_STANDING_GRANTS: &str = "
+CREATE TABLE standing_grants (
+    id              TEXT PRIMARY KEY,
+    session         TEXT NOT NULL,
+    task_digest     TEXT NOT NULL,
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    action_id       TEXT NOT NULL,
+    arguments_json  TEXT NOT NULL,
+    display         TEXT NOT NULL,
+    max_amount      INTEGER,
+    created_by      TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    max_uses        INTEGER,
+    used            INTEGER NOT NULL DEFAULT 0,
+    revoked_by      TEXT,
+    revoked_at      INTEGER
+) STRICT;
+CREATE INDEX standing_grants_session_tool ON standing_grants (session, tool);
+CREATE TRIGGER standing_grants_fixed BEFORE UPDATE ON standing_grants
+    WHEN NEW.id IS NOT OLD.id OR NEW.session IS NOT OLD.session
+      OR NEW.task_digest IS NOT OLD.task_digest OR NEW.upstream IS NOT OLD.upstream
+      OR NEW.tool IS NOT OLD.tool OR NEW.action_id IS NOT OLD.action_id
+      OR NEW.arguments_json IS NOT OLD.arguments_json OR NEW.max_amount IS NOT OLD.max_amount
+      OR NEW.expires_at IS NOT OLD.expires_at OR NEW.max_uses IS NOT OLD.max_uses
+      OR NEW.used < OLD.used
+      OR (OLD.revoked_at IS NOT NULL AND (NEW.revoked_at IS NOT OLD.revoked_at
+                                          OR NEW.revoked_by IS NOT OLD.revoked_by))
+BEGIN
+    SELECT RAISE(ABORT, 'a standing grant only counts uses and is revoked once');
+END;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -400,6 +437,7 @@ const MIGRATIONS: &[&str] = &[
     V8_ACTIONS_BY_BINDING,
     V9_TOOL_PINS,
     V10_RETENTION,
+    V11_STANDING_GRANTS,
 ];
 
 /// `PRAGMA user_version`.
@@ -460,7 +498,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 10);
+        assert_eq!(user_version(&conn).unwrap(), 11);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -503,7 +541,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 10);
+        assert_eq!(user_version(&conn).unwrap(), 11);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

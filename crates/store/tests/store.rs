@@ -936,14 +936,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 10);
+    assert_eq!(store.schema_version().unwrap(), 11);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        10,
+        11,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -951,7 +951,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 10
+            supported: 11
         }
     );
     let journal: String = raw(&path)

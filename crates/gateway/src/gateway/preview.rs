@@ -196,6 +196,21 @@ impl Gateway {
             decision = policy_span.in_scope(|| self.inner.policy.decide(&without));
             grant_withheld = Some("grant_exhausted");
         }
+        // A standing grant (issue 15 item 1) stands in for the human's confirmation, and for
+        // nothing else: only when the policy asks for one (see `grants`).
+        let confirm_policies = match &decision {
+            PolicyDecision::Confirm { policies } => Some(policies.clone()),
+            _ => None,
+        };
+        let mut standing = None;
+        if let Some(policies) = confirm_policies
+            && let Some(id) = self
+                .standing_grant_for(session, prepared, policy_request, repeat)
+                .await
+        {
+            decision = PolicyDecision::Allow { policies };
+            standing = Some(id);
+        }
         policy_span.record("decision", PreviewDecision::of(&decision).as_str());
         if let PolicyDecision::Deny { reason, .. } = &decision {
             policy_span.record("reason", reason.as_str());
@@ -247,6 +262,7 @@ impl Gateway {
                 now,
                 grant_withheld,
                 repeat,
+                standing.as_deref(),
             );
             let deferred = Deferred {
                 action: records.action,
@@ -273,6 +289,7 @@ impl Gateway {
                 now,
                 grant_withheld,
                 repeat,
+                standing.as_deref(),
             )
             .await;
         let recovery = match stored {
@@ -361,6 +378,7 @@ impl Gateway {
         now: UnixMillis,
         grant_withheld: Option<&'static str>,
         repeat: bool,
+        standing: Option<&str>,
     ) -> PreviewRecords {
         let entry = &prepared.entry;
         let label = PreviewDecision::of(decision);
@@ -376,6 +394,9 @@ impl Gateway {
         );
         if let Some(why) = grant_withheld {
             display.push_str(&format!("\n  grant: does not cover this call ({why})"));
+        }
+        if let Some(grant) = standing {
+            display.push_str(&format!("\n  confirmed by standing grant {grant}"));
         }
         if repeat {
             display.push_str(
@@ -414,10 +435,17 @@ impl Gateway {
         decided.reason = deny_reason.or(needs_confirmation.then_some(confirm_reason));
         decided.detail = json!({"decision": label, "policies": policies,
             "targets": policy_request.targets, "handle_sink_violation": policy_request.handle_sink_violation(),
-            "grant_withheld": grant_withheld});
+            "grant_withheld": grant_withheld, "confirmation": standing.map(|g| json!({"standing_grant": g}))});
+        let mut events = vec![preview, decided];
+        if let Some(grant) = standing {
+            let mut used = self.event(AuditKind::Grant, session, &entry.exposed);
+            used.action_id = Some(action_id.0.clone());
+            used.detail = json!({"event": "used", "grant": grant});
+            events.push(used);
+        }
         PreviewRecords {
             action,
-            events: vec![preview, decided],
+            events,
             confirm_reason,
         }
     }
@@ -436,6 +464,7 @@ impl Gateway {
         now: UnixMillis,
         grant_withheld: Option<&'static str>,
         repeat: bool,
+        standing: Option<&str>,
     ) -> Result<Option<Recovery>, ReasonCode> {
         let entry = &prepared.entry;
         let needs_confirmation = matches!(decision, PolicyDecision::Confirm { .. });
@@ -449,6 +478,7 @@ impl Gateway {
             now,
             grant_withheld,
             repeat,
+            standing,
         );
         let confirm_reason = records.confirm_reason;
         self.store_records(records.action, records.events).await?;

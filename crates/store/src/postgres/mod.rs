@@ -51,6 +51,7 @@
 //! (as in the SQLite store).
 
 mod effects;
+mod grants;
 mod pins;
 mod retention;
 mod schema;

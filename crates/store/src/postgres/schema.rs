@@ -385,6 +385,51 @@ CREATE TRIGGER spec_branches_no_delete BEFORE DELETE ON spec_branches
     secureclaw_refuse_while_session('branch states cannot be deleted while their session exists');
 ";
 
+/// Version 9: standing grants (issue 15 item 1). A use is taken by one conditional `UPDATE`
+/// (`used < max_uses`, not expired, not revoked); the trigger keeps a grant's binding fixed,
+/// its count growing and its revocation final.
+const V9_STANDING_GRANTS: &str = r"
+CREATE TABLE standing_grants (
+    id              TEXT PRIMARY KEY,
+    session         TEXT NOT NULL,
+    task_digest     TEXT NOT NULL,
+    upstream        TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    action_id       TEXT NOT NULL,
+    arguments_json  TEXT NOT NULL,
+    display         TEXT NOT NULL,
+    max_amount      BIGINT,
+    created_by      TEXT NOT NULL,
+    created_at      BIGINT NOT NULL,
+    expires_at      BIGINT NOT NULL,
+    max_uses        BIGINT,
+    used            BIGINT NOT NULL DEFAULT 0 CHECK (used >= 0),
+    revoked_by      TEXT,
+    revoked_at      BIGINT
+);
+CREATE INDEX standing_grants_session_tool ON standing_grants (session, tool);
+CREATE FUNCTION secureclaw_standing_grants_fixed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.id IS DISTINCT FROM OLD.id OR NEW.session IS DISTINCT FROM OLD.session
+       OR NEW.task_digest IS DISTINCT FROM OLD.task_digest
+       OR NEW.upstream IS DISTINCT FROM OLD.upstream OR NEW.tool IS DISTINCT FROM OLD.tool
+       OR NEW.action_id IS DISTINCT FROM OLD.action_id
+       OR NEW.arguments_json IS DISTINCT FROM OLD.arguments_json
+       OR NEW.max_amount IS DISTINCT FROM OLD.max_amount
+       OR NEW.expires_at IS DISTINCT FROM OLD.expires_at
+       OR NEW.max_uses IS DISTINCT FROM OLD.max_uses OR NEW.used < OLD.used
+       OR (OLD.revoked_at IS NOT NULL AND (NEW.revoked_at IS DISTINCT FROM OLD.revoked_at
+                                           OR NEW.revoked_by IS DISTINCT FROM OLD.revoked_by))
+    THEN
+        RAISE EXCEPTION 'a standing grant only counts uses and is revoked once';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER standing_grants_fixed BEFORE UPDATE ON standing_grants
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_standing_grants_fixed();
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -395,6 +440,7 @@ const MIGRATIONS: &[&str] = &[
     V6_ACTIONS_BY_BINDING,
     V7_TOOL_PINS,
     V8_RETENTION,
+    V9_STANDING_GRANTS,
 ];
 
 /// The highest schema version this build knows.
