@@ -388,6 +388,39 @@ BEGIN
 END;
 ";
 
+/// Version 11, "audit archive" (issue 14 item 5): archive checkpoints
+/// ([`secureclaw_core::audit::AuditCheckpoint`]), append-only, and the audit table's no-delete
+/// trigger relaxed to "not past the latest checkpoint": a record can be deleted only once a
+/// checkpoint (stored first, in the same transaction) covers it.
+const V11_AUDIT_ARCHIVE: &str = "
+CREATE TABLE audit_checkpoints (
+    seq             INTEGER PRIMARY KEY,
+    first_seq       INTEGER NOT NULL,
+    mac             TEXT NOT NULL,
+    count           INTEGER NOT NULL,
+    archive_sha256  TEXT NOT NULL,
+    archive         TEXT NOT NULL,
+    at              INTEGER NOT NULL,
+    prev            TEXT NOT NULL,
+    kid             TEXT NOT NULL,
+    checkpoint_mac  TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'audit checkpoints cannot change');
+END;
+CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'audit checkpoints cannot be deleted');
+END;
+DROP TRIGGER audit_no_delete;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    WHEN OLD.seq > coalesce((SELECT max(seq) FROM audit_checkpoints), 0)
+BEGIN
+    SELECT RAISE(ABORT, 'audit records can be deleted only once a checkpoint covers them');
+END;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -400,6 +433,7 @@ const MIGRATIONS: &[&str] = &[
     V8_ACTIONS_BY_BINDING,
     V9_TOOL_PINS,
     V10_RETENTION,
+    V11_AUDIT_ARCHIVE,
 ];
 
 /// `PRAGMA user_version`.
@@ -460,7 +494,7 @@ mod tests {
             "version 1 refuses the new state"
         );
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 10);
+        assert_eq!(user_version(&conn).unwrap(), 11);
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT action_id, state FROM ledger ORDER BY action_id")
             .unwrap()
@@ -503,7 +537,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), 10);
+        assert_eq!(user_version(&conn).unwrap(), 11);
         let key: Option<String> = conn
             .query_row("SELECT reuse_key FROM handles WHERE id = 'h1'", [], |r| {
                 r.get(0)

@@ -936,7 +936,7 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 10);
+    assert_eq!(store.schema_version().unwrap(), 11);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
