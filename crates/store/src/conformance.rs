@@ -2934,7 +2934,7 @@ async fn segment_of(store: &dyn Store, first: u64, last: u64) -> Result<ArchiveS
         seq: last,
         mac,
         count: last - first + 1,
-        archive_sha256: format!("{:064x}", last),
+        archive_sha256: format!("{last:064x}"),
         archive: format!("audit-{first}-{last}.jsonl"),
         at: UnixMillis(1_000 + last),
     })

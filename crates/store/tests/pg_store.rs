@@ -53,7 +53,7 @@ async fn migrations_are_versioned_idempotent_and_newer_databases_refused() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(rows, 8);
+    assert_eq!(rows, 9);
     raw.execute("INSERT INTO secureclaw_schema (version) VALUES (99)", &[])
         .await
         .unwrap();
@@ -63,7 +63,7 @@ async fn migrations_are_versioned_idempotent_and_newer_databases_refused() {
             newer,
             Err(StoreError::SchemaTooNew {
                 found: 99,
-                supported: 8
+                supported: 9
             })
         ),
         "{newer:?}"
