@@ -886,7 +886,12 @@ fn audit_is_append_only_in_sql() {
     let update = conn.execute("UPDATE audit SET event = '{}' WHERE seq = 2", []);
     assert!(update.unwrap_err().to_string().contains("append-only"));
     let delete = conn.execute("DELETE FROM audit WHERE seq = 3", []);
-    assert!(delete.unwrap_err().to_string().contains("append-only"));
+    assert!(
+        delete
+            .unwrap_err()
+            .to_string()
+            .contains("only once a checkpoint covers them")
+    );
     assert_eq!(store.verify_audit().unwrap(), 3);
 
     // Someone with write access drops the trigger and edits a record: the keyed chain notices.
@@ -943,7 +948,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
             .unwrap()
             .schema_version()
             .unwrap(),
-        10,
+        11,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -951,7 +956,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 10
+            supported: 11
         }
     );
     let journal: String = raw(&path)
