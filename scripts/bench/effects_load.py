@@ -27,9 +27,7 @@ retention_ms = 0` (never sweep) and `retention_ms = 1000` with `sweep_interval_m
 each with `session_ttl_ms = 2000`; N/2 sessions one after another, each making one
 `office__read_invoice` (INV-42: handles and vault values) and one `office__send_email` call;
 then 4.5 s for the last sessions to expire and be swept; prints the SQLite file size per call
-and the rows left in the main tables. A third run, "1 s + archive", sweeps too and then, with
-the server stopped, archives the whole audit log (`secureclaw audit archive --older-than 0ms
---out-dir …`); its row also gives the archive file's size per call.
+and the rows left in the main tables.
 """
 import argparse
 import http.client as httpc
@@ -231,7 +229,7 @@ def db_size(bins, calls, tmp):
           "in use/call | " + " | ".join(tables) + " |")
     print("|---|---|---:|---:|---:|---:|---:|" + "---:|" * len(tables))
     for name, exe in bins:
-        for label, retention in (("off (0)", 0), ("1 s", 1000), ("1 s + archive", 1000)):
+        for label, retention in (("off (0)", 0), ("1 s", 1000)):
             srv = Server(exe, tmp, limits="session_ttl_ms = 2000\n",
                          extra=f"\n[store]\nretention_ms = {retention}\nsweep_interval_ms = 1000\n")
             made = 0
@@ -256,14 +254,6 @@ def db_size(bins, calls, tmp):
             finally:
                 srv.stop()
             db = os.path.join(srv.dir, "state", "secureclaw.db")
-            archived = ""
-            if label.endswith("archive"):
-                out = os.path.join(srv.dir, "archive")
-                subprocess.run([exe, "--state-dir", os.path.join(srv.dir, "state"), "audit", "archive",
-                                "--older-than", "0ms", "--out-dir", out], check=True,
-                               stdout=subprocess.DEVNULL)
-                total = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-                archived = f" (archive file {total} bytes, {total / made:.0f}/call)"
             size = os.path.getsize(db) + (os.path.getsize(db + "-wal") if os.path.exists(db + "-wal") else 0)
             conn = sqlite3.connect(db)
             counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables]
@@ -271,8 +261,8 @@ def db_size(bins, calls, tmp):
                     * conn.execute("PRAGMA page_size").fetchone()[0])
             conn.close()
             print(f"| {name} | {label} | {made} | {size} | {size / made:.0f} | {free} | "
-                  f"{(size - free) / made:.0f} | " + " | ".join(str(c) for c in counts) + " |"
-                  + archived, flush=True)
+                  f"{(size - free) / made:.0f} | " + " | ".join(str(c) for c in counts) + " |",
+                  flush=True)
 
 
 def main():
