@@ -660,7 +660,7 @@ mod tests {
         // A second checkpoint dropped, or not chained to the first.
         let c2 = seal_checkpoint(&keys, Some(&c1), segment(&recs, 5, 7)).unwrap();
         assert!(verify_log(&keys, &[c1.clone(), c2.clone()], &recs[7..]).is_ok());
-        assert!(verify_log(&keys, &[c1.clone()], &recs[7..]).is_err());
+        assert!(verify_log(&keys, std::slice::from_ref(&c1), &recs[7..]).is_err());
         let unchained = seal_checkpoint(&keys, None, segment(&recs, 5, 7)).unwrap();
         assert!(matches!(
             verify_log(&keys, &[c1, unchained], &recs[7..]).unwrap_err(),
