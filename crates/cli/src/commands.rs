@@ -200,6 +200,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     gw.set_approve_command(state_dir, store_option(store_url).as_deref());
     warn_unmatched_rules(&gw);
     let sweeper = start_retention(&gw, &config.store);
+    let archiver = start_audit_archive(&gw, &config.store)?;
     // The raw session id is the session's bearer credential (valid on `serve` over the same
     // store): only its audit digest is printed (new-user finding).
     crate::say(&format!(
@@ -223,7 +224,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
             crate::say(&format!("{signal}: stopping; calls already sent to the upstream finish first"));
         }
     }
-    if let Some(task) = sweeper {
+    for task in [sweeper, archiver].into_iter().flatten() {
         task.abort();
     }
     drain(&gw).await;
@@ -507,6 +508,7 @@ pub async fn serve(
     gw.set_approve_command(&dir, store_option(store_used).as_deref());
     warn_unmatched_rules(&gw);
     let sweeper = start_retention(&gw, &config.store);
+    let archiver = start_audit_archive(&gw, &config.store)?;
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
         Some(task) => Some(
@@ -594,7 +596,7 @@ pub async fn serve(
         ));
     })
     .await?;
-    if let Some(task) = sweeper {
+    for task in [sweeper, archiver].into_iter().flatten() {
         task.abort();
     }
     drain(&gw).await;
@@ -616,6 +618,34 @@ fn start_retention(
         );
     }
     task
+}
+
+/// Start automatic audit archiving of `serve` and `wrap` when `[store] audit_archive_dir` is
+/// set (off by default): the directory is created (mode 0700) and records older than
+/// `audit_archive_after_ms` are archived there every `sweep_interval_ms`.
+///
+/// # Errors
+/// The archive directory cannot be created.
+fn start_audit_archive(
+    gw: &secureclaw_gateway::Gateway,
+    store: &crate::config::StoreSection,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(policy) = store.audit_archive() else {
+        return Ok(None);
+    };
+    create_archive_dir(&policy.dir).with_context(|| {
+        format!(
+            "cannot create the audit archive directory `{}` ([store] audit_archive_dir)",
+            policy.dir.display()
+        )
+    })?;
+    crate::say(&format!(
+        "audit archive: records older than {} ms are archived to {} and pruned, every {} ms",
+        policy.older_than_ms,
+        policy.dir.display(),
+        policy.interval.as_millis()
+    ));
+    Ok(Some(gw.spawn_audit_archive(policy)))
 }
 
 /// `secureclaw approvals …`.
@@ -873,8 +903,19 @@ pub async fn grants(
 /// `secureclaw audit …`.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Verify the hash chain of the whole log.
-    Verify,
+    /// Verify the hash chain of the log. After an archive, the archive checkpoints are
+    /// verified (each MACed with the audit key, each chained to the one before) and the
+    /// records kept must continue the chain from the latest one: its sequence number + 1, its
+    /// MAC as `prev`. Records deleted past a checkpoint, or an edited or forged checkpoint,
+    /// fail. With --archive, archive files are verified too (exit status 2 on any failure).
+    Verify {
+        /// An archive file written by `audit archive` (repeatable): its SHA-256 must be named
+        /// by a checkpoint, and its records must chain from the checkpoint before that one
+        /// (record 1 for the first) and end at that checkpoint's record and MAC — so the
+        /// archives and the records kept form one chain.
+        #[arg(long, value_name = "FILE")]
+        archive: Vec<PathBuf>,
+    },
     /// Print records as JSON Lines.
     Export {
         /// First sequence number.
@@ -887,31 +928,145 @@ pub enum AuditCommand {
         #[arg(long)]
         iso_times: bool,
     },
+    /// Move the oldest records to an archive file and prune them from the database.
+    ///
+    /// Verifies the whole log first (refuses if it does not verify); writes the records from
+    /// the first one kept through --through-seq N (or through the last one older than
+    /// --older-than) as JSON Lines, exactly as `audit export` prints them; fsyncs the file;
+    /// reads it back and verifies it; then, in one transaction holding the lock every
+    /// appender takes (safe while gateways run), stores a checkpoint — the last archived
+    /// sequence number and MAC, the record count, the file's SHA-256 and the time, MACed with
+    /// the audit key and chained to the previous checkpoint — and deletes the archived
+    /// records. `audit verify` then verifies the rest from the checkpoint, and
+    /// `audit verify --archive FILE` the file. Keep the archive files (and the audit keys in
+    /// keys.json): they are the only copy of those records. A file is never overwritten.
+    ///
+    /// Example: secureclaw audit archive --older-than 30d --out-dir /var/backups/secureclaw
+    #[command(group(clap::ArgGroup::new("bound").required(true).args(["through_seq", "older_than"])))]
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["out", "out_dir"])))]
+    Archive {
+        /// Archive through this sequence number (inclusive; it must be a stored record).
+        #[arg(long, value_name = "N")]
+        through_seq: Option<u64>,
+        /// Archive the records older than this: a number with a unit, `ms`, `s`, `m`, `h` or
+        /// `d` (`30d`, `12h`); from the first record kept up to the first one not older.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+        older_than: Option<u64>,
+        /// The archive file to write (it must not exist).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Write a new file in this directory, named
+        /// `audit-<first seq>-<last seq>-<time ms>.jsonl`.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
-/// Verify or export the audit log.
+/// Create `dir` and its missing parents, mode 0700 (an existing directory is left as it is).
+fn create_archive_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// A duration such as `30d`, `12h`, `15m`, `90s` or `500ms`, in milliseconds.
+fn parse_duration_ms(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 30d, 12h, 15m, 90s, 500ms)"))?;
+    let factor: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "`{text}` needs a unit: ms, s, m, h or d (e.g. 30d, 12h)"
+            ));
+        }
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+/// Verify, export or archive the audit log.
 pub async fn audit(
     state_dir: &Path,
     store_url: Option<&str>,
     cmd: AuditCommand,
 ) -> Result<ExitCode> {
-    let (_, store) = stack::open_existing_state(state_dir, store_url).await?;
+    let (keys, store) = stack::open_existing_state(state_dir, store_url).await?;
+    let place = if store_url.is_some() {
+        "PostgreSQL store".to_owned()
+    } else {
+        state::db_path(state_dir).display().to_string()
+    };
     match cmd {
-        AuditCommand::Verify => match store.verify_audit().await {
-            Ok(n) => println!(
-                "audit log OK: {n} record{}, chain verified ({})",
-                if n == 1 { "" } else { "s" },
-                if store_url.is_some() {
-                    "PostgreSQL store".to_owned()
-                } else {
-                    state::db_path(state_dir).display().to_string()
+        AuditCommand::Verify { archive } => {
+            match store.verify_audit_log().await {
+                Ok(v) => match &v.checkpoint {
+                    None => println!(
+                        "audit log OK: {} record{}, chain verified ({place})",
+                        v.records,
+                        if v.records == 1 { "" } else { "s" },
+                    ),
+                    Some(c) => println!(
+                        "audit log OK: {} record{} verified from checkpoint at seq {} \
+                         (archived: records {}..={} in `{}`, file digest sha256 {}), chain \
+                         verified ({place})",
+                        v.records,
+                        if v.records == 1 { "" } else { "s" },
+                        c.seq(),
+                        c.segment.first_seq,
+                        c.seq(),
+                        c.segment.archive,
+                        c.segment.archive_sha256
+                    ),
+                },
+                Err(e) => {
+                    eprintln!("audit log FAILED verification: {e}");
+                    return Ok(ExitCode::from(2));
                 }
-            ),
-            Err(e) => {
-                eprintln!("audit log FAILED verification: {e}");
+            }
+            if archive.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let checkpoints = store.audit_checkpoints().await?;
+            if let Err(e) = secureclaw_core::audit::verify_checkpoints(&keys, &checkpoints) {
+                eprintln!("audit checkpoints FAILED verification: {e}");
                 return Ok(ExitCode::from(2));
             }
-        },
+            let mut failed = false;
+            for file in &archive {
+                match secureclaw_gateway::archive::verify_archive_file(&keys, &checkpoints, file) {
+                    Ok(c) => println!(
+                        "archive {} OK: records {}..={} verified against the checkpoint at seq {} \
+                         (sha256 {})",
+                        file.display(),
+                        c.segment.first_seq,
+                        c.seq(),
+                        c.seq(),
+                        c.segment.archive_sha256
+                    ),
+                    Err(e) => {
+                        eprintln!("archive {} FAILED verification: {e}", file.display());
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                return Ok(ExitCode::from(2));
+            }
+        }
         AuditCommand::Export { from, iso_times } => {
             use std::io::Write;
             let stdout = std::io::stdout();
@@ -938,6 +1093,50 @@ pub async fn audit(
                     }
                 }
                 next = last + 1;
+            }
+        }
+        AuditCommand::Archive {
+            through_seq,
+            older_than,
+            out,
+            out_dir,
+        } => {
+            use secureclaw_gateway::archive::{ArchiveBound, ArchiveTarget, archive_audit};
+            let now = now();
+            let bound = match (through_seq, older_than) {
+                (Some(n), _) => ArchiveBound::Through(n),
+                (None, Some(ms)) => {
+                    ArchiveBound::OlderThan(secureclaw_core::UnixMillis(now.0.saturating_sub(ms)))
+                }
+                (None, None) => anyhow::bail!("pass --through-seq N or --older-than DURATION"),
+            };
+            let target = match (out, out_dir) {
+                (Some(file), _) => ArchiveTarget::File(file),
+                (None, Some(dir)) => {
+                    create_archive_dir(&dir).with_context(|| {
+                        format!("cannot create the archive directory `{}`", dir.display())
+                    })?;
+                    ArchiveTarget::Dir(dir)
+                }
+                (None, None) => anyhow::bail!("pass --out FILE or --out-dir DIR"),
+            };
+            match archive_audit(store.as_ref(), &keys, bound, &target, now).await {
+                Ok(Some(a)) => println!(
+                    "archived audit records {}..={} ({} records) to {} (sha256 {}) and pruned them \
+                     from {place}; checkpoint at seq {} stored",
+                    a.checkpoint.segment.first_seq,
+                    a.checkpoint.seq(),
+                    a.checkpoint.segment.count,
+                    a.path.display(),
+                    a.checkpoint.segment.archive_sha256,
+                    a.checkpoint.seq()
+                ),
+                Ok(None) => println!("nothing to archive: no record kept is old enough ({place})"),
+                Err(e @ secureclaw_gateway::archive::ArchiveError::Unverified(_)) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(e.into()),
             }
         }
     }

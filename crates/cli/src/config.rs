@@ -22,6 +22,8 @@
 //! retention_ms = 604800000          # keep expired session state 7 days, then sweep it; 0 = never
 //! sweep_interval_ms = 3600000        # how often serve/wrap sweep (first at start-up)
 //! sweep_batch = 500                  # sessions (and handles) per transaction
+//! # audit_archive_dir = "audit-archive" # archive the audit log there automatically (off unset)
+//! # audit_archive_after_ms = 2592000000 # records older than this (30 days) are archived
 //!
 //! [task]                             # default session (stdio; token-less loopback HTTP if enabled)
 //! request = "Send invoice INV-42 to approver@corp.example"
@@ -316,6 +318,16 @@ pub struct StoreSection {
     /// Sessions (and handles) removed per transaction: a backlog is swept in batches so that
     /// no batch holds the write lock for long. 1 to 100 000; default 500.
     pub sweep_batch: u32,
+    /// Directory where `serve` and `wrap` archive the audit log automatically (every
+    /// `sweep_interval_ms`): records older than `audit_archive_after_ms` are written to a new
+    /// file there, checkpointed and pruned from the database (`secureclaw audit archive`).
+    /// Relative to the config file's directory. Unset (the default): never archive
+    /// automatically — the audit log then grows with every call.
+    pub audit_archive_dir: Option<PathBuf>,
+    /// Age in milliseconds past which `audit_archive_dir` archiving moves records out of the
+    /// database. 3 600 000 (1 hour) to 100 years; default 2 592 000 000 (30 days). Only with
+    /// `audit_archive_dir`.
+    pub audit_archive_after_ms: Option<u64>,
 }
 
 impl Default for StoreSection {
@@ -326,9 +338,14 @@ impl Default for StoreSection {
             retention_ms: d.retention_ms,
             sweep_interval_ms: RetentionPolicy::DEFAULT_INTERVAL_MS,
             sweep_batch: d.batch,
+            audit_archive_dir: None,
+            audit_archive_after_ms: None,
         }
     }
 }
+
+/// Default `[store] audit_archive_after_ms`: 30 days.
+pub const DEFAULT_AUDIT_ARCHIVE_AFTER_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
 /// Longest `[store] retention_ms` accepted: 100 years (anything longer is a unit mistake;
 /// 0 turns the sweep off).
@@ -344,8 +361,37 @@ impl StoreSection {
         }
     }
 
+    /// The automatic audit archiving these settings describe, if `audit_archive_dir` is set.
+    pub fn audit_archive(&self) -> Option<secureclaw_gateway::AuditArchivePolicy> {
+        Some(secureclaw_gateway::AuditArchivePolicy {
+            dir: self.audit_archive_dir.clone()?,
+            older_than_ms: self
+                .audit_archive_after_ms
+                .unwrap_or(DEFAULT_AUDIT_ARCHIVE_AFTER_MS),
+            interval: std::time::Duration::from_millis(self.sweep_interval_ms),
+        })
+    }
+
     /// Range checks, naming the key.
     fn validate(&self) -> Result<()> {
+        match (&self.audit_archive_dir, self.audit_archive_after_ms) {
+            (None, Some(_)) => bail!(
+                "store.audit_archive_after_ms is set but store.audit_archive_dir is not: set the \
+                 directory to archive the audit log automatically, or remove the key"
+            ),
+            (Some(dir), _) if dir.as_os_str().is_empty() => {
+                bail!("store.audit_archive_dir must name a directory")
+            }
+            (Some(dir), _) if dir.exists() && !dir.is_dir() => bail!(
+                "store.audit_archive_dir `{}` exists and is not a directory",
+                dir.display()
+            ),
+            (_, Some(ms)) if !(3_600_000..=MAX_RETENTION_MS).contains(&ms) => bail!(
+                "store.audit_archive_after_ms = {ms} must be between 3600000 (1 hour) and 100 \
+                 years (the value is in milliseconds; 2592000000 is 30 days)"
+            ),
+            _ => {}
+        }
         if let Some(url) = &self.url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
         {
@@ -423,6 +469,12 @@ impl Config {
             if p.is_relative() {
                 *p = base.join(&*p);
             }
+        }
+        if let Some(p) = &mut config.store.audit_archive_dir
+            && p.is_relative()
+            && !p.as_os_str().is_empty()
+        {
+            *p = base.join(&*p);
         }
         config
             .validate()
@@ -655,6 +707,59 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("retention"), "{err}");
+    }
+
+    /// `[store] audit_archive_*`: off by default; the age only with a directory, in range; a
+    /// relative directory is the config file's; a file is not a directory.
+    #[test]
+    fn audit_archive_settings_are_validated() {
+        let c: Config = toml::from_str("").unwrap();
+        assert!(c.store.audit_archive().is_none(), "off by default");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[store]\naudit_archive_dir = \"arch\"\n").unwrap();
+        let p = Config::load(&path).unwrap().store.audit_archive().unwrap();
+        assert_eq!(p.dir, dir.path().join("arch"));
+        assert_eq!(p.older_than_ms, DEFAULT_AUDIT_ARCHIVE_AFTER_MS);
+        assert_eq!(p.interval.as_millis(), 3_600_000);
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        for (text, needle) in [
+            (
+                "[store]\naudit_archive_after_ms = 7200000\n".to_owned(),
+                "audit_archive_dir is not",
+            ),
+            (
+                "[store]\naudit_archive_dir = \"a\"\naudit_archive_after_ms = 5\n".to_owned(),
+                "store.audit_archive_after_ms = 5",
+            ),
+            (
+                "[store]\naudit_archive_dir = \"\"\n".to_owned(),
+                "must name a directory",
+            ),
+            (
+                "[store]\naudit_archive_dir = \"file\"\n".to_owned(),
+                "is not a directory",
+            ),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let err = format!("{:#}", Config::load(&path).unwrap_err());
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        std::fs::write(
+            &path,
+            "[store]\naudit_archive_dir = \"/x\"\naudit_archive_after_ms = 7200000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            Config::load(&path)
+                .unwrap()
+                .store
+                .audit_archive()
+                .unwrap()
+                .older_than_ms,
+            7_200_000,
+            "positive control"
+        );
     }
 
     #[test]

@@ -60,8 +60,8 @@ pub async fn open_state(
     Ok((keys, store))
 }
 
-/// Refuse a key ring that did not write this store: the first audit record must verify with
-/// it. A replica started without the shared `keys.json` would otherwise generate its own ring,
+/// Refuse a key ring that did not write this store: the first audit record (after an archive:
+/// the checkpoints and the first record kept) must verify with it. A replica started without the shared `keys.json` would otherwise generate its own ring,
 /// serve, and break the shared audit chain for good (new-user trial), and an operator command
 /// run with another ring would report tampering that never happened.
 async fn check_key_ring(
@@ -69,11 +69,23 @@ async fn check_key_ring(
     keys: &secureclaw_core::keys::KeyRing,
     store: &dyn Store,
 ) -> Result<()> {
-    let first = store
-        .audit_records(1, 1)
+    // After an archive the log starts at the latest checkpoint: the checkpoints (MACed with
+    // the audit key) and the first record kept must verify.
+    let checkpoints = store
+        .audit_checkpoints()
         .await
         .map_err(|e| anyhow::anyhow!("cannot read the audit log: {e}"))?;
-    if let Err(e) = secureclaw_core::audit::verify_chain(keys, first.iter().take(1)) {
+    let checked = match secureclaw_core::audit::verify_checkpoints(keys, &checkpoints) {
+        Ok(mut start) => {
+            let first = store
+                .audit_records(start.last_seq().saturating_add(1), 1)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot read the audit log: {e}"))?;
+            first.first().map_or(Ok(()), |r| start.push(keys, r))
+        }
+        Err(e) => Err(e),
+    };
+    if let Err(e) = checked {
         let why = match e {
             secureclaw_core::audit::AuditError::Key { err, .. } => err.to_string(),
             _ => "its first record does not verify with this key ring".to_owned(),

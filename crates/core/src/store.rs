@@ -36,7 +36,9 @@
 
 use crate::acceptance::SingleUseLedger;
 use crate::artifact::ActionId;
-use crate::audit::{AuditError, AuditEvent, AuditRecord};
+use crate::audit::{
+    ArchiveSegment, AuditCheckpoint, AuditError, AuditEvent, AuditRecord, LogVerified,
+};
 use crate::binding::BindingDigest;
 use crate::canonical::TaskEnvelope;
 use crate::confirmation::Confirmation;
@@ -526,12 +528,83 @@ pub trait AuditSink: Send + Sync {
         limit: usize,
     ) -> Result<Vec<AuditRecord>, StoreError>;
 
-    /// Verify the whole chain; the number of records verified (0 for an empty log).
+    /// Verify the whole chain; the number of records verified (0 for an empty log). After an
+    /// archive, the records kept are verified from the latest checkpoint
+    /// ([`AuditSink::verify_audit_log`], which also says from which).
     ///
     /// # Errors
-    /// [`StoreError::Audit`] naming the first bad record; [`StoreError::Corrupt`];
-    /// [`StoreError::Unavailable`].
-    async fn verify_audit(&self) -> Result<u64, StoreError>;
+    /// [`StoreError::Audit`] naming the first bad record or checkpoint;
+    /// [`StoreError::Corrupt`]; [`StoreError::Unavailable`].
+    async fn verify_audit(&self) -> Result<u64, StoreError> {
+        Ok(self.verify_audit_log().await?.records)
+    }
+
+    /// Verify the log in one snapshot: the archive checkpoints, then the records kept from the
+    /// latest checkpoint ([`crate::audit::verify_log`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Audit`] naming the first bad record or checkpoint;
+    /// [`StoreError::Corrupt`]; [`StoreError::Unavailable`].
+    async fn verify_audit_log(&self) -> Result<LogVerified, StoreError>;
+
+    /// The archive checkpoints, oldest first (empty if the log was never archived).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`]; [`StoreError::Corrupt`].
+    async fn audit_checkpoints(&self) -> Result<Vec<AuditCheckpoint>, StoreError>;
+
+    /// Record that `segment` was archived and prune it, in **one** transaction under the lock
+    /// appenders take: check that it starts right after the latest checkpoint (record 1 if
+    /// none), that the stored records `first_seq..=seq` are exactly `count` records and that
+    /// record `seq` has the MAC `mac`; seal a checkpoint after the latest one under the active
+    /// audit key ([`crate::audit::seal_checkpoint`]); store it; delete those records. Records
+    /// appended afterwards chain after the checkpoint even when none is kept (sequence number
+    /// `seq + 1`, `prev` = `mac`). The caller must have written the segment out and verified
+    /// it first; nothing else is ever deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] if the log was archived past `first_seq - 1` meanwhile (another
+    /// archiver); [`StoreError::Invalid`] if the segment does not match the stored records
+    /// (nothing is deleted); [`StoreError::Key`] without an audit key;
+    /// [`StoreError::Unavailable`] (the outcome may be unknown if the commit itself failed).
+    async fn archive_audit(&self, segment: &ArchiveSegment) -> Result<AuditCheckpoint, StoreError>;
+}
+
+/// Check a segment against the stored records `first_seq..=seq` (both stores): `count` rows,
+/// none outside the range missing, the last one's MAC. `found` is `(rows in range, MAC of
+/// record seq)`; `latest` the latest checkpoint's `seq` (0 if none).
+///
+/// # Errors
+/// [`StoreError::Conflict`] or [`StoreError::Invalid`] as [`AuditSink::archive_audit`] says.
+pub fn check_segment(
+    segment: &ArchiveSegment,
+    latest: u64,
+    found: (u64, Option<&str>),
+) -> Result<(), StoreError> {
+    if Some(segment.first_seq) != latest.checked_add(1) {
+        return Err(StoreError::Conflict(format!(
+            "the audit log is archived through seq {latest} (not {}): archive again from seq {}",
+            segment.first_seq.saturating_sub(1),
+            latest.saturating_add(1)
+        )));
+    }
+    let expected = segment
+        .seq
+        .checked_sub(segment.first_seq)
+        .and_then(|d| d.checked_add(1));
+    if expected != Some(segment.count) || found.0 != segment.count {
+        return Err(StoreError::Invalid(format!(
+            "the archive segment {}..={} ({} records) does not match the {} stored records",
+            segment.first_seq, segment.seq, segment.count, found.0
+        )));
+    }
+    if found.1 != Some(segment.mac.as_str()) {
+        return Err(StoreError::Invalid(format!(
+            "audit record {} does not have the archived MAC",
+            segment.seq
+        )));
+    }
+    Ok(())
 }
 
 /// Speculation state shared by every gateway on the store (Ghost Tool Calls §4; issue 13

@@ -15,6 +15,7 @@
 //! Each tool call is a `tracing` span with children for its stages ([`otel`] lists them and
 //! their attributes); the binary exports them over OTLP when telemetry is configured.
 
+pub mod archive;
 pub mod catalog;
 pub mod config;
 pub mod danger;
@@ -35,7 +36,7 @@ pub use config::{
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
-pub use gateway::retention::{RetentionPolicy, sweep_backlog};
+pub use gateway::retention::{AuditArchivePolicy, RetentionPolicy, sweep_backlog};
 pub use gateway::{
     ABANDON_TOOL, CallMeta, CallOutcome, Clock, Gateway, GatewayError, GrantTerms, GrantTermsError,
     GrantView, MAX_GRANT_MS, MAX_GRANT_USES, META_APPROVAL, META_BRANCH, META_CONFIDENCE,

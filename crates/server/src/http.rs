@@ -563,8 +563,12 @@ async fn audit(
 }
 
 async fn audit_verify(State(s): State<ApiState>, _: Operator) -> Result<Json<Value>, ApiError> {
-    match s.gateway.verify_audit().await {
-        Ok(n) => Ok(Json(json!({"verified": n}))),
+    match s.gateway.verify_audit_log().await {
+        Ok(v) => Ok(Json(json!({
+            "verified": v.records,
+            "last_seq": v.last_seq,
+            "checkpoint": v.checkpoint,
+        }))),
         Err(e) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "audit_broken",

@@ -2,19 +2,27 @@
 //!
 //! Appending reads the last (seq, MAC) and inserts the next record inside one `BEGIN IMMEDIATE`
 //! transaction, so writers in several processes still produce one gap-free chain. The store
-//! offers no update or delete, and triggers refuse both in SQL. Events are stored as JSON and
+//! offers no update, and deletes only an archived segment ([`SqliteStore::archive_audit`]), in
+//! the transaction that stores its checkpoint; triggers refuse every update and the deletion
+//! of any record not covered by a checkpoint. With every record archived, the head is the
+//! latest checkpoint's, so new records keep the sequence. Events are stored as JSON and
 //! re-canonicalized for verification.
 
 use crate::Cached;
 use crate::{SqliteStore, StoreError, corrupt, int, sql, uint};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use secureclaw_core::KeyRing;
-use secureclaw_core::audit::{self, AuditEvent, AuditRecord, GENESIS};
+use secureclaw_core::audit::{
+    self, ArchiveSegment, AuditCheckpoint, AuditEvent, AuditRecord, GENESIS, LogVerified,
+};
 use secureclaw_core::keys::KeyId;
+use secureclaw_core::store::check_segment;
 
 const COLUMNS: &str = "seq, kid, prev, mac, event";
 
-/// The chain head as stored: `(seq, mac)` of the last record, or `(0, GENESIS)`.
+/// The chain head as stored: `(seq, mac)` of the last record; with no record (a new log, or
+/// every record archived), the latest checkpoint's last archived `(seq, mac)`; else
+/// `(0, GENESIS)`.
 pub(crate) fn audit_head(conn: &Connection) -> Result<(u64, String), StoreError> {
     let last: Option<(i64, String)> = conn
         .query_row_cached(
@@ -24,7 +32,51 @@ pub(crate) fn audit_head(conn: &Connection) -> Result<(u64, String), StoreError>
         )
         .optional()
         .map_err(sql)?;
-    Ok(last.map_or((0, GENESIS.to_owned()), |(s, m)| (uint(s), m)))
+    if let Some((s, m)) = last {
+        return Ok((uint(s), m));
+    }
+    let archived: Option<(i64, String)> = conn
+        .query_row_cached(
+            "SELECT seq, mac FROM audit_checkpoints ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(sql)?;
+    Ok(archived.map_or((0, GENESIS.to_owned()), |(s, m)| (uint(s), m)))
+}
+
+const CHECKPOINT_COLUMNS: &str =
+    "first_seq, seq, mac, count, archive_sha256, archive, at, prev, kid, checkpoint_mac";
+
+fn checkpoint_row(r: &Row<'_>) -> rusqlite::Result<AuditCheckpoint> {
+    Ok(AuditCheckpoint {
+        segment: ArchiveSegment {
+            first_seq: uint(r.get(0)?),
+            seq: uint(r.get(1)?),
+            mac: r.get(2)?,
+            count: uint(r.get(3)?),
+            archive_sha256: r.get(4)?,
+            archive: r.get(5)?,
+            at: secureclaw_core::UnixMillis(uint(r.get(6)?)),
+        },
+        prev: r.get(7)?,
+        kid: KeyId(r.get(8)?),
+        checkpoint_mac: r.get(9)?,
+    })
+}
+
+/// Every checkpoint, oldest first.
+fn checkpoints(conn: &Connection) -> Result<Vec<AuditCheckpoint>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq"
+        ))
+        .map_err(sql)?;
+    stmt.query_map([], checkpoint_row)
+        .map_err(sql)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql)
 }
 
 /// A record chained after a head, with the columns stored beside it (both stores).
@@ -170,26 +222,118 @@ impl SqliteStore {
         raws.into_iter().map(RawRecord::decode).collect()
     }
 
-    /// Verify the whole chain from the first record; returns the number of records verified
-    /// (the last sequence number, 0 for an empty log).
+    /// [`AuditSink::verify_audit_log`](secureclaw_core::store::AuditSink::verify_audit_log):
+    /// the checkpoints, then the records kept from the latest one, read in one read
+    /// transaction (one snapshot).
     ///
     /// Holds the connection for the duration and keeps the decoded records in memory
     /// (the core verifier takes the chain as one sequence).
     ///
     /// # Errors
     /// [`StoreError::Audit`] naming the first record that is missing, altered or out of order,
-    /// or whose key is unknown or retired; [`StoreError::Corrupt`] if an event does not decode;
-    /// [`StoreError::Unavailable`].
-    pub fn verify_audit(&self) -> Result<u64, StoreError> {
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
-            .map_err(sql)?;
-        let mut rows = stmt.query([]).map_err(sql)?;
+    /// or whose key is unknown or retired, or the first checkpoint that does not verify;
+    /// [`StoreError::Corrupt`] if an event does not decode; [`StoreError::Unavailable`].
+    pub fn verify_audit_log(&self) -> Result<LogVerified, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction().map_err(sql)?;
+        let cps = checkpoints(&tx)?;
         let mut records = Vec::new();
-        while let Some(row) = rows.next().map_err(sql)? {
-            records.push(RawRecord::from_row(row).map_err(sql)?.decode()?);
+        {
+            let mut stmt = tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
+                .map_err(sql)?;
+            let mut rows = stmt.query([]).map_err(sql)?;
+            while let Some(row) = rows.next().map_err(sql)? {
+                records.push(RawRecord::from_row(row).map_err(sql)?.decode()?);
+            }
         }
-        Ok(audit::verify_chain(&self.keys, &records)?)
+        tx.commit().map_err(sql)?;
+        Ok(audit::verify_log(&self.keys, &cps, &records)?)
+    }
+
+    /// Verify the whole chain (from the latest checkpoint, if the log was archived); returns
+    /// the number of records verified (0 for an empty log).
+    ///
+    /// # Errors
+    /// As [`SqliteStore::verify_audit_log`].
+    pub fn verify_audit(&self) -> Result<u64, StoreError> {
+        Ok(self.verify_audit_log()?.records)
+    }
+
+    /// The archive checkpoints, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn audit_checkpoints(&self) -> Result<Vec<AuditCheckpoint>, StoreError> {
+        let conn = self.conn()?;
+        checkpoints(&conn)
+    }
+
+    /// [`AuditSink::archive_audit`](secureclaw_core::store::AuditSink::archive_audit): in one
+    /// `BEGIN IMMEDIATE` transaction (the lock appenders take), check the segment against the
+    /// stored records, store its checkpoint and delete its records.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`], [`StoreError::Invalid`] (nothing changed);
+    /// [`StoreError::Key`]; [`StoreError::Unavailable`].
+    pub fn archive_audit(&self, segment: &ArchiveSegment) -> Result<AuditCheckpoint, StoreError> {
+        let mut conn = self.conn()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        let latest: Option<AuditCheckpoint> = tx
+            .query_row(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
+                ),
+                [],
+                checkpoint_row,
+            )
+            .optional()
+            .map_err(sql)?;
+        let (first, last) = (int(segment.first_seq), int(segment.seq));
+        let rows: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM audit WHERE seq >= ?1 AND seq <= ?2",
+                params![first, last],
+                |r| r.get(0),
+            )
+            .map_err(sql)?;
+        let mac: Option<String> = tx
+            .query_row("SELECT mac FROM audit WHERE seq = ?1", [last], |r| r.get(0))
+            .optional()
+            .map_err(sql)?;
+        check_segment(
+            segment,
+            latest.as_ref().map_or(0, AuditCheckpoint::seq),
+            (u64::try_from(rows).unwrap_or(0), mac.as_deref()),
+        )?;
+        let cp = audit::seal_checkpoint(&self.keys, latest.as_ref(), segment.clone())?;
+        tx.execute(
+            &format!(
+                "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+            ),
+            params![
+                first,
+                last,
+                cp.segment.mac,
+                int(cp.segment.count),
+                cp.segment.archive_sha256,
+                cp.segment.archive,
+                int(cp.segment.at.0),
+                cp.prev,
+                cp.kid.0,
+                cp.checkpoint_mac
+            ],
+        )
+        .map_err(sql)?;
+        tx.execute(
+            "DELETE FROM audit WHERE seq >= ?1 AND seq <= ?2",
+            params![first, last],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(cp)
     }
 }

@@ -43,9 +43,18 @@
 //! - expiry: nothing disappears by itself (sessions and handles past their expiry stay stored
 //!   and are refused by the callers' checks, [`expired_records_stay_until_checked`]) until a
 //!   retention sweep removes them in bounded batches, keeping the ledger, actions, approvals
-//!   and the audit chain ([`retention_sweep`]).
+//!   and the audit chain ([`retention_sweep`]);
+//! - audit archiving: a verified segment is checkpointed and pruned in one transaction, the
+//!   log verifies from the checkpoint, checkpoints chain, new records (single, grouped,
+//!   pre-effect) chain after the checkpoint even when every record was archived
+//!   ([`audit_archive`]), concurrent appenders keep one chain across archives
+//!   ([`audit_archive_under_concurrent_appenders`]), the schema refuses pruning what no
+//!   checkpoint covers and changing checkpoints ([`audit_archive_schema_refuses_pruning`]),
+//!   and deleting more records, editing a checkpoint or forging one is detected
+//!   ([`audit_archive_detects_deleted_records`], [`audit_archive_detects_edited_checkpoint`],
+//!   [`audit_archive_detects_forged_checkpoint`]).
 
-use secureclaw_core::audit::{AuditEvent, AuditKind};
+use secureclaw_core::audit::{ArchiveSegment, AuditCheckpoint, AuditError, AuditEvent, AuditKind};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::{Confirmation, ConfirmationClaims};
 use secureclaw_core::contract::BranchState;
@@ -82,6 +91,15 @@ pub trait Subject: Send + Sync {
     /// # Errors
     /// A description of what failed.
     async fn raw_bytes(&self) -> Result<Vec<u8>, String>;
+
+    /// Run `sql` (plain `UPDATE`, `DELETE` and `INSERT` statements, valid in both dialects)
+    /// directly on the storage, bypassing the store, as someone with write access to the
+    /// database would — after removing the integrity triggers of `tables` (none: the triggers
+    /// stay and may refuse). For the tamper checks of the audit archive.
+    ///
+    /// # Errors
+    /// The database's refusal or failure, as text.
+    async fn tamper(&self, tables: &[&str], sql: &str) -> Result<(), String>;
 }
 
 /// The result of one check: `Err` names the contract that was broken.
@@ -3101,6 +3119,404 @@ pub async fn retention_sweep(s: &dyn Subject) -> Outcome {
     Ok(())
 }
 
+// --------------------------------------------------------------------- audit archive
+
+/// The segment `first..=last` of `store`'s log as an archiver would hand it over (the
+/// digest stands for a file's).
+async fn segment_of(store: &dyn Store, first: u64, last: u64) -> Result<ArchiveSegment, String> {
+    let recs = store
+        .audit_records(
+            first,
+            usize::try_from(last - first + 1).unwrap_or(usize::MAX),
+        )
+        .await
+        .map_err(fail("audit_records"))?;
+    let mac = recs
+        .last()
+        .filter(|r| r.seq == last)
+        .map(|r| r.mac.clone())
+        .ok_or(format!("record {last} is not stored"))?;
+    Ok(ArchiveSegment {
+        first_seq: first,
+        seq: last,
+        mac,
+        count: last - first + 1,
+        archive_sha256: format!("{last:064x}"),
+        archive: format!("audit-{first}-{last}.jsonl"),
+        at: UnixMillis(1_000 + last),
+    })
+}
+
+/// Append `n` events and archive records `1..=archived`: the store and the checkpoint.
+async fn archived_log(
+    s: &dyn Subject,
+    n: u64,
+    archived: u64,
+) -> Result<(Arc<dyn Store>, AuditCheckpoint), String> {
+    let store = s.store();
+    for i in 1..=n {
+        store
+            .append_audit(event(i))
+            .await
+            .map_err(fail("append_audit"))?;
+    }
+    let seg = segment_of(store.as_ref(), 1, archived).await?;
+    let cp = store
+        .archive_audit(&seg)
+        .await
+        .map_err(fail("archive_audit"))?;
+    Ok((store, cp))
+}
+
+/// Archiving (issue 14 item 5): a segment from the first record is checkpointed and pruned;
+/// the log then verifies from the checkpoint; a segment that does not start at the checkpoint
+/// or does not match the stored records is refused with nothing changed; a second checkpoint
+/// chains to the first; with every record archived, new records — appended singly, in a group
+/// commit or with a pre-effect reservation, through another connection too — continue the
+/// sequence after the checkpoint's MAC (never the genesis, never seq 1).
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive(s: &dyn Subject) -> Outcome {
+    let (store, cp) = archived_log(s, 10, 4).await?;
+    ensure!(
+        cp.seq() == 4 && cp.segment.count == 4 && cp.prev == secureclaw_core::audit::GENESIS,
+        "the first checkpoint covers 1..=4 after the genesis, got {cp:?}"
+    );
+    ensure!(
+        store
+            .audit_checkpoints()
+            .await
+            .map_err(fail("audit_checkpoints"))?
+            == vec![cp.clone()],
+        "the checkpoint is stored as returned"
+    );
+    let seqs: Vec<u64> = store
+        .audit_records(0, usize::MAX)
+        .await
+        .map_err(fail("audit_records"))?
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    ensure!(
+        seqs == (5..=10).collect::<Vec<u64>>(),
+        "records 1..=4 are pruned, got {seqs:?}"
+    );
+    let v = store
+        .verify_audit_log()
+        .await
+        .map_err(fail("verify_audit_log"))?;
+    ensure!(
+        v.records == 6 && v.last_seq == 10 && v.checkpoint.as_ref() == Some(&cp),
+        "6 records verify from the checkpoint at 4, got {v:?}"
+    );
+    // Refused, nothing changed: the same segment again, a segment past the head, a wrong MAC.
+    match store
+        .archive_audit(&segment_of(store.as_ref(), 5, 6).await.map(|mut g| {
+            g.first_seq = 1;
+            g.count = 6;
+            g
+        })?)
+        .await
+    {
+        Err(StoreError::Conflict(_)) => {}
+        other => {
+            return Err(format!(
+                "a segment overlapping the checkpoint must conflict, got {other:?}"
+            ));
+        }
+    }
+    let mut beyond = segment_of(store.as_ref(), 5, 10).await?;
+    beyond.seq = 12;
+    beyond.count = 8;
+    ensure!(
+        matches!(
+            store.archive_audit(&beyond).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "a segment past the last record must be refused"
+    );
+    let mut wrong = segment_of(store.as_ref(), 5, 7).await?;
+    wrong.mac = "00".repeat(32);
+    ensure!(
+        matches!(
+            store.archive_audit(&wrong).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "a segment whose last MAC differs from the stored record must be refused"
+    );
+    let mut short = segment_of(store.as_ref(), 5, 7).await?;
+    short.count = 2;
+    ensure!(
+        matches!(
+            store.archive_audit(&short).await,
+            Err(StoreError::Invalid(_))
+        ),
+        "a segment whose count does not match must be refused"
+    );
+    ensure!(
+        store.verify_audit().await.map_err(fail("verify_audit"))? == 6,
+        "refused archives change nothing"
+    );
+    // Archive everything kept: the second checkpoint chains to the first.
+    let cp2 = store
+        .archive_audit(&segment_of(store.as_ref(), 5, 10).await?)
+        .await
+        .map_err(fail("archive_audit"))?;
+    ensure!(cp2.prev == cp.checkpoint_mac, "checkpoints chain");
+    let v = store
+        .verify_audit_log()
+        .await
+        .map_err(fail("verify_audit_log"))?;
+    ensure!(
+        v.records == 0 && v.last_seq == 10,
+        "an all-archived log verifies as 0 records after seq 10, got {v:?}"
+    );
+    // New records continue after the checkpoint, on every write path and connection.
+    let other = s.reopen().await?;
+    let r11 = other
+        .append_audit(event(11))
+        .await
+        .map_err(fail("append_audit"))?;
+    ensure!(
+        r11.seq == 11 && r11.prev == cp2.segment.mac,
+        "a record after an all-archived log continues at 11 after the checkpoint's MAC, got seq {} prev {}",
+        r11.seq,
+        r11.prev
+    );
+    store
+        .archive_audit(&segment_of(store.as_ref(), 11, 11).await?)
+        .await
+        .map_err(fail("archive_audit"))?;
+    let out = other
+        .apply_group(&[GroupWrite::Audit(event(12))])
+        .await
+        .map_err(fail("apply_group"))?;
+    let r12 = out.audit.first().ok_or("the group appended nothing")?;
+    ensure!(
+        r12.seq == 12 && r12.prev == r11.mac,
+        "a group commit after an all-archived log continues at 12, got {}",
+        r12.seq
+    );
+    store
+        .archive_audit(&segment_of(store.as_ref(), 12, 12).await?)
+        .await
+        .map_err(fail("archive_audit"))?;
+    let id = act(9_001);
+    ensure!(
+        other
+            .record_and_reserve(&action(&id), &[event(13)], &binding(), UnixMillis(13))
+            .await
+            .map_err(fail("record_and_reserve"))?,
+        "the pre-effect write must reserve"
+    );
+    let recs = store
+        .audit_records(0, usize::MAX)
+        .await
+        .map_err(fail("audit_records"))?;
+    ensure!(
+        recs.len() == 1
+            && recs
+                .first()
+                .is_some_and(|r| r.seq == 13 && r.prev == r12.mac),
+        "a pre-effect write after an all-archived log continues at 13, got {recs:?}"
+    );
+    let v = other
+        .verify_audit_log()
+        .await
+        .map_err(fail("verify_audit_log"))?;
+    ensure!(
+        v.records == 1
+            && v.last_seq == 13
+            && store
+                .audit_checkpoints()
+                .await
+                .map_err(fail("audit_checkpoints"))?
+                .len()
+                == 4,
+        "four chained checkpoints and one record verify, got {v:?}"
+    );
+    Ok(())
+}
+
+/// Appenders on several connections run while another connection archives what is there,
+/// again and again: every append lands in one gap-free chain, each archive prunes exactly its
+/// segment, and the log verifies from the last checkpoint.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive_under_concurrent_appenders(s: &dyn Subject) -> Outcome {
+    let stores = with_reopened(s, s.store(), 3).await?;
+    let archiver = s.reopen().await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (w, st) in stores.iter().enumerate() {
+        let st = Arc::clone(st);
+        let w = u64::try_from(w).unwrap_or(0);
+        tasks.spawn(async move {
+            for n in 0..25u64 {
+                st.append_audit(event(w * 100 + n)).await?;
+            }
+            Ok::<(), StoreError>(())
+        });
+    }
+    let mut archived = 0u64;
+    for _ in 0..10 {
+        let recs = archiver
+            .audit_records(archived + 1, usize::MAX)
+            .await
+            .map_err(fail("audit_records"))?;
+        if let Some(last) = recs.last() {
+            let cp = archiver
+                .archive_audit(&segment_of(archiver.as_ref(), archived + 1, last.seq).await?)
+                .await
+                .map_err(fail("archive_audit under appenders"))?;
+            archived = cp.seq();
+        }
+        tokio::task::yield_now().await;
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined
+            .map_err(|e| format!("task: {e}"))?
+            .map_err(fail("concurrent append"))?;
+    }
+    let v = s
+        .store()
+        .verify_audit_log()
+        .await
+        .map_err(fail("verify_audit_log"))?;
+    ensure!(
+        v.last_seq == 100 && v.records == 100 - archived,
+        "100 appends make one chain of 100 across archives (archived {archived}), got {v:?}"
+    );
+    Ok(())
+}
+
+/// The schema itself refuses deleting a record no checkpoint covers, and changing or deleting
+/// a checkpoint (positive control: the store's own archive deletes the covered records).
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive_schema_refuses_pruning(s: &dyn Subject) -> Outcome {
+    let (store, _) = archived_log(s, 6, 2).await?;
+    for sql in [
+        "DELETE FROM audit WHERE seq = 3",
+        "DELETE FROM audit",
+        "UPDATE audit_checkpoints SET count = 3, seq = 3",
+        "DELETE FROM audit_checkpoints",
+    ] {
+        ensure!(
+            s.tamper(&[], sql).await.is_err(),
+            "the schema must refuse `{sql}`"
+        );
+    }
+    ensure!(
+        store.verify_audit().await.map_err(fail("verify_audit"))? == 4,
+        "nothing changed"
+    );
+    Ok(())
+}
+
+fn audit_err(r: Result<u64, StoreError>) -> Result<AuditError, String> {
+    match r {
+        Err(StoreError::Audit(e)) => Ok(e),
+        other => Err(format!("verification must fail, got {other:?}")),
+    }
+}
+
+/// Records deleted past the checkpoint (triggers removed, as by someone with write access to
+/// the database), or the checkpoint deleted with them, fail verification.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive_detects_deleted_records(s: &dyn Subject) -> Outcome {
+    let (store, _) = archived_log(s, 10, 4).await?;
+    ensure!(
+        store.verify_audit().await.is_ok(),
+        "positive control: the archived log verifies"
+    );
+    s.tamper(&["audit"], "DELETE FROM audit WHERE seq = 5")
+        .await?;
+    let e = audit_err(store.verify_audit().await)?;
+    ensure!(
+        e == AuditError::Gap {
+            expected_prev: 4,
+            found: 6
+        },
+        "a record deleted after the checkpoint is a gap after 4, got {e}"
+    );
+    s.tamper(&["audit_checkpoints"], "DELETE FROM audit_checkpoints")
+        .await?;
+    let e = audit_err(store.verify_audit().await)?;
+    ensure!(
+        matches!(
+            e,
+            AuditError::Gap {
+                expected_prev: 0,
+                found: 6
+            }
+        ),
+        "without its checkpoint the log no longer starts at 1, got {e}"
+    );
+    Ok(())
+}
+
+/// A checkpoint edited to cover one more record (which is then deleted) fails verification
+/// because its MAC no longer verifies.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive_detects_edited_checkpoint(s: &dyn Subject) -> Outcome {
+    let (store, _) = archived_log(s, 10, 4).await?;
+    ensure!(
+        store.verify_audit().await.is_ok(),
+        "positive control: the archived log verifies"
+    );
+    s.tamper(
+        &["audit", "audit_checkpoints"],
+        "UPDATE audit_checkpoints SET seq = 5, count = 5,
+             mac = (SELECT mac FROM audit WHERE seq = 5);
+         DELETE FROM audit WHERE seq = 5",
+    )
+    .await?;
+    let e = audit_err(store.verify_audit().await)?;
+    ensure!(
+        matches!(e, AuditError::Checkpoint { seq: 5, .. }),
+        "an edited checkpoint must not verify, got {e}"
+    );
+    Ok(())
+}
+
+/// A checkpoint forged without the audit key (a second one, chained by its `prev` to the real
+/// one, covering records that are then deleted) fails verification.
+///
+/// # Errors
+/// The broken contract.
+pub async fn audit_archive_detects_forged_checkpoint(s: &dyn Subject) -> Outcome {
+    let (store, cp) = archived_log(s, 10, 4).await?;
+    ensure!(
+        store.verify_audit().await.is_ok(),
+        "positive control: the archived log verifies"
+    );
+    let sql = format!(
+        "INSERT INTO audit_checkpoints
+             (first_seq, seq, mac, count, archive_sha256, archive, at, prev, kid, checkpoint_mac)
+         SELECT 5, 7, mac, 3, '{sha}', 'forged.jsonl', 9, '{prev}', '{kid}', '{forged}'
+         FROM audit WHERE seq = 7;
+         DELETE FROM audit WHERE seq >= 5 AND seq <= 7",
+        sha = "cd".repeat(32),
+        prev = cp.checkpoint_mac,
+        kid = cp.kid.0,
+        forged = "ef".repeat(32),
+    );
+    s.tamper(&["audit"], &sql).await?;
+    let e = audit_err(store.verify_audit().await)?;
+    ensure!(
+        matches!(e, AuditError::Checkpoint { seq: 7, .. }),
+        "a forged checkpoint must not verify, got {e}"
+    );
+    Ok(())
+}
+
 /// One `#[tokio::test]` per conformance check, for an implementation whose fresh, empty
 /// [`Subject`] `$factory().await` returns as `Option<impl Subject>`: `None` skips the check
 /// (the factory says why, e.g. no database server configured or reachable); a factory that
@@ -3121,7 +3537,10 @@ macro_rules! conformance_tests {
             written_values_never_in_clear, held_calls, held_call_bounds,
             held_calls_released_once_under_concurrency, held_caps_under_concurrency,
             held_calls_never_in_clear, rate_buckets, rate_taken_once_under_concurrency,
-            pre_effect_writes_in_one_transaction, group_commit, tool_pins, retention_sweep);
+            pre_effect_writes_in_one_transaction, group_commit, tool_pins, retention_sweep,
+            audit_archive, audit_archive_under_concurrent_appenders,
+            audit_archive_schema_refuses_pruning, audit_archive_detects_deleted_records,
+            audit_archive_detects_edited_checkpoint, audit_archive_detects_forged_checkpoint);
     };
     (@case $factory:path, $($check:ident),+) => {
         $(

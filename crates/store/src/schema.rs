@@ -425,6 +425,39 @@ BEGIN
 END;
 ";
 
+/// Version 12, "audit archive" (issue 14 item 5): archive checkpoints
+/// ([`secureclaw_core::audit::AuditCheckpoint`]), append-only, and the audit table's no-delete
+/// trigger relaxed to "not past the latest checkpoint": a record can be deleted only once a
+/// checkpoint (stored first, in the same transaction) covers it.
+const V12_AUDIT_ARCHIVE: &str = "
+CREATE TABLE audit_checkpoints (
+    seq             INTEGER PRIMARY KEY,
+    first_seq       INTEGER NOT NULL,
+    mac             TEXT NOT NULL,
+    count           INTEGER NOT NULL,
+    archive_sha256  TEXT NOT NULL,
+    archive         TEXT NOT NULL,
+    at              INTEGER NOT NULL,
+    prev            TEXT NOT NULL,
+    kid             TEXT NOT NULL,
+    checkpoint_mac  TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER audit_checkpoints_no_update BEFORE UPDATE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'audit checkpoints cannot change');
+END;
+CREATE TRIGGER audit_checkpoints_no_delete BEFORE DELETE ON audit_checkpoints
+BEGIN
+    SELECT RAISE(ABORT, 'audit checkpoints cannot be deleted');
+END;
+DROP TRIGGER audit_no_delete;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    WHEN OLD.seq > coalesce((SELECT max(seq) FROM audit_checkpoints), 0)
+BEGIN
+    SELECT RAISE(ABORT, 'audit records can be deleted only once a checkpoint covers them');
+END;
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -438,6 +471,7 @@ const MIGRATIONS: &[&str] = &[
     V9_TOOL_PINS,
     V10_RETENTION,
     V11_STANDING_GRANTS,
+    V12_AUDIT_ARCHIVE,
 ];
 
 /// `PRAGMA user_version`.

@@ -5,7 +5,9 @@
 use crate::SqliteStore;
 use async_trait::async_trait;
 use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
-use secureclaw_core::audit::{AuditEvent, AuditRecord};
+use secureclaw_core::audit::{
+    ArchiveSegment, AuditCheckpoint, AuditEvent, AuditRecord, LogVerified,
+};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::contract::BranchState;
@@ -213,6 +215,18 @@ impl AuditSink for SqliteStore {
 
     async fn verify_audit(&self) -> Result<u64, StoreError> {
         SqliteStore::verify_audit(self)
+    }
+
+    async fn verify_audit_log(&self) -> Result<LogVerified, StoreError> {
+        SqliteStore::verify_audit_log(self)
+    }
+
+    async fn audit_checkpoints(&self) -> Result<Vec<AuditCheckpoint>, StoreError> {
+        SqliteStore::audit_checkpoints(self)
+    }
+
+    async fn archive_audit(&self, segment: &ArchiveSegment) -> Result<AuditCheckpoint, StoreError> {
+        SqliteStore::archive_audit(self, segment)
     }
 }
 

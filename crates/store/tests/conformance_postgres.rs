@@ -83,6 +83,17 @@ impl Subject for Pg {
         }
         Ok(bytes)
     }
+
+    /// On a direct connection: disable the user triggers of `tables`, then run `sql`.
+    async fn tamper(&self, tables: &[&str], sql: &str) -> Result<(), String> {
+        let raw = self.scratch.raw().await;
+        for table in tables {
+            raw.batch_execute(&format!("ALTER TABLE {table} DISABLE TRIGGER USER"))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        raw.batch_execute(sql).await.map_err(|e| e.to_string())
+    }
 }
 
 async fn postgres() -> Option<Pg> {

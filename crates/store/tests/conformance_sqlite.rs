@@ -51,6 +51,25 @@ impl Subject for Sqlite {
         }
         Ok(bytes)
     }
+
+    /// On a new connection: drop every trigger on `tables`, then run `sql`.
+    async fn tamper(&self, tables: &[&str], sql: &str) -> Result<(), String> {
+        let conn = rusqlite::Connection::open(&self.path).map_err(|e| e.to_string())?;
+        for table in tables {
+            let names: Vec<String> = conn
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1")
+                .map_err(|e| e.to_string())?
+                .query_map([table], |r| r.get(0))
+                .map_err(|e| e.to_string())?
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?;
+            for name in names {
+                conn.execute_batch(&format!("DROP TRIGGER {name}"))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        conn.execute_batch(sql).map_err(|e| e.to_string())
+    }
 }
 
 async fn sqlite() -> Option<Sqlite> {

@@ -39,21 +39,21 @@ async fn migrations_are_versioned_idempotent_and_newer_databases_refused() {
     let Some(db) = scratch().await else { return };
     let keys = common_pg::keys();
     let first = PgStore::connect(&db.url, keys.clone()).await.unwrap();
-    assert_eq!(first.schema_version().await.unwrap(), 9);
+    assert_eq!(first.schema_version().await.unwrap(), 10);
     // Several replicas starting at once migrate once.
     let (a, b) = tokio::join!(
         PgStore::connect(&db.url, keys.clone()),
         PgStore::connect(&db.url, keys.clone())
     );
-    assert_eq!(a.unwrap().schema_version().await.unwrap(), 9);
-    assert_eq!(b.unwrap().schema_version().await.unwrap(), 9);
+    assert_eq!(a.unwrap().schema_version().await.unwrap(), 10);
+    assert_eq!(b.unwrap().schema_version().await.unwrap(), 10);
     let raw = db.raw().await;
     let rows: i64 = raw
         .query_one("SELECT count(*) FROM secureclaw_schema", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(rows, 9);
+    assert_eq!(rows, 10);
     raw.execute("INSERT INTO secureclaw_schema (version) VALUES (99)", &[])
         .await
         .unwrap();

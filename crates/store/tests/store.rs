@@ -886,7 +886,12 @@ fn audit_is_append_only_in_sql() {
     let update = conn.execute("UPDATE audit SET event = '{}' WHERE seq = 2", []);
     assert!(update.unwrap_err().to_string().contains("append-only"));
     let delete = conn.execute("DELETE FROM audit WHERE seq = 3", []);
-    assert!(delete.unwrap_err().to_string().contains("append-only"));
+    assert!(
+        delete
+            .unwrap_err()
+            .to_string()
+            .contains("only once a checkpoint covers them")
+    );
     assert_eq!(store.verify_audit().unwrap(), 3);
 
     // Someone with write access drops the trigger and edits a record: the keyed chain notices.
@@ -936,14 +941,14 @@ fn concurrent_appends_from_two_stores_form_one_chain() {
 fn schema_is_versioned_and_newer_files_are_refused() {
     let (_dir, path) = temp_db();
     let store = SqliteStore::open(&path, keys()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 11);
+    assert_eq!(store.schema_version().unwrap(), 12);
     drop(store);
     assert_eq!(
         SqliteStore::open(&path, keys())
             .unwrap()
             .schema_version()
             .unwrap(),
-        11,
+        12,
         "reopen is a no-op"
     );
     raw(&path).pragma_update(None, "user_version", 99).unwrap();
@@ -951,7 +956,7 @@ fn schema_is_versioned_and_newer_files_are_refused() {
         SqliteStore::open(&path, keys()).unwrap_err(),
         StoreError::SchemaTooNew {
             found: 99,
-            supported: 11
+            supported: 12
         }
     );
     let journal: String = raw(&path)

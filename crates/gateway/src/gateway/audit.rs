@@ -147,6 +147,19 @@ impl Gateway {
         self.inner.store.verify_audit().await
     }
 
+    /// Verify the audit log from its latest archive checkpoint, if any: the records verified
+    /// and the checkpoint they were verified from
+    /// ([`secureclaw_core::store::AuditSink::verify_audit_log`]).
+    ///
+    /// # Errors
+    /// As [`Gateway::verify_audit`].
+    pub async fn verify_audit_log(
+        &self,
+    ) -> Result<secureclaw_core::audit::LogVerified, StoreError> {
+        self.inner.writer.flush().await;
+        self.inner.store.verify_audit_log().await
+    }
+
     /// The speculative trace events and branch table of `session_id`, from the audit log; see
     /// [`session_trace`].
     ///

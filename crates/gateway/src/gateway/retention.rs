@@ -72,7 +72,70 @@ pub async fn sweep_backlog(
     }
 }
 
+/// Automatic audit archiving (`[store] audit_archive_dir`): every `interval` (the first time
+/// at start-up), records older than `older_than_ms` are archived to a new file in `dir`
+/// ([`crate::archive::archive_audit`]), checkpointed and pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditArchivePolicy {
+    /// Directory of the archive files (created if missing, mode 0700).
+    pub dir: std::path::PathBuf,
+    /// Records whose event is older than this many milliseconds are archived.
+    pub older_than_ms: u64,
+    /// Time between two archive runs.
+    pub interval: Duration,
+}
+
 impl Gateway {
+    /// Start automatic audit archiving with `policy`: at start-up and then every
+    /// `policy.interval`, the group writer is flushed and the records older than
+    /// `policy.older_than_ms` are archived to a new file in `policy.dir`. What was archived is
+    /// logged at info (target `secureclaw::audit_archive`), a failure at warn (a log that does
+    /// not verify is never archived); neither stops the task or the gateway. Abort the handle
+    /// to stop it.
+    #[must_use]
+    pub fn spawn_audit_archive(&self, policy: AuditArchivePolicy) -> tokio::task::JoinHandle<()> {
+        let gw = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(policy.interval.max(Duration::from_millis(1)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                gw.inner.writer.flush().await;
+                let now = (gw.inner.clock)();
+                let cutoff = UnixMillis(now.0.saturating_sub(policy.older_than_ms));
+                let store: Arc<dyn secureclaw_core::store::Store> = gw.inner.store.clone();
+                let result = crate::archive::archive_audit(
+                    store.as_ref(),
+                    &gw.inner.keys,
+                    crate::archive::ArchiveBound::OlderThan(cutoff),
+                    &crate::archive::ArchiveTarget::Dir(policy.dir.clone()),
+                    now,
+                )
+                .await;
+                match result {
+                    Ok(Some(a)) => tracing::info!(
+                        target: "secureclaw::audit_archive",
+                        first_seq = a.checkpoint.segment.first_seq,
+                        seq = a.checkpoint.seq(),
+                        records = a.checkpoint.segment.count,
+                        sha256 = %a.checkpoint.segment.archive_sha256,
+                        file = %a.path.display(),
+                        "audit records {}..={} archived to {} and pruned",
+                        a.checkpoint.segment.first_seq,
+                        a.checkpoint.seq(),
+                        a.path.display()
+                    ),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(
+                        target: "secureclaw::audit_archive",
+                        error = %e,
+                        "audit archive failed; it runs again at the next interval"
+                    ),
+                }
+            }
+        })
+    }
+
     /// Start the background sweep of this gateway's store: at start-up and then every
     /// `policy.interval`, [`sweep_backlog`] with the cutoff `now - retention_ms`. What was
     /// swept is logged at info (target `secureclaw::retention`), a failure at warn; neither

@@ -30,8 +30,8 @@ pub(super) const MARK_OUTCOME_UNKNOWN: &str =
     "UPDATE ledger SET state = 'outcome_unknown', finished_at = $2, failure = $3
      WHERE action_id = $1 AND state = 'reserved'";
 
-/// Take the audit lock and read the chain head: `(seq, mac)` of the last record, or
-/// `(0, GENESIS)`.
+/// Take the audit lock and read the chain head: `(seq, mac)` of the last record; with no
+/// record, the latest checkpoint's last archived `(seq, mac)`; else `(0, GENESIS)`.
 pub(super) async fn lock_head(
     tx: &tokio_postgres::Transaction<'_>,
 ) -> Result<(u64, String), StoreError> {
@@ -42,10 +42,24 @@ pub(super) async fn lock_head(
         .query_opt("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1", &[])
         .await
         .map_err(db)?;
-    Ok(match last {
-        Some(row) => (
+    if let Some(row) = last {
+        return Ok((
             uint(get(&row, 0, "audit head")?),
             get::<String>(&row, 1, "audit head")?,
+        ));
+    }
+    // No record: a new log, or every record archived (chain after the latest checkpoint).
+    let archived = tx
+        .query_opt(
+            "SELECT seq, mac FROM audit_checkpoints ORDER BY seq DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .map_err(db)?;
+    Ok(match archived {
+        Some(row) => (
+            uint(get(&row, 0, "audit checkpoint")?),
+            get::<String>(&row, 1, "audit checkpoint")?,
         ),
         None => (0, GENESIS.to_owned()),
     })

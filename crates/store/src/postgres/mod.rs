@@ -10,8 +10,9 @@
 //! - **one audit chain** with several writers: an append takes the transaction-scoped advisory
 //!   lock [`AUDIT_LOCK`], reads the last record and inserts the next in the same transaction,
 //!   so appends from every replica serialize into one gap-free chain;
-//! - **append-only** is enforced in the database: triggers refuse `UPDATE`, `DELETE` and
-//!   `TRUNCATE` on `audit`, `DELETE` and `TRUNCATE` on `ledger`, any ledger update other than
+//! - **append-only** is enforced in the database: triggers refuse `UPDATE` and `TRUNCATE` on
+//!   `audit` and `audit_checkpoints`, `DELETE` of an audit record no archive checkpoint covers
+//!   and of any checkpoint, `DELETE` and `TRUNCATE` on `ledger`, any ledger update other than
 //!   `reserved → executed | failed | outcome_unknown`, and any change to a decided approval;
 //! - **dangling reservations** name the replica that made them (a random id per process) and
 //!   each replica holds a lease in `replicas`, renewed in the background: a starting replica
@@ -61,12 +62,15 @@ use crate::{corrupt, int, uint};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use secureclaw_core::acceptance::{LedgerError, SingleUseLedger};
-use secureclaw_core::audit::{self, AuditEvent, AuditRecord};
+use secureclaw_core::audit::{
+    self, ArchiveSegment, AuditCheckpoint, AuditEvent, AuditRecord, LogVerified,
+};
 use secureclaw_core::binding::BindingDigest;
 use secureclaw_core::confirmation::Confirmation;
 use secureclaw_core::contract::BranchState;
 use secureclaw_core::handle::{HandleId, HandleRecord, Sensitivity};
 use secureclaw_core::keys::{KeyId, KeyRing};
+use secureclaw_core::store::check_segment;
 use secureclaw_core::store::{
     ActionRecord, ActionStore, ApprovalRecord, ApprovalState, AuditSink, HeldBounds, HeldCall,
     HoldOutcome, LedgerEntry, LedgerState, LedgerStore, RateLimitStore, RateLimits, RateTake,
@@ -1068,19 +1072,134 @@ impl AuditSink for PgStore {
         rows.iter().map(audit_row).collect()
     }
 
-    async fn verify_audit(&self) -> Result<u64, StoreError> {
-        let rows = self
-            .client()
-            .await?
+    /// The checkpoints and the records in one read-only `REPEATABLE READ` transaction (one
+    /// snapshot, so an archive committed meanwhile is seen whole or not at all).
+    async fn verify_audit_log(&self) -> Result<LogVerified, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        let cps = checkpoints(&tx).await?;
+        let rows = tx
             .query(
                 &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"),
                 &[],
             )
             .await
             .map_err(db)?;
+        tx.commit().await.map_err(db)?;
         let records = rows.iter().map(audit_row).collect::<Result<Vec<_>, _>>()?;
-        Ok(audit::verify_chain(&self.keys, &records)?)
+        Ok(audit::verify_log(&self.keys, &cps, &records)?)
     }
+
+    async fn audit_checkpoints(&self) -> Result<Vec<AuditCheckpoint>, StoreError> {
+        let client = self.client().await?;
+        checkpoints(&client).await
+    }
+
+    /// Under the advisory lock [`AUDIT_LOCK`] (as appenders), in one transaction: check the
+    /// segment, store its checkpoint, delete its records.
+    async fn archive_audit(&self, segment: &ArchiveSegment) -> Result<AuditCheckpoint, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        effects::lock_head(&tx).await?;
+        let latest = tx
+            .query_opt(
+                &format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
+                ),
+                &[],
+            )
+            .await
+            .map_err(db)?
+            .map(|r| checkpoint_row(&r))
+            .transpose()?;
+        let (first, last) = (int(segment.first_seq), int(segment.seq));
+        let found = tx
+            .query_one(
+                "SELECT count(*), (SELECT mac FROM audit WHERE seq = $2)
+                 FROM audit WHERE seq >= $1 AND seq <= $2",
+                &[&first, &last],
+            )
+            .await
+            .map_err(db)?;
+        let rows: i64 = get(&found, 0, "audit segment")?;
+        let mac: Option<String> = get(&found, 1, "audit segment")?;
+        check_segment(
+            segment,
+            latest.as_ref().map_or(0, AuditCheckpoint::seq),
+            (u64::try_from(rows).unwrap_or(0), mac.as_deref()),
+        )?;
+        let cp = audit::seal_checkpoint(&self.keys, latest.as_ref(), segment.clone())?;
+        tx.execute(
+            &format!(
+                "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ),
+            &[
+                &first,
+                &last,
+                &cp.segment.mac,
+                &int(cp.segment.count),
+                &cp.segment.archive_sha256,
+                &cp.segment.archive,
+                &int(cp.segment.at.0),
+                &cp.prev,
+                &cp.kid.0,
+                &cp.checkpoint_mac,
+            ],
+        )
+        .await
+        .map_err(db)?;
+        tx.execute(
+            "DELETE FROM audit WHERE seq >= $1 AND seq <= $2",
+            &[&first, &last],
+        )
+        .await
+        .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(cp)
+    }
+}
+
+const CHECKPOINT_COLUMNS: &str =
+    "first_seq, seq, mac, count, archive_sha256, archive, at, prev, kid, checkpoint_mac";
+
+fn checkpoint_row(r: &tokio_postgres::Row) -> Result<AuditCheckpoint, StoreError> {
+    const WHAT: &str = "audit checkpoint";
+    Ok(AuditCheckpoint {
+        segment: ArchiveSegment {
+            first_seq: uint(get(r, 0, WHAT)?),
+            seq: uint(get(r, 1, WHAT)?),
+            mac: get(r, 2, WHAT)?,
+            count: uint(get(r, 3, WHAT)?),
+            archive_sha256: get(r, 4, WHAT)?,
+            archive: get(r, 5, WHAT)?,
+            at: UnixMillis(uint(get(r, 6, WHAT)?)),
+        },
+        prev: get(r, 7, WHAT)?,
+        kid: KeyId(get(r, 8, WHAT)?),
+        checkpoint_mac: get(r, 9, WHAT)?,
+    })
+}
+
+/// Every checkpoint, oldest first.
+async fn checkpoints<C: deadpool_postgres::GenericClient>(
+    c: &C,
+) -> Result<Vec<AuditCheckpoint>, StoreError> {
+    c.query(
+        &format!("SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq"),
+        &[],
+    )
+    .await
+    .map_err(db)?
+    .iter()
+    .map(checkpoint_row)
+    .collect()
 }
 
 /// A stored budget counter as `u32`.

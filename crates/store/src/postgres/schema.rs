@@ -430,6 +430,44 @@ CREATE TRIGGER standing_grants_fixed BEFORE UPDATE ON standing_grants
     FOR EACH ROW EXECUTE FUNCTION secureclaw_standing_grants_fixed();
 ";
 
+/// Version 10, "audit archive" (issue 14 item 5): archive checkpoints
+/// ([`secureclaw_core::audit::AuditCheckpoint`]), append-only, and the audit table's delete
+/// trigger relaxed to "not past the latest checkpoint": a record can be deleted only once a
+/// checkpoint (stored first, in the same transaction) covers it. Updates and `TRUNCATE` stay
+/// refused.
+const V10_AUDIT_ARCHIVE: &str = r"
+CREATE TABLE audit_checkpoints (
+    seq             BIGINT PRIMARY KEY,
+    first_seq       BIGINT NOT NULL,
+    mac             TEXT NOT NULL,
+    count           BIGINT NOT NULL,
+    archive_sha256  TEXT NOT NULL,
+    archive         TEXT NOT NULL,
+    at              BIGINT NOT NULL,
+    prev            TEXT NOT NULL,
+    kid             TEXT NOT NULL,
+    checkpoint_mac  TEXT NOT NULL
+);
+CREATE TRIGGER audit_checkpoints_no_update_or_delete BEFORE UPDATE OR DELETE ON audit_checkpoints
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('audit checkpoints cannot change');
+CREATE TRIGGER audit_checkpoints_no_truncate BEFORE TRUNCATE ON audit_checkpoints
+    FOR EACH STATEMENT EXECUTE FUNCTION secureclaw_refuse('audit checkpoints cannot change');
+
+CREATE FUNCTION secureclaw_audit_delete_archived() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.seq > coalesce((SELECT max(seq) FROM audit_checkpoints), 0) THEN
+        RAISE EXCEPTION 'audit records can be deleted only once a checkpoint covers them';
+    END IF;
+    RETURN OLD;
+END
+$$;
+DROP TRIGGER audit_no_update_or_delete ON audit;
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_refuse('audit log is append-only');
+CREATE TRIGGER audit_delete_archived_only BEFORE DELETE ON audit
+    FOR EACH ROW EXECUTE FUNCTION secureclaw_audit_delete_archived();
+";
+
 /// All migrations, in order.
 const MIGRATIONS: &[&str] = &[
     V1,
@@ -441,6 +479,7 @@ const MIGRATIONS: &[&str] = &[
     V7_TOOL_PINS,
     V8_RETENTION,
     V9_STANDING_GRANTS,
+    V10_AUDIT_ARCHIVE,
 ];
 
 /// The highest schema version this build knows.
