@@ -63,7 +63,7 @@ async fn migrations_are_versioned_idempotent_and_newer_databases_refused() {
             newer,
             Err(StoreError::SchemaTooNew {
                 found: 99,
-                supported: 9
+                supported: 10
             })
         ),
         "{newer:?}"
