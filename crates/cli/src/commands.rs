@@ -1093,23 +1093,23 @@ pub async fn audit(
             match store.verify_audit_log().await {
                 Ok(v) => {
                     match &v.checkpoint {
-                    None => println!(
-                        "audit log OK: {} record{}, chain verified ({place})",
-                        v.records,
-                        if v.records == 1 { "" } else { "s" },
-                    ),
-                    Some(c) => println!(
-                        "audit log OK: {} record{} verified from checkpoint at seq {} \
+                        None => println!(
+                            "audit log OK: {} record{}, chain verified ({place})",
+                            v.records,
+                            if v.records == 1 { "" } else { "s" },
+                        ),
+                        Some(c) => println!(
+                            "audit log OK: {} record{} verified from checkpoint at seq {} \
                          (archived: records {}..={} in `{}`, file digest sha256 {}), chain \
                          verified ({place})",
-                        v.records,
-                        if v.records == 1 { "" } else { "s" },
-                        c.seq(),
-                        c.segment.first_seq,
-                        c.seq(),
-                        c.segment.archive,
-                        c.segment.archive_sha256
-                    ),
+                            v.records,
+                            if v.records == 1 { "" } else { "s" },
+                            c.seq(),
+                            c.segment.first_seq,
+                            c.seq(),
+                            c.segment.archive,
+                            c.segment.archive_sha256
+                        ),
                     }
                     println!(
                         "head: {}:{} (keep it outside the store; `audit verify --expect-head` \

@@ -420,14 +420,23 @@ fn an_expected_head_catches_a_tail_cut_and_regrown() {
     assert!(plain.status.success(), "the chain alone cannot tell");
     let checked = run(state, &["audit", "verify", "--expect-head", &head]);
     assert_eq!(checked.status.code(), Some(2), "{}", stderr(&checked));
-    assert!(stderr(&checked).contains("record 10 now has MAC"), "{}", stderr(&checked));
+    assert!(
+        stderr(&checked).contains("record 10 now has MAC"),
+        "{}",
+        stderr(&checked)
+    );
     // Cut short of it.
     let conn = rusqlite::Connection::open(state.join("secureclaw.db")).unwrap();
-    conn.execute_batch("DELETE FROM audit WHERE seq >= 9;").unwrap();
+    conn.execute_batch("DELETE FROM audit WHERE seq >= 9;")
+        .unwrap();
     drop(conn);
     let short = run(state, &["audit", "verify", "--expect-head", &head]);
     assert_eq!(short.status.code(), Some(2));
-    assert!(stderr(&short).contains("ends at seq 8"), "{}", stderr(&short));
+    assert!(
+        stderr(&short).contains("ends at seq 8"),
+        "{}",
+        stderr(&short)
+    );
     // Malformed heads are usage errors.
     let bad = run(state, &["audit", "verify", "--expect-head", "ten:zz"]);
     assert!(!bad.status.success());

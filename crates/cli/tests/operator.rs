@@ -536,7 +536,8 @@ fn webhook_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
                     .unwrap()
                     .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
             }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
         }
     });
     (port, got)
@@ -575,7 +576,12 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
          url = \"http://127.0.0.1:{hook}/hook\"\n\n"
     );
     std::fs::write(&config, office_config(dir.path(), port, &approvals)).unwrap();
-    let _server = serve(&config, &dir.path().join("state"), port, &dir.path().join("log"));
+    let _server = serve(
+        &config,
+        &dir.path().join("state"),
+        port,
+        &dir.path().join("log"),
+    );
     let (_, sess) = http(
         port,
         "POST",
@@ -591,11 +597,16 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
                 "POST",
                 "/v1/call",
                 Some(&sid),
-                Some(&json!({"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}})),
+                Some(
+                    &json!({"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}}),
+                ),
             )
             .1,
         );
-        let handle = read["structured_content"]["iban"].as_str().unwrap().to_owned();
+        let handle = read["structured_content"]["iban"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let amount = read["structured_content"]["amount_cents"].clone();
         let out = json_of(
             &http(
@@ -633,18 +644,35 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
     );
     let text = bodies[0].to_string();
     for value in [IBAN, "hdl_", sid.as_str()] {
-        assert!(!text.contains(value), "`{value}` in the webhook body: {text}");
+        assert!(
+            !text.contains(value),
+            "`{value}` in the webhook body: {text}"
+        );
     }
     // 2. A malformed approver name is refused and decides nothing; a named approver is recorded.
-    let (status, body) = post_as(port, &format!("/v1/approvals/{first}/approve"), "al ice<script>");
+    let (status, body) = post_as(
+        port,
+        &format!("/v1/approvals/{first}/approve"),
+        "al ice<script>",
+    );
     assert_eq!(status, 400, "{body}");
-    let (status, body) = post_as(port, &format!("/v1/approvals/{first}/approve"), "alice@corp.example");
+    let (status, body) = post_as(
+        port,
+        &format!("/v1/approvals/{first}/approve"),
+        "alice@corp.example",
+    );
     assert_eq!(status, 200, "{body}");
     // 3. A second payment nobody decides is denied by the gateway once the timeout passes.
     let second = pay();
     let mut denied = None;
     for _ in 0..150 {
-        let (_, list) = http(port, "GET", "/v1/approvals?state=denied", Some(OPERATOR), None);
+        let (_, list) = http(
+            port,
+            "GET",
+            "/v1/approvals?state=denied",
+            Some(OPERATOR),
+            None,
+        );
         let list = json_of(&list);
         if let Some(a) = list["approvals"]
             .as_array()
@@ -657,14 +685,25 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(denied.is_some(), "the unanswered approval was not denied on timeout");
+    assert!(
+        denied.is_some(),
+        "the unanswered approval was not denied on timeout"
+    );
     let bodies = wait(3);
     assert!(
-        bodies.iter().any(|b| b["event"] == "approval.timed_out" && b["action_id"] == second.as_str()),
+        bodies
+            .iter()
+            .any(|b| b["event"] == "approval.timed_out" && b["action_id"] == second.as_str()),
         "{bodies:?}"
     );
     // The approved one was not touched by the timeout.
-    let (_, approved) = http(port, "GET", "/v1/approvals?state=approved", Some(OPERATOR), None);
+    let (_, approved) = http(
+        port,
+        "GET",
+        "/v1/approvals?state=approved",
+        Some(OPERATOR),
+        None,
+    );
     assert!(approved.contains(&first), "{approved}");
     // 4. The audit log names both deciders.
     let (_, audit) = http(port, "GET", "/v1/audit?limit=10000", Some(OPERATOR), None);
@@ -677,7 +716,11 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
             .find(|r| r["event"]["kind"] == "confirmation" && r["event"]["action_id"] == id)
             .map(|r| r["event"]["detail"]["confirmer"].clone())
     };
-    assert_eq!(confirmer(&first), Some(json!("operator-api:alice@corp.example")), "{audit}");
+    assert_eq!(
+        confirmer(&first),
+        Some(json!("operator-api:alice@corp.example")),
+        "{audit}"
+    );
     assert_eq!(confirmer(&second), Some(json!("timeout")), "{audit}");
 }
 
@@ -690,14 +733,20 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
 fn every_example_configuration_starts_as_written() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     assert!(
-        root.join("tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
-            .is_file(),
+        root.join(
+            "tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+        )
+        .is_file(),
         "run `npm ci --prefix tools/mcp-servers` (scripts/test does)"
     );
     let dir = tempfile::tempdir().unwrap();
     // `secureclaw` on PATH, as the office example asks.
     let bin = std::path::Path::new(EXE).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     // The remote office of the two-upstream example, at the address it names.
     let office = Server(
         Command::new(EXE)
@@ -712,7 +761,10 @@ fn every_example_configuration_starts_as_written() {
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", 8790)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "demo-tools --http did not start on 8790");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "demo-tools --http did not start on 8790"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut seen = Vec::new();
@@ -738,7 +790,10 @@ fn every_example_configuration_starts_as_written() {
             "{name}: {stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(stdout.contains("every rule applies to a listed tool"), "{name}: {stdout}");
+        assert!(
+            stdout.contains("every rule applies to a listed tool"),
+            "{name}: {stdout}"
+        );
         let port = common::free_port();
         let log = dir.path().join(format!("{name}.log"));
         let server = common::serve_on(

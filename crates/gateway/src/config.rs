@@ -440,8 +440,9 @@ impl ApprovalsConfig {
         }
         for (i, w) in self.webhooks.iter().enumerate() {
             match (&w.url, &w.url_env) {
-                (Some(u), None) => check_http_url(u)
-                    .map_err(|e| format!("approvals.webhooks[{i}].url: {e}"))?,
+                (Some(u), None) => {
+                    check_http_url(u).map_err(|e| format!("approvals.webhooks[{i}].url: {e}"))?
+                }
                 (None, Some(name)) if !name.trim().is_empty() => {}
                 _ => {
                     return Err(format!(
@@ -451,7 +452,9 @@ impl ApprovalsConfig {
                 }
             }
             if w.timeout_ms == 0 {
-                return Err(format!("approvals.webhooks[{i}].timeout_ms must be positive"));
+                return Err(format!(
+                    "approvals.webhooks[{i}].timeout_ms must be positive"
+                ));
             }
         }
         Ok(())

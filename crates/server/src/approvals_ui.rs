@@ -518,9 +518,7 @@ async fn login(
     if !same_origin(&headers) {
         return login_page(StatusCode::FORBIDDEN, Some("refused: cross-origin request"));
     }
-    let (given, name) = form
-        .map(|Form(f)| (f.token, f.name))
-        .unwrap_or_default();
+    let (given, name) = form.map(|Form(f)| (f.token, f.name)).unwrap_or_default();
     if given.is_empty() || !ct_eq(&given, &state.api.operator_token) {
         tracing::info!(target: "secureclaw::approvals_ui", "refused a login to the approvals page");
         return login_page(StatusCode::UNAUTHORIZED, Some("wrong operator token"));
@@ -874,7 +872,8 @@ async fn revoke_grant(
         .api
         .gateway
         .revoke_grant(&id, &approver_of(&state, &key))
-        .await {
+        .await
+    {
         Ok(v) => {
             tracing::info!(target: "secureclaw::approvals_ui", grant = %v.id,
                 "revoked a standing grant in the approvals page");

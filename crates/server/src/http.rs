@@ -450,12 +450,13 @@ pub const APPROVER_HEADER: &str = "x-secureclaw-approver";
 /// # Errors
 /// 400 for a header that is not a valid approver name.
 fn approver(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
-    let name = match headers.get(APPROVER_HEADER) {
-        None => None,
-        Some(v) => Some(v.to_str().map_err(|_| {
-            bad_request(format!("{APPROVER_HEADER}: not a valid approver name"))
-        })?),
-    };
+    let name =
+        match headers.get(APPROVER_HEADER) {
+            None => None,
+            Some(v) => Some(v.to_str().map_err(|_| {
+                bad_request(format!("{APPROVER_HEADER}: not a valid approver name"))
+            })?),
+        };
     secureclaw_gateway::approver_identity("operator-api", name)
         .map_err(|e| bad_request(format!("{APPROVER_HEADER}: {e}")))
 }

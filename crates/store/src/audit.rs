@@ -183,8 +183,7 @@ pub(crate) struct StoredAudit<'a> {
 pub(crate) fn decode_stored(row: StoredAudit<'_>) -> Result<AuditRecord, StoreError> {
     let seq = row.seq;
     let what = format!("audit record {seq}");
-    let event: AuditEvent =
-        serde_json::from_str(row.event).map_err(|e| corrupt(&what, e))?;
+    let event: AuditEvent = serde_json::from_str(row.event).map_err(|e| corrupt(&what, e))?;
     let written = serde_json::to_string(&event).map_err(|e| corrupt(&what, e))?;
     let kind = serde_json::to_value(event.kind)
         .ok()

@@ -950,21 +950,30 @@ fn audit_rows_altered_outside_the_mac_fail_verification() {
             matches!(&err, StoreError::Corrupt(m) if m.contains("audit record 2")),
             "{text}: {err:?}"
         );
-        assert!(store.audit_records(0, 10).is_err(), "listing refuses it too");
+        assert!(
+            store.audit_records(0, 10).is_err(),
+            "listing refuses it too"
+        );
     }
     conn.execute("UPDATE audit SET event = ?1 WHERE seq = 2", [&genuine])
         .unwrap();
     assert_eq!(store.verify_audit().unwrap(), 3, "restored");
     for (column, value) in [("kind", "\"read\"".to_owned()), ("at", "0".to_owned())] {
-        conn.execute_batch(&format!("UPDATE audit SET {column} = {} WHERE seq = 2", value.replace('"', "'")))
-            .unwrap();
+        conn.execute_batch(&format!(
+            "UPDATE audit SET {column} = {} WHERE seq = 2",
+            value.replace('"', "'")
+        ))
+        .unwrap();
         let err = store.verify_audit().unwrap_err();
         assert!(
             matches!(&err, StoreError::Corrupt(m) if m.contains("columns")),
             "{column}: {err:?}"
         );
-        conn.execute("UPDATE audit SET kind = ?1, at = ?2 WHERE seq = 2", rusqlite::params![kind, at])
-            .unwrap();
+        conn.execute(
+            "UPDATE audit SET kind = ?1, at = ?2 WHERE seq = 2",
+            rusqlite::params![kind, at],
+        )
+        .unwrap();
     }
     assert_eq!(store.verify_audit().unwrap(), 3, "restored");
 }

@@ -165,9 +165,7 @@ pub fn approver_identity(channel: &str, name: Option<&str>) -> Result<String, St
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'))
     {
-        return Err(
-            "an approver name is 1 to 64 ASCII letters, digits or `. _ @ + -`".to_owned(),
-        );
+        return Err("an approver name is 1 to 64 ASCII letters, digits or `. _ @ + -`".to_owned());
     }
     Ok(format!("{channel}:{name}"))
 }

@@ -129,7 +129,7 @@ struct Hook {
 
 /// The configured webhooks and the page's URL (built once, at start-up).
 pub(crate) struct Notifier {
-    client: reqwest::Client,
+    client: Option<reqwest::Client>,
     hooks: Vec<Hook>,
     approvals_url: Option<String>,
     deliveries: Arc<tokio::sync::Semaphore>,
@@ -167,12 +167,23 @@ impl Notifier {
                 timeout: Duration::from_millis(w.timeout_ms),
             });
         }
-        // No redirects: a webhook that moved is a configuration to fix, and following one
-        // would send the notice to wherever the receiver points.
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| GatewayError::Config(format!("webhook HTTP client: {e}")))?;
+        // No client without webhooks. reqwest (built without a TLS provider of its own) needs
+        // a process-wide rustls provider: the binary installs ring's; an embedder that has
+        // none gets ring's too. No redirects: a webhook that moved is a configuration to fix,
+        // and following one would send the notice to wherever the receiver points.
+        let client = if hooks.is_empty() {
+            None
+        } else {
+            if rustls::crypto::CryptoProvider::get_default().is_none() {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+            }
+            Some(
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| GatewayError::Config(format!("webhook HTTP client: {e}")))?,
+            )
+        };
         Ok(Self {
             client,
             hooks,
@@ -187,7 +198,8 @@ impl Notifier {
     /// Post `notice` to every webhook, each in its own task; returns at once. Without a Tokio
     /// runtime (never in the gateway) nothing is sent.
     fn send(&self, notice: &ApprovalNotice) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let (Ok(runtime), Some(client)) = (tokio::runtime::Handle::try_current(), &self.client)
+        else {
             return;
         };
         for hook in &self.hooks {
@@ -201,8 +213,7 @@ impl Notifier {
                 continue;
             };
             let body = notice.body(hook.format).to_string();
-            let request = self
-                .client
+            let request = client
                 .post(&hook.url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .timeout(hook.timeout);
@@ -409,7 +420,12 @@ mod tests {
     #[test]
     fn slack_body_links_the_page_and_escapes_the_caller() {
         let b = notice("approval.pending").body(WebhookFormat::Slack);
-        assert!(b["text"].as_str().unwrap_or("").contains("office__send_email"));
+        assert!(
+            b["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("office__send_email")
+        );
         let text = b["blocks"][0]["text"]["text"].as_str().unwrap_or("");
         assert!(text.contains("&lt;!channel&gt; &amp; co"), "{text}");
         assert!(text.contains("approvals approve act_1"), "{text}");
@@ -419,7 +435,10 @@ mod tests {
         );
         let t = notice("approval.timed_out").body(WebhookFormat::Slack);
         assert!(t["text"].as_str().unwrap_or("").contains("timed out"));
-        assert!(t["blocks"].get(1).is_none(), "no button for a decided approval");
+        assert!(
+            t["blocks"].get(1).is_none(),
+            "no button for a decided approval"
+        );
     }
 
     #[test]
