@@ -201,6 +201,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
     warn_unmatched_rules(&gw);
     let sweeper = start_retention(&gw, &config.store);
     let archiver = start_audit_archive(&gw, &config.store)?;
+    let timeouts = gw.spawn_approval_timeouts();
     // The raw session id is the session's bearer credential (valid on `serve` over the same
     // store): only its audit digest is printed (new-user finding).
     crate::say(&format!(
@@ -224,7 +225,7 @@ pub async fn wrap(state_dir: &Path, store_url: Option<&str>, args: WrapArgs) -> 
             crate::say(&format!("{signal}: stopping; calls already sent to the upstream finish first"));
         }
     }
-    for task in [sweeper, archiver].into_iter().flatten() {
+    for task in [sweeper, archiver, timeouts].into_iter().flatten() {
         task.abort();
     }
     drain(&gw).await;
@@ -496,11 +497,16 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("cannot listen on {bind} (is another gateway running?)"))?;
+    // Notifications link to the approvals page: at `public_url`, else at the bound address.
+    let mut gateway_config = config.gateway.clone();
+    if gateway_config.approvals.public_url.is_none() {
+        gateway_config.approvals.public_url = Some(format!("http://{}", listener.local_addr()?));
+    }
     let gw = stack::start(
         &dir,
         store_url.or(config.store.url.as_deref()),
         &config.server.policy_files,
-        config.gateway.clone(),
+        gateway_config,
         config.upstream.clone(),
     )
     .await?;
@@ -509,6 +515,7 @@ pub async fn serve(
     warn_unmatched_rules(&gw);
     let sweeper = start_retention(&gw, &config.store);
     let archiver = start_audit_archive(&gw, &config.store)?;
+    let timeouts = gw.spawn_approval_timeouts();
     let token = state::operator_token(&dir)?;
     let default_session = match &config.task {
         Some(task) => Some(
@@ -596,7 +603,7 @@ pub async fn serve(
         ));
     })
     .await?;
-    for task in [sweeper, archiver].into_iter().flatten() {
+    for task in [sweeper, archiver, timeouts].into_iter().flatten() {
         task.abort();
     }
     drain(&gw).await;
@@ -748,7 +755,7 @@ pub async fn approvals(
                 ttl,
                 &ActionId(action_id.clone()),
                 true,
-                "cli",
+                &cli_identity(),
             )
             .await
             .with_context(|| format!("approving in {place}"))?;
@@ -802,7 +809,7 @@ pub async fn approvals(
                 0,
                 &ActionId(action_id.clone()),
                 false,
-                "cli",
+                &cli_identity(),
             )
             .await
             .with_context(|| format!("denying in {place}"))?;
@@ -810,6 +817,67 @@ pub async fn approvals(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `SEQ:MAC` of `--expect-head`.
+fn parse_head(text: &str) -> Result<(u64, String)> {
+    let (seq, mac) = text
+        .split_once(':')
+        .with_context(|| format!("--expect-head `{text}`: expected SEQ:MAC"))?;
+    let seq = seq
+        .trim()
+        .parse()
+        .with_context(|| format!("--expect-head `{text}`: SEQ is not a number"))?;
+    let mac = mac.trim().to_ascii_lowercase();
+    if mac.is_empty() || !mac.chars().all(|c| c.is_ascii_hexdigit()) {
+        bail!("--expect-head `{text}`: MAC is not hex");
+    }
+    Ok((seq, mac))
+}
+
+/// `Ok` if the verified log `v` still holds the record `seq` with MAC `mac` (or the
+/// checkpoint at `seq` with that MAC, once archived); what differs otherwise.
+async fn check_head(
+    store: &dyn secureclaw_core::store::Store,
+    v: &secureclaw_core::audit::LogVerified,
+    seq: u64,
+    mac: &str,
+) -> std::result::Result<(), String> {
+    if seq > v.last_seq {
+        return Err(format!(
+            "the log ends at seq {}, before it: records were deleted",
+            v.last_seq
+        ));
+    }
+    if seq == 0 {
+        return Ok(());
+    }
+    let found = match store.audit_records(seq, 1).await {
+        Ok(records) => records.into_iter().find(|r| r.seq == seq).map(|r| r.mac),
+        Err(e) => return Err(format!("cannot read record {seq}: {e}")),
+    };
+    let found = match found {
+        Some(m) => m,
+        None => match store.audit_checkpoints().await {
+            Ok(cps) => match cps.into_iter().find(|c| c.seq() == seq) {
+                Some(c) => c.mac().to_owned(),
+                None => {
+                    return Err(format!(
+                        "record {seq} is archived; verify the archive holding it with --archive \
+                         and compare its MAC there"
+                    ));
+                }
+            },
+            Err(e) => return Err(format!("cannot read the checkpoints: {e}")),
+        },
+    };
+    if found.eq_ignore_ascii_case(mac) {
+        Ok(())
+    } else {
+        Err(format!(
+            "record {seq} now has MAC {found}: the log was cut at or before it and regrown"
+        ))
+    }
 }
 
 /// The CLI's approver identity in the audit log and on grants: `cli:` and the login name.
@@ -915,6 +983,12 @@ pub enum AuditCommand {
         /// archives and the records kept form one chain.
         #[arg(long, value_name = "FILE")]
         archive: Vec<PathBuf>,
+        /// A head printed by an earlier `audit verify` (`SEQ:MAC`), kept outside the store:
+        /// the record at SEQ must still have that MAC (or the checkpoint at SEQ, once
+        /// archived). Detects a tail deleted and regrown since, which the chain alone cannot
+        /// (exit status 2).
+        #[arg(long, value_name = "SEQ:MAC")]
+        expect_head: Option<String>,
     },
     /// Print records as JSON Lines.
     Export {
@@ -1011,27 +1085,44 @@ pub async fn audit(
         state::db_path(state_dir).display().to_string()
     };
     match cmd {
-        AuditCommand::Verify { archive } => {
+        AuditCommand::Verify {
+            archive,
+            expect_head,
+        } => {
+            let expected = expect_head.as_deref().map(parse_head).transpose()?;
             match store.verify_audit_log().await {
-                Ok(v) => match &v.checkpoint {
-                    None => println!(
-                        "audit log OK: {} record{}, chain verified ({place})",
-                        v.records,
-                        if v.records == 1 { "" } else { "s" },
-                    ),
-                    Some(c) => println!(
-                        "audit log OK: {} record{} verified from checkpoint at seq {} \
+                Ok(v) => {
+                    match &v.checkpoint {
+                        None => println!(
+                            "audit log OK: {} record{}, chain verified ({place})",
+                            v.records,
+                            if v.records == 1 { "" } else { "s" },
+                        ),
+                        Some(c) => println!(
+                            "audit log OK: {} record{} verified from checkpoint at seq {} \
                          (archived: records {}..={} in `{}`, file digest sha256 {}), chain \
                          verified ({place})",
-                        v.records,
-                        if v.records == 1 { "" } else { "s" },
-                        c.seq(),
-                        c.segment.first_seq,
-                        c.seq(),
-                        c.segment.archive,
-                        c.segment.archive_sha256
-                    ),
-                },
+                            v.records,
+                            if v.records == 1 { "" } else { "s" },
+                            c.seq(),
+                            c.segment.first_seq,
+                            c.seq(),
+                            c.segment.archive,
+                            c.segment.archive_sha256
+                        ),
+                    }
+                    println!(
+                        "head: {}:{} (keep it outside the store; `audit verify --expect-head` \
+                         checks it later)",
+                        v.last_seq, v.last_mac
+                    );
+                    if let Some((seq, mac)) = expected
+                        && let Err(why) = check_head(store.as_ref(), &v, seq, &mac).await
+                    {
+                        eprintln!("audit log FAILED the expected head {seq}:{mac}: {why}");
+                        return Ok(ExitCode::from(2));
+                    }
+                }
                 Err(e) => {
                     eprintln!("audit log FAILED verification: {e}");
                     return Ok(ExitCode::from(2));

@@ -454,8 +454,8 @@ fn with_hint(message: &str) -> String {
 }
 
 impl Config {
-    /// Read, parse and validate `path`. Relative policy paths are resolved against the
-    /// file's directory.
+    /// Read, parse and validate `path`. Relative paths in it (policy files, the audit archive
+    /// directory, a stdio upstream's `cwd`) are resolved against the file's directory.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config `{}`", path.display()))?;
@@ -475,6 +475,17 @@ impl Config {
             && !p.as_os_str().is_empty()
         {
             *p = base.join(&*p);
+        }
+        // A stdio upstream's relative `cwd` is the config file's, like every other path in it,
+        // so that a config runs the same from any directory (new-user trial: the example's
+        // paths worked only from the repository's root).
+        for up in &mut config.upstream {
+            if let secureclaw_gateway::UpstreamTransport::Stdio { cwd: Some(p), .. } =
+                &mut up.transport
+                && p.is_relative()
+            {
+                *p = base.join(&*p);
+            }
         }
         config
             .validate()

@@ -147,12 +147,16 @@ enum Command {
     /// Run an evaluation harness (AgentDojo with a compromised runtime; ghost-call privacy).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
-    /// Serve the demo office MCP tool server on stdio (used by `demo`).
+    /// Serve the demo office MCP tool server on stdio (used by `demo` and `examples/`), or
+    /// over Streamable HTTP with --http.
     #[command(hide = true)]
     DemoTools {
-        /// State file of the demo office.
+        /// State file of the demo office (created with seeded data when missing).
         #[arg(long)]
         state: PathBuf,
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8790).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
     },
     /// Serve one research provider of the speculative demo on stdio (used by `demo --speculative`).
     #[command(hide = true)]
@@ -375,10 +379,12 @@ fn main() -> ExitCode {
             }
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::Eval(c) => eval::run(c),
-            Command::DemoTools { state } => secureclaw_demo_tools::serve_stdio(state)
-                .await
-                .map_err(Into::into)
-                .map(|()| ExitCode::SUCCESS),
+            Command::DemoTools { state, http } => match http {
+                Some(addr) => secureclaw_demo_tools::serve_http(state, &addr).await,
+                None => secureclaw_demo_tools::serve_stdio(state).await,
+            }
+            .map_err(Into::into)
+            .map(|()| ExitCode::SUCCESS),
             Command::ResearchTools {
                 provider,
                 tools,

@@ -382,3 +382,63 @@ fn serve_archives_in_the_background() {
     ));
     assert!(text.contains("verified against the checkpoint"), "{text}");
 }
+
+/// Red-team F3: a tail deleted and regrown verifies as a chain, so `audit verify` prints the
+/// head (`head: SEQ:MAC`) and `--expect-head SEQ:MAC` checks it later: the same log passes
+/// (positive control, also with records after it), a log cut before SEQ and regrown to
+/// the same length fails naming the record, a log cut short of SEQ fails.
+#[test]
+fn an_expected_head_catches_a_tail_cut_and_regrown() {
+    let (dir, keys) = seeded(10);
+    let state = dir.path();
+    let out = stdout(&run(state, &["audit", "verify"]));
+    let head = out
+        .lines()
+        .find_map(|l| l.strip_prefix("head: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no head line: {out}"))
+        .to_owned();
+    assert!(head.starts_with("10:"), "{head}");
+    stdout(&run(state, &["audit", "verify", "--expect-head", &head]));
+    // More records after it: still the same history.
+    let store = open(state, &keys);
+    store
+        .append_audit(AuditEvent::new(AuditKind::Read, UnixMillis(11)))
+        .unwrap();
+    stdout(&run(state, &["audit", "verify", "--expect-head", &head]));
+    // Cut records 8.. (as someone with write access to the file can) and regrow them.
+    let conn = rusqlite::Connection::open(state.join("secureclaw.db")).unwrap();
+    conn.execute_batch("DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq >= 8;")
+        .unwrap();
+    drop(conn);
+    for i in 8..=11 {
+        store
+            .append_audit(AuditEvent::new(AuditKind::Preview, UnixMillis(100 + i)))
+            .unwrap();
+    }
+    let plain = run(state, &["audit", "verify"]);
+    assert!(plain.status.success(), "the chain alone cannot tell");
+    let checked = run(state, &["audit", "verify", "--expect-head", &head]);
+    assert_eq!(checked.status.code(), Some(2), "{}", stderr(&checked));
+    assert!(
+        stderr(&checked).contains("record 10 now has MAC"),
+        "{}",
+        stderr(&checked)
+    );
+    // Cut short of it.
+    let conn = rusqlite::Connection::open(state.join("secureclaw.db")).unwrap();
+    conn.execute_batch("DELETE FROM audit WHERE seq >= 9;")
+        .unwrap();
+    drop(conn);
+    let short = run(state, &["audit", "verify", "--expect-head", &head]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(
+        stderr(&short).contains("ends at seq 8"),
+        "{}",
+        stderr(&short)
+    );
+    // Malformed heads are usage errors.
+    let bad = run(state, &["audit", "verify", "--expect-head", "ten:zz"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--expect-head"), "{}", stderr(&bad));
+}

@@ -509,46 +509,322 @@ fn a_key_ring_that_did_not_write_the_store_is_refused() {
     );
 }
 
-/// The minimal configuration in `examples/secureclaw.toml` works as its comment says: with its
-/// data path pointed at a real directory, `config check` starts the filesystem server and
-/// lists its tools (new-user trial: there was no starter file for `serve`).
+/// A webhook receiver on loopback: answers every request `200` and keeps each body.
+fn webhook_receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_ok() {
+                sink.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    (port, got)
+}
+
+/// `POST path` with the operator token and an `X-SecureClaw-Approver` header.
+fn post_as(port: u16, path: &str, approver: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {OPERATOR}\r\n\
+         X-SecureClaw-Approver: {approver}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (status, body) = common::status_and_body(&resp);
+    (status, body.to_owned())
+}
+
+/// Issue 15 "Channels", end to end through `serve`: each action that goes pending is posted
+/// to the configured webhook (no argument value in it), the approver named in the operator
+/// API's header is recorded in the approval and the audit log, a malformed name is refused,
+/// and an approval nobody decides is denied once `[gateway.approvals] timeout_ms` passes —
+/// by the running gateway, with the webhook told.
 #[test]
-fn the_example_configuration_checks_out() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let server = root.join(
-        "tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hook, got) = webhook_receiver();
+    let port = common::free_port();
+    let config = dir.path().join("secureclaw.toml");
+    let approvals = format!(
+        "[gateway.approvals]\ntimeout_ms = 3000\n\n[[gateway.approvals.webhooks]]\n\
+         url = \"http://127.0.0.1:{hook}/hook\"\n\n"
     );
+    std::fs::write(&config, office_config(dir.path(), port, &approvals)).unwrap();
+    let _server = serve(
+        &config,
+        &dir.path().join("state"),
+        port,
+        &dir.path().join("log"),
+    );
+    let (_, sess) = http(
+        port,
+        "POST",
+        "/v1/sessions",
+        Some(OPERATOR),
+        Some(&json!({"caller": "bob", "task": {"request": "Pay invoice INV-42"}})),
+    );
+    let sid = json_of(&sess)["session_id"].as_str().unwrap().to_owned();
+    let pay = || {
+        let read = json_of(
+            &http(
+                port,
+                "POST",
+                "/v1/call",
+                Some(&sid),
+                Some(
+                    &json!({"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}}),
+                ),
+            )
+            .1,
+        );
+        let handle = read["structured_content"]["iban"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let amount = read["structured_content"]["amount_cents"].clone();
+        let out = json_of(
+            &http(
+                port,
+                "POST",
+                "/v1/call",
+                Some(&sid),
+                Some(&json!({"tool": "office__pay_invoice",
+                    "arguments": {"invoice_id": "INV-42", "iban": handle, "amount_cents": amount}})),
+            )
+            .1,
+        );
+        assert_eq!(out["status"], "pending_confirmation", "{out}");
+        out["recovery"]["action_id"].as_str().unwrap().to_owned()
+    };
+    let wait = |n: usize| {
+        for _ in 0..200 {
+            if got.lock().unwrap().len() >= n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        got.lock().unwrap().clone()
+    };
+    // 1. The pending payment reaches the webhook, without the IBAN, the amount or the session.
+    let first = pay();
+    let bodies = wait(1);
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    assert_eq!(bodies[0]["event"], "approval.pending");
+    assert_eq!(bodies[0]["action_id"], first.as_str());
+    assert_eq!(bodies[0]["tool"], "office__pay_invoice");
+    assert_eq!(
+        bodies[0]["approvals_url"],
+        format!("http://127.0.0.1:{port}/approvals")
+    );
+    let text = bodies[0].to_string();
+    for value in [IBAN, "hdl_", sid.as_str()] {
+        assert!(
+            !text.contains(value),
+            "`{value}` in the webhook body: {text}"
+        );
+    }
+    // 2. A malformed approver name is refused and decides nothing; a named approver is recorded.
+    let (status, body) = post_as(
+        port,
+        &format!("/v1/approvals/{first}/approve"),
+        "al ice<script>",
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post_as(
+        port,
+        &format!("/v1/approvals/{first}/approve"),
+        "alice@corp.example",
+    );
+    assert_eq!(status, 200, "{body}");
+    // 3. A second payment nobody decides is denied by the gateway once the timeout passes.
+    let second = pay();
+    let mut denied = None;
+    for _ in 0..150 {
+        let (_, list) = http(
+            port,
+            "GET",
+            "/v1/approvals?state=denied",
+            Some(OPERATOR),
+            None,
+        );
+        let list = json_of(&list);
+        if let Some(a) = list["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["action_id"] == second.as_str())
+        {
+            denied = Some(a.clone());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
-        server.is_file(),
+        denied.is_some(),
+        "the unanswered approval was not denied on timeout"
+    );
+    let bodies = wait(3);
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b["event"] == "approval.timed_out" && b["action_id"] == second.as_str()),
+        "{bodies:?}"
+    );
+    // The approved one was not touched by the timeout.
+    let (_, approved) = http(
+        port,
+        "GET",
+        "/v1/approvals?state=approved",
+        Some(OPERATOR),
+        None,
+    );
+    assert!(approved.contains(&first), "{approved}");
+    // 4. The audit log names both deciders.
+    let (_, audit) = http(port, "GET", "/v1/audit?limit=10000", Some(OPERATOR), None);
+    let audit = json_of(&audit);
+    let confirmer = |id: &str| {
+        audit["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["event"]["kind"] == "confirmation" && r["event"]["action_id"] == id)
+            .map(|r| r["event"]["detail"]["confirmer"].clone())
+    };
+    assert_eq!(
+        confirmer(&first),
+        Some(json!("operator-api:alice@corp.example")),
+        "{audit}"
+    );
+    assert_eq!(confirmer(&second), Some(json!("timeout")), "{audit}");
+}
+
+/// Every configuration in `examples/` starts as written, from a directory that is not the
+/// repository's root (its paths are the config file's): `config check` starts each upstream,
+/// lists its tools and finds that every rule applies to one, and `serve` comes up (its
+/// upstreams started) and answers `/health`. The two-upstream example's office runs over Streamable HTTP as its comment
+/// says (`secureclaw demo-tools --http`).
+#[test]
+fn every_example_configuration_starts_as_written() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert!(
+        root.join(
+            "tools/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+        )
+        .is_file(),
         "run `npm ci --prefix tools/mcp-servers` (scripts/test does)"
     );
     let dir = tempfile::tempdir().unwrap();
-    let notes = dir.path().join("notes");
-    std::fs::create_dir(&notes).unwrap();
-    let example = std::fs::read_to_string(root.join("examples/secureclaw.toml")).unwrap();
-    assert!(example.contains("\"/srv/notes\""), "{example}");
-    let config = dir.path().join("secureclaw.toml");
-    std::fs::write(
-        &config,
-        example.replace(
-            "\"/srv/notes\"",
-            &format!("{:?}", notes.display().to_string()),
-        ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_secureclaw"))
-        .current_dir(&root)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["config", "check", "-c"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    // `secureclaw` on PATH, as the office example asks.
+    let bin = std::path::Path::new(EXE).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
     );
-    assert!(stdout.contains("upstream `fs`:"), "{stdout}");
+    // The remote office of the two-upstream example, at the address it names.
+    let office = Server(
+        Command::new(EXE)
+            .args(["demo-tools", "--state"])
+            .arg(dir.path().join("office-http.json"))
+            .args(["--http", "127.0.0.1:8790"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", 8790)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "demo-tools --http did not start on 8790"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(root.join("examples")).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let state = dir.path().join(format!("state-{name}"));
+        let out = Command::new(EXE)
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["config", "check", "-c"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("every rule applies to a listed tool"),
+            "{name}: {stdout}"
+        );
+        let port = common::free_port();
+        let log = dir.path().join(format!("{name}.log"));
+        let server = common::serve_on(
+            Command::new(EXE)
+                .current_dir(dir.path())
+                .env("PATH", &path)
+                .env("SECURECLAW_OPERATOR_TOKEN", OPERATOR)
+                .arg("--state-dir")
+                .arg(&state)
+                .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "-c"])
+                .arg(&file)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(&log).unwrap())),
+            port,
+        );
+        let (status, health) = http(port, "GET", "/health", None, None);
+        assert_eq!(
+            status,
+            200,
+            "{name}: {health}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        drop(server);
+        seen.push(name);
+    }
+    drop(office);
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["filesystem.toml", "office.toml", "two-upstreams.toml"],
+        "a new example needs its start-up checked here"
+    );
 }

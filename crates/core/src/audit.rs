@@ -441,6 +441,10 @@ pub struct LogVerified {
     /// Sequence number of the last record (of the checkpoint when no record is kept; 0 for
     /// an empty log).
     pub last_seq: u64,
+    /// MAC of that record (the checkpoint's when no record is kept; [`GENESIS`] for an empty
+    /// log): with `last_seq`, the head an operator keeps outside the store to detect a tail
+    /// cut and regrown later (`audit verify --expect-head SEQ:MAC`).
+    pub last_mac: String,
     /// The latest checkpoint the records were verified from, if the log was ever archived.
     pub checkpoint: Option<AuditCheckpoint>,
 }
@@ -464,6 +468,7 @@ pub fn verify_log<'a>(
     Ok(LogVerified {
         records: v.count(),
         last_seq: v.last_seq(),
+        last_mac: v.last_mac().to_owned(),
         checkpoint: checkpoints.last().cloned(),
     })
 }

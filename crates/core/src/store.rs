@@ -1275,13 +1275,16 @@ pub struct SweepReport {
     pub held_calls: u64,
     /// Rate-limit token buckets of swept sessions.
     pub rate_buckets: u64,
+    /// Standing grants of swept sessions (live or not: a grant never outlives its session's
+    /// use, since it covers calls of that session only).
+    pub standing_grants: u64,
 }
 
 impl SweepReport {
     /// Every count with its name (the names are the report's field names), in a fixed order,
     /// for logs and the CLI.
     #[must_use]
-    pub fn kinds(&self) -> [(&'static str, u64); 13] {
+    pub fn kinds(&self) -> [(&'static str, u64); 14] {
         [
             ("sessions", self.sessions),
             ("handles", self.handles),
@@ -1296,6 +1299,7 @@ impl SweepReport {
             ("held_sessions", self.held_sessions),
             ("held_calls", self.held_calls),
             ("rate_buckets", self.rate_buckets),
+            ("standing_grants", self.standing_grants),
         ]
     }
 
@@ -1315,7 +1319,7 @@ impl SweepReport {
 
     /// Add `other`'s counts to these (saturating): the total of several batches.
     pub fn add(&mut self, other: &SweepReport) {
-        let fields: [(&mut u64, u64); 13] = [
+        let fields: [(&mut u64, u64); 14] = [
             (&mut self.sessions, other.sessions),
             (&mut self.handles, other.handles),
             (&mut self.vault_objects, other.vault_objects),
@@ -1328,6 +1332,7 @@ impl SweepReport {
             (&mut self.spec_branches, other.spec_branches),
             (&mut self.held_sessions, other.held_sessions),
             (&mut self.held_calls, other.held_calls),
+            (&mut self.standing_grants, other.standing_grants),
             (&mut self.rate_buckets, other.rate_buckets),
         ];
         for (mine, theirs) in fields {

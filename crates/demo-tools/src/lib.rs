@@ -88,6 +88,41 @@ pub enum DemoToolsError {
     /// The task running the MCP session failed.
     #[error("mcp service task failed")]
     Service(#[source] tokio::task::JoinError),
+    /// The HTTP listener could not be bound, or failed.
+    #[error("cannot serve HTTP")]
+    Listen(#[source] std::io::Error),
+}
+
+/// Serves [`DemoTools`] over the state file `state_path` as a Streamable HTTP MCP server at
+/// `http://ADDR/mcp` (port 0 picks one), printing `listening on http://ADDR/mcp` on stdout
+/// once bound; every MCP session shares the one office. Runs until the process is stopped.
+/// Only loopback `Host` headers are accepted (rmcp's default DNS-rebinding protection).
+///
+/// # Errors
+///
+/// The state-file errors of [`DemoTools::new`]; [`DemoToolsError::Listen`] if `addr` cannot be
+/// bound or the server stops with an I/O error.
+pub async fn serve_http(state_path: PathBuf, addr: &str) -> Result<(), DemoToolsError> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    use std::io::Write as _;
+    let server = DemoTools::new(state_path)?;
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        std::sync::Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(DemoToolsError::Listen)?;
+    let bound = listener.local_addr().map_err(DemoToolsError::Listen)?;
+    println!("listening on http://{bound}/mcp");
+    std::io::stdout().flush().map_err(DemoToolsError::Listen)?;
+    axum::serve(listener, app)
+        .await
+        .map_err(DemoToolsError::Listen)
 }
 
 /// Serves [`DemoTools`] over the state file `state_path` on stdin/stdout until the client

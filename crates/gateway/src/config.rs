@@ -359,6 +359,133 @@ pub struct GatewayConfig {
     /// Tool-definition pinning against rug pulls (`pin = "on-first-use" | "manual" | "off"`;
     /// default `on-first-use`): see [`crate::pins`].
     pub pin: crate::pins::PinMode,
+    /// `[gateway.approvals]`: deny on timeout and the webhooks told of pending actions.
+    pub approvals: ApprovalsConfig,
+}
+
+/// `[gateway.approvals]`: what happens to an approval while it waits (issue 15 "Channels").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// An approval still pending this long (milliseconds) after it was requested is denied,
+    /// decided by `timeout` in the approval record and the audit log; its runtime then gets
+    /// `confirmation_denied`. 0 never denies (a pending entry then waits until its session
+    /// is swept). Default 1 hour (3 600 000), the lifetime of a confirmation: a human answer
+    /// later than that is a decision about a call whose context has moved on.
+    pub timeout_ms: u64,
+    /// The base URL operators open the gateway at (`https://gw.example.com`); notifications
+    /// link to `{public_url}/approvals`. Default: none (`serve` uses `http://{http_bind}`;
+    /// `wrap` names the `approvals ui` command instead).
+    pub public_url: Option<String>,
+    /// `[[gateway.approvals.webhooks]]`: each is sent every action that goes pending and every
+    /// approval denied on timeout.
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 3_600_000,
+            public_url: None,
+            webhooks: Vec::new(),
+        }
+    }
+}
+
+/// The body a webhook is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// `{"event": "approval.pending", "action_id": …, "tool": …, …}` (README "Deny on timeout
+    /// and webhooks" lists the fields).
+    #[default]
+    Json,
+    /// A Slack incoming-webhook message: `text` plus Block Kit blocks with an "Open approvals"
+    /// button linking to the approvals page.
+    Slack,
+}
+
+/// One `[[gateway.approvals.webhooks]]` entry. Exactly one of `url` and `url_env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// The URL to POST to (`http` or `https`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The name of an environment variable holding the URL (a Slack webhook URL is a
+    /// credential: keep it out of the config file). Read at start-up; unset is an error.
+    #[serde(default)]
+    pub url_env: Option<String>,
+    /// The body's shape. Default `json`.
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Time for one delivery attempt, milliseconds. Default 5 000.
+    #[serde(default = "default_webhook_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_webhook_timeout_ms() -> u64 {
+    5_000
+}
+
+impl ApprovalsConfig {
+    /// Checks serde cannot express: each webhook has exactly one of `url` / `url_env`, a URL
+    /// that is `http(s)://` with a host, a positive timeout; `public_url` is `http(s)://`.
+    ///
+    /// # Errors
+    /// A message naming the key (`approvals.webhooks[0]: …`).
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(u) = &self.public_url {
+            check_http_url(u).map_err(|e| format!("approvals.public_url: {e}"))?;
+        }
+        for (i, w) in self.webhooks.iter().enumerate() {
+            match (&w.url, &w.url_env) {
+                (Some(u), None) => {
+                    check_http_url(u).map_err(|e| format!("approvals.webhooks[{i}].url: {e}"))?
+                }
+                (None, Some(name)) if !name.trim().is_empty() => {}
+                _ => {
+                    return Err(format!(
+                        "approvals.webhooks[{i}]: set exactly one of `url` and `url_env` (the \
+                         name of an environment variable holding the URL)"
+                    ));
+                }
+            }
+            if w.timeout_ms == 0 {
+                return Err(format!(
+                    "approvals.webhooks[{i}].timeout_ms must be positive"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` for an `http://` or `https://` URL with a host; the problem otherwise.
+pub(crate) fn check_http_url(u: &str) -> Result<(), String> {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{}` must start with http:// or https://", redact_url(u)))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(format!("`{}` has no host", redact_url(u)));
+    }
+    Ok(())
+}
+
+/// A URL as it may be shown in logs and errors: scheme and host only (a webhook URL's path
+/// is often its secret).
+#[must_use]
+pub fn redact_url(u: &str) -> String {
+    let (scheme, rest) = u.split_once("://").unwrap_or(("", u));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit('@').next().unwrap_or(host);
+    if scheme.is_empty() {
+        "…".to_owned()
+    } else {
+        format!("{scheme}://{host}/…")
+    }
 }
 
 /// What answers a shadowed call (Ghost Tool Calls §4 SHADOW).
@@ -470,6 +597,7 @@ impl GatewayConfig {
         for (i, d) in self.directory.iter().enumerate() {
             d.validate().map_err(|e| format!("directory[{i}]: {e}"))?;
         }
+        self.approvals.validate()?;
         self.speculation.validate()
     }
 

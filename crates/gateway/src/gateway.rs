@@ -47,6 +47,7 @@ mod display;
 mod grants;
 mod group;
 mod limits;
+pub mod notify;
 pub mod pinning;
 mod preview;
 mod read;
@@ -311,6 +312,8 @@ struct Inner {
     /// Effects this process is dispatching without a human, by (session, [`repeat_key`])
     /// ([`Dispatching`]).
     dispatching: Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    /// The approval webhooks (`[gateway.approvals]`, [`notify`]).
+    notifier: notify::Notifier,
 }
 
 /// An unconfirmed effect this process is dispatching, from its preview until its outcome is
@@ -680,6 +683,7 @@ impl Gateway {
             tool_burst: config.limits.tool_burst,
         });
         let writer = group::GroupWriter::new(Arc::clone(&store));
+        let notifier = notify::Notifier::new(&config.approvals)?;
         let gw = Self {
             inner: Arc::new(Inner {
                 keys,
@@ -699,6 +703,7 @@ impl Gateway {
                 in_flight: Arc::default(),
                 in_flight_bytes: Arc::default(),
                 dispatching: Arc::default(),
+                notifier,
             }),
         };
         for ev in pin_events {

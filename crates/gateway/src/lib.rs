@@ -30,11 +30,15 @@ pub mod rules;
 pub mod upstream;
 
 pub use catalog::{CatalogError, ToolEntry};
+pub use config::{ApprovalsConfig, WebhookConfig, WebhookFormat};
 pub use config::{
     GatewayConfig, Limits, ToolRule, UpstreamProtocol, UpstreamSpec, UpstreamTransport,
 };
 pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
-pub use gateway::approvals::{ApprovalView, Confirmer, ConfirmerAnswer, list_for_approver};
+pub use gateway::approvals::{
+    ApprovalView, Confirmer, ConfirmerAnswer, approver_identity, list_for_approver,
+};
+pub use gateway::notify::{ApprovalNotice, TIMEOUT_DECIDER};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::retention::{AuditArchivePolicy, RetentionPolicy, sweep_backlog};
 pub use gateway::{

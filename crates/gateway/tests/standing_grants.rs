@@ -404,3 +404,95 @@ async fn concurrent_matching_calls_take_at_most_the_grants_uses() {
     assert_eq!(uses(&h, &id).await, 3);
     assert_eq!(h.sent(), 4);
 }
+
+/// Red-team F2: a standing grant covers only a call committed in the same request. An
+/// explicit preview of a call the policy wants confirmed goes to a human even while a grant
+/// would cover the call, so no artifact taken under a grant can be committed after the grant
+/// is revoked or expires. Positive control: the ordinary call runs under the grant.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_explicit_preview_is_not_covered_by_a_grant_that_can_be_revoked_before_its_commit() {
+    let h = Harness::new().await;
+    let id = granted(
+        &h,
+        &h.session,
+        SEND,
+        email(FINANCE, "Copy 1"),
+        terms(Some(30), Some(10)),
+    )
+    .await;
+    let stockpiled = h
+        .preview(&h.session, SEND, email(FINANCE, "Copy 2"))
+        .await
+        .unwrap();
+    assert_eq!(stockpiled.decision, PreviewDecision::Confirm);
+    assert_eq!(uses(&h, &id).await, 0, "no use taken by a preview");
+    // Positive control: the ordinary call is covered.
+    completed(
+        &h.call(&h.session, SEND, email(FINANCE, "Copy 3"), None)
+            .await,
+    );
+    assert_eq!(uses(&h, &id).await, 1);
+    let sent = h.sent();
+    h.gw.revoke_grant(&id, "cli:alice").await.unwrap();
+    // The preview's artifact commits nothing without a human.
+    let out = h
+        .commit(
+            &h.session,
+            SEND,
+            email(FINANCE, "Copy 2"),
+            &stockpiled.action_id,
+            None,
+        )
+        .await;
+    assert!(
+        !matches!(out, secureclaw_gateway::CallOutcome::Completed { .. }),
+        "committed after revocation: {out:?}"
+    );
+    assert_eq!(h.sent(), sent);
+}
+
+/// Red-team F1: the money rules of a grant — no amount above the approved one, no other
+/// currency, no payment object paid twice — apply whenever the call carries an amount, even
+/// on a tool the operator did not mark `financial` (a grant on such a `pay_invoice` repaid
+/// the same invoice, once for 90 million). Positive control: a smaller amount to the same
+/// payee, for no invoice, is covered.
+#[tokio::test(flavor = "multi_thread")]
+async fn money_rules_apply_to_grants_on_tools_not_marked_financial() {
+    let mut config = test_config();
+    config.tools.insert(
+        0,
+        ToolRule {
+            tool: PAY.into(),
+            targets: Some(vec!["to".into()]),
+            sink: Some(secureclaw_core::handle::SinkKind::Egress),
+            ..ToolRule::default()
+        },
+    );
+    let h = Harness::with_config(config).await;
+    let call = json!({"to": VENDOR, "invoice_id": "INV-7", "amount_cents": 48_750});
+    let id = granted(&h, &h.session, PAY, call.clone(), terms(Some(30), Some(10))).await;
+    let before = h.test.effects();
+    for attack in [
+        // The same invoice again, identical or for more.
+        call.clone(),
+        json!({"to": VENDOR, "invoice_id": "INV-7", "amount_cents": 9_000_000_000_u64}),
+        // No invoice, a larger amount or another currency.
+        json!({"to": VENDOR, "amount_cents": 48_751}),
+        json!({"to": VENDOR, "amount_cents": 100, "currency": "USD"}),
+    ] {
+        assert_pending(&h.call(&h.session, PAY, attack.clone(), None).await);
+    }
+    assert_eq!(h.test.effects(), before, "nothing paid");
+    assert_eq!(uses(&h, &id).await, 0);
+    completed(
+        &h.call(
+            &h.session,
+            PAY,
+            json!({"to": VENDOR, "amount_cents": 40_000}),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), before + 1);
+    assert_eq!(uses(&h, &id).await, 1);
+}

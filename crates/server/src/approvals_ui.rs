@@ -62,7 +62,8 @@ pub const REFRESH_SECS: u32 = 15;
 pub const MAX_SESSIONS: usize = 32;
 /// The session cookie's name.
 pub const COOKIE: &str = "secureclaw_approvals";
-/// Who the audit log and the approval record name as the decider.
+/// Who the audit log and the approval record name as the decider when the login gave no
+/// name; with one, `web:NAME` ([`secureclaw_gateway::approver_identity`]).
 pub const DECIDED_BY: &str = "web:operator";
 /// Largest form body accepted.
 const BODY_LIMIT: usize = 8 * 1024;
@@ -70,6 +71,8 @@ const BODY_LIMIT: usize = 8 * 1024;
 /// One browser login.
 struct WebSession {
     csrf: String,
+    /// The decider this login's decisions are recorded as (`web:NAME` or [`DECIDED_BY`]).
+    approver: String,
     expires: Instant,
     flash: Option<String>,
 }
@@ -285,6 +288,9 @@ fn login_page(status: StatusCode, message: Option<&str>) -> Response {
                  <form method=\"post\" action=\"/approvals/login\">\
                  <label for=\"token\">Operator token</label> \
                  <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"off\" required> \
+                 <label for=\"name\">Your name</label> \
+                 <input type=\"text\" id=\"name\" name=\"name\" maxlength=\"64\" \
+                 placeholder=\"recorded with your decisions\"> \
                  <button type=\"submit\" id=\"login\">Log in</button></form>\
                  <p>The operator token is in <code>operator.token</code> in the state directory \
                  (or <code>SECURECLAW_OPERATOR_TOKEN</code>).</p>"
@@ -293,30 +299,7 @@ fn login_page(status: StatusCode, message: Option<&str>) -> Response {
     )
 }
 
-/// `ms` milliseconds after the Unix epoch as an RFC 3339 UTC timestamp with milliseconds
-/// (days to civil date: H. Hinnant's `civil_from_days`, proleptic Gregorian).
-#[must_use]
-pub fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
+pub use secureclaw_core::time::iso8601;
 
 async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
     let Some(key) = live_session(&state, &headers) else {
@@ -522,6 +505,9 @@ async fn quarantine_section(state: &UiState, csrf_field: &str, body: &mut String
 struct LoginForm {
     #[serde(default)]
     token: String,
+    /// The approver's name, recorded with every decision of this login.
+    #[serde(default)]
+    name: String,
 }
 
 async fn login(
@@ -532,11 +518,16 @@ async fn login(
     if !same_origin(&headers) {
         return login_page(StatusCode::FORBIDDEN, Some("refused: cross-origin request"));
     }
-    let given = form.map(|Form(f)| f.token).unwrap_or_default();
+    let (given, name) = form.map(|Form(f)| (f.token, f.name)).unwrap_or_default();
     if given.is_empty() || !ct_eq(&given, &state.api.operator_token) {
         tracing::info!(target: "secureclaw::approvals_ui", "refused a login to the approvals page");
         return login_page(StatusCode::UNAUTHORIZED, Some("wrong operator token"));
     }
+    let approver = match secureclaw_gateway::approver_identity("web", Some(&name)) {
+        Ok(a) if a == "web" => DECIDED_BY.to_owned(),
+        Ok(a) => a,
+        Err(e) => return login_page(StatusCode::BAD_REQUEST, Some(&format!("Your name: {e}."))),
+    };
     let (Some(secret), Some(csrf)) = (random_token(), random_token()) else {
         return login_page(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -564,12 +555,13 @@ async fn login(
             digest(&secret),
             WebSession {
                 csrf,
+                approver: approver.clone(),
                 expires: now + SESSION_TTL,
                 flash: None,
             },
         );
     }
-    tracing::info!(target: "secureclaw::approvals_ui", "operator logged in to the approvals page");
+    tracing::info!(target: "secureclaw::approvals_ui", approver = %approver, "operator logged in to the approvals page");
     see_other(Some(format!(
         "{COOKIE}={secret}; Path=/approvals; HttpOnly; SameSite=Strict; Max-Age={}",
         SESSION_TTL.as_secs()
@@ -635,6 +627,16 @@ fn checked_csrf(state: &UiState, headers: &HeaderMap, given: &str) -> Result<[u8
     Ok(key)
 }
 
+/// The decider the login session `key` records its decisions as.
+fn approver_of(state: &UiState, key: &[u8; 32]) -> String {
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(key)
+        .map_or_else(|| DECIDED_BY.to_owned(), |s| s.approver.clone())
+}
+
 async fn logout(
     State(state): State<UiState>,
     headers: HeaderMap,
@@ -670,7 +672,7 @@ async fn decide(
     let flash = match state
         .api
         .gateway
-        .decide_approval(&ActionId(id), approve, DECIDED_BY)
+        .decide_approval(&ActionId(id), approve, &approver_of(&state, &key))
         .await
     {
         Ok(record) => {
@@ -733,7 +735,7 @@ async fn pin_tool(
     let flash = match state
         .api
         .gateway
-        .pin_quarantined(&f.upstream, &f.tool, &f.digest, DECIDED_BY)
+        .pin_quarantined(&f.upstream, &f.tool, &f.digest, &approver_of(&state, &key))
         .await
     {
         Ok(true) => {
@@ -827,7 +829,7 @@ async fn approve_grant(
     let flash = match state
         .api
         .gateway
-        .approve_with_grant(&ActionId(id), DECIDED_BY, terms)
+        .approve_with_grant(&ActionId(id), &approver_of(&state, &key), terms)
         .await
     {
         Ok((record, grant)) => {
@@ -866,7 +868,12 @@ async fn revoke_grant(
         Err(refusal) => return refusal,
     };
     let shown: String = id.chars().take(80).collect();
-    let flash = match state.api.gateway.revoke_grant(&id, DECIDED_BY).await {
+    let flash = match state
+        .api
+        .gateway
+        .revoke_grant(&id, &approver_of(&state, &key))
+        .await
+    {
         Ok(v) => {
             tracing::info!(target: "secureclaw::approvals_ui", grant = %v.id,
                 "revoked a standing grant in the approvals page");

@@ -440,10 +440,36 @@ async fn list_approvals(
     Ok(Json(json!({"approvals": list})))
 }
 
-async fn decide(s: &ApiState, id: String, approve: bool) -> Result<Json<Value>, ApiError> {
+/// The header an operator API client names its human approver in (recorded as
+/// `operator-api:NAME`; see [`secureclaw_gateway::approver_identity`]).
+pub const APPROVER_HEADER: &str = "x-secureclaw-approver";
+
+/// The decider of an operator API request: `operator-api`, or `operator-api:NAME` with an
+/// [`APPROVER_HEADER`].
+///
+/// # Errors
+/// 400 for a header that is not a valid approver name.
+fn approver(headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
+    let name =
+        match headers.get(APPROVER_HEADER) {
+            None => None,
+            Some(v) => Some(v.to_str().map_err(|_| {
+                bad_request(format!("{APPROVER_HEADER}: not a valid approver name"))
+            })?),
+        };
+    secureclaw_gateway::approver_identity("operator-api", name)
+        .map_err(|e| bad_request(format!("{APPROVER_HEADER}: {e}")))
+}
+
+async fn decide(
+    s: &ApiState,
+    id: String,
+    approve: bool,
+    decider: &str,
+) -> Result<Json<Value>, ApiError> {
     let record = s
         .gateway
-        .decide_approval(&ActionId(id), approve, "operator-api")
+        .decide_approval(&ActionId(id), approve, decider)
         .await?;
     Ok(Json(
         json!({"action_id": record.action_id, "state": record.state.as_str()}),
@@ -496,14 +522,16 @@ async fn approve(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     _: Operator,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
+    let decider = approver(&headers)?;
     let Some(terms) = grant_terms(&body)? else {
-        return decide(&s, id, true).await;
+        return decide(&s, id, true, &decider).await;
     };
     let (record, grant) = s
         .gateway
-        .approve_with_grant(&ActionId(id), "operator-api", terms)
+        .approve_with_grant(&ActionId(id), &decider, terms)
         .await?;
     let view = secureclaw_gateway::GrantView::of(&grant, grant.created_at);
     Ok(Json(
@@ -530,8 +558,9 @@ async fn revoke_grant(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     _: Operator,
+    headers: axum::http::HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let view = s.gateway.revoke_grant(&id, "operator-api").await?;
+    let view = s.gateway.revoke_grant(&id, &approver(&headers)?).await?;
     Ok(Json(json!({"grant": view})))
 }
 
@@ -539,8 +568,9 @@ async fn deny(
     State(s): State<ApiState>,
     Path(id): Path<String>,
     _: Operator,
+    headers: axum::http::HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    decide(&s, id, false).await
+    decide(&s, id, false, &approver(&headers)?).await
 }
 
 #[derive(Deserialize)]
@@ -567,6 +597,7 @@ async fn audit_verify(State(s): State<ApiState>, _: Operator) -> Result<Json<Val
         Ok(v) => Ok(Json(json!({
             "verified": v.records,
             "last_seq": v.last_seq,
+            "last_mac": v.last_mac,
             "checkpoint": v.checkpoint,
         }))),
         Err(e) => Err(ApiError::new(
@@ -598,11 +629,13 @@ struct PinRequest {
 async fn pin_tool(
     State(s): State<ApiState>,
     _: Operator,
+    headers: axum::http::HeaderMap,
     body: Result<Json<PinRequest>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(req) = body?;
+    let decider = approver(&headers)?;
     if s.gateway
-        .pin_quarantined(&req.upstream, &req.tool, &req.digest, "operator-api")
+        .pin_quarantined(&req.upstream, &req.tool, &req.digest, &decider)
         .await?
     {
         Ok(Json(

@@ -18,7 +18,7 @@ use secureclaw_core::audit::{
 use secureclaw_core::keys::KeyId;
 use secureclaw_core::store::check_segment;
 
-const COLUMNS: &str = "seq, kid, prev, mac, event";
+const COLUMNS: &str = "seq, kid, prev, mac, event, kind, at";
 
 /// The chain head as stored: `(seq, mac)` of the last record; with no record (a new log, or
 /// every record archived), the latest checkpoint's last archived `(seq, mac)`; else
@@ -127,6 +127,8 @@ struct RawRecord {
     prev: String,
     mac: String,
     event: String,
+    kind: String,
+    at: i64,
 }
 
 impl RawRecord {
@@ -137,20 +139,74 @@ impl RawRecord {
             prev: r.get(2)?,
             mac: r.get(3)?,
             event: r.get(4)?,
+            kind: r.get(5)?,
+            at: r.get(6)?,
         })
     }
 
     fn decode(self) -> Result<AuditRecord, StoreError> {
-        let seq = uint(self.seq);
-        Ok(AuditRecord {
-            seq,
-            event: serde_json::from_str(&self.event)
-                .map_err(|e| corrupt(&format!("audit record {seq}"), e))?,
-            kid: KeyId(self.kid),
+        decode_stored(StoredAudit {
+            seq: uint(self.seq),
+            kid: self.kid,
             prev: self.prev,
             mac: self.mac,
+            event: &self.event,
+            kind: &self.kind,
+            at: self.at,
         })
     }
+}
+
+/// One audit row as stored (both stores): the chained fields, the event's text and the two
+/// columns indexed beside it.
+pub(crate) struct StoredAudit<'a> {
+    pub(crate) seq: u64,
+    pub(crate) kid: String,
+    pub(crate) prev: String,
+    pub(crate) mac: String,
+    pub(crate) event: &'a str,
+    pub(crate) kind: &'a str,
+    pub(crate) at: i64,
+}
+
+/// Decode a stored audit row, refusing one whose text is not exactly what
+/// [`chain_next`] wrote: the MAC covers the parsed event, so without this a row with unknown
+/// fields, a duplicated key (the last one wins when parsed) or `kind`/`at` columns that
+/// disagree with the event would still verify while a reader of the raw table saw the forgery
+/// (red-team finding F4). The check re-serializes the parsed event: serialization is
+/// deterministic (object keys sorted, absent options skipped), so a genuine row always
+/// matches.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] naming the record: the text does not parse, is not in its written
+/// form, or the columns disagree with it.
+pub(crate) fn decode_stored(row: StoredAudit<'_>) -> Result<AuditRecord, StoreError> {
+    let seq = row.seq;
+    let what = format!("audit record {seq}");
+    let event: AuditEvent = serde_json::from_str(row.event).map_err(|e| corrupt(&what, e))?;
+    let written = serde_json::to_string(&event).map_err(|e| corrupt(&what, e))?;
+    let kind = serde_json::to_value(event.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if written != row.event {
+        return Err(StoreError::Corrupt(format!(
+            "{what}: the stored event is not in the form it was written in (altered: unknown \
+             fields, duplicated keys or re-encoded text)"
+        )));
+    }
+    if kind != row.kind || int(event.at.0) != row.at {
+        return Err(StoreError::Corrupt(format!(
+            "{what}: the stored `kind`/`at` columns do not match the event (altered)"
+        )));
+    }
+    Ok(AuditRecord {
+        seq,
+        event,
+        kid: KeyId(row.kid),
+        prev: row.prev,
+        mac: row.mac,
+    })
 }
 
 impl SqliteStore {

@@ -2755,6 +2755,12 @@ async fn populate_session(
         .protect_objects(session, &[format!("pobj:{session}")])
         .await
         .map_err(fail("protect_objects"))?;
+    let mut grant = standing_grant(&format!("grant-{session}"), None);
+    grant.session = session.to_owned();
+    store
+        .create_grant(&grant)
+        .await
+        .map_err(fail("create_grant"))?;
     store
         .take_grant_use(session, "bank__pay_*", 5)
         .await
@@ -2878,6 +2884,14 @@ async fn session_state(
                 .await
                 .map_err(fail("branch_state"))?
                 == BranchState::Abandoned,
+        ),
+        (
+            "standing grant",
+            store
+                .grant(&format!("grant-{session}"))
+                .await
+                .map_err(fail("grant"))?
+                .is_some(),
         ),
     ];
     let present = seen.iter().filter(|(_, p)| *p).count();

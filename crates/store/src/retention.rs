@@ -28,6 +28,7 @@ pub(crate) const SESSION_TABLES: &[&str] = &[
     "held_sessions",
     "held_calls",
     "rate_buckets",
+    "standing_grants",
 ];
 
 /// The counter of `report` that rows of `table` (one of [`SESSION_TABLES`]) feed.
@@ -43,6 +44,7 @@ pub(crate) fn counter<'r>(report: &'r mut SweepReport, table: &str) -> Option<&'
         "held_sessions" => &mut report.held_sessions,
         "held_calls" => &mut report.held_calls,
         "rate_buckets" => &mut report.rate_buckets,
+        "standing_grants" => &mut report.standing_grants,
         _ => return None,
     })
 }

@@ -909,6 +909,75 @@ fn audit_is_append_only_in_sql() {
     );
 }
 
+/// A stored audit row whose text or index columns were changed in ways the MAC over the
+/// parsed event does not see — an unknown field, a duplicated key whose last copy restores
+/// the genuine value, a re-encoded (reordered) object, `kind`/`at` columns that disagree with
+/// the event — fails verification and listing (red-team F4: such rows verified while a reader
+/// of the raw table saw the forgery). Positive control: the untouched log verifies.
+#[test]
+fn audit_rows_altered_outside_the_mac_fail_verification() {
+    let (_dir, path) = temp_db();
+    let store = SqliteStore::open(&path, keys()).unwrap();
+    for n in 1..=3 {
+        store.append_audit(event(n)).unwrap();
+    }
+    assert_eq!(store.verify_audit().unwrap(), 3, "positive control");
+    let conn = raw(&path);
+    conn.execute_batch("DROP TRIGGER audit_no_update").unwrap();
+    let genuine: String = conn
+        .query_row("SELECT event FROM audit WHERE seq = 2", [], |r| r.get(0))
+        .unwrap();
+    let (kind, at): (String, i64) = conn
+        .query_row("SELECT kind, at FROM audit WHERE seq = 2", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let body = genuine.strip_prefix('{').unwrap();
+    let tampered_texts = [
+        // An extra field a raw reader sees.
+        format!("{{\"note\":\"approved by ceo\",{body}"),
+        // A duplicated key inside `detail`: the forged first copy, the genuine last one (what
+        // the parser keeps).
+        genuine.replacen("\"detail\":{", "\"detail\":{\"n\":999,", 1),
+        // Whitespace: the same JSON, another text.
+        genuine.replace(',', ", "),
+    ];
+    for text in tampered_texts {
+        conn.execute("UPDATE audit SET event = ?1 WHERE seq = 2", [&text])
+            .unwrap();
+        let err = store.verify_audit().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains("audit record 2")),
+            "{text}: {err:?}"
+        );
+        assert!(
+            store.audit_records(0, 10).is_err(),
+            "listing refuses it too"
+        );
+    }
+    conn.execute("UPDATE audit SET event = ?1 WHERE seq = 2", [&genuine])
+        .unwrap();
+    assert_eq!(store.verify_audit().unwrap(), 3, "restored");
+    for (column, value) in [("kind", "\"read\"".to_owned()), ("at", "0".to_owned())] {
+        conn.execute_batch(&format!(
+            "UPDATE audit SET {column} = {} WHERE seq = 2",
+            value.replace('"', "'")
+        ))
+        .unwrap();
+        let err = store.verify_audit().unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.contains("columns")),
+            "{column}: {err:?}"
+        );
+        conn.execute(
+            "UPDATE audit SET kind = ?1, at = ?2 WHERE seq = 2",
+            rusqlite::params![kind, at],
+        )
+        .unwrap();
+    }
+    assert_eq!(store.verify_audit().unwrap(), 3, "restored");
+}
+
 #[test]
 fn concurrent_appends_from_two_stores_form_one_chain() {
     let (_dir, path) = temp_db();

@@ -147,6 +147,29 @@ pub async fn decide_approval(
     Ok(record)
 }
 
+/// The decider recorded for a human approving through `channel` (`cli`, `operator-api`,
+/// `web`) who named themselves `name`: `channel:name`, or `channel` alone when no name was
+/// given. The name is what the holder of the channel's credential declares (the operator
+/// token, the CLI's access to the state directory): it tells approvers apart in the audit log,
+/// it does not authenticate them.
+///
+/// # Errors
+/// A message when `name` is longer than 64 characters or has a character outside ASCII
+/// letters, digits and `. _ @ + -` (it lands in logs, the audit log and webhook bodies).
+pub fn approver_identity(channel: &str, name: Option<&str>) -> Result<String, String> {
+    let Some(name) = name.map(str::trim).filter(|n| !n.is_empty()) else {
+        return Ok(channel.to_owned());
+    };
+    if name.chars().count() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'))
+    {
+        return Err("an approver name is 1 to 64 ASCII letters, digits or `. _ @ + -`".to_owned());
+    }
+    Ok(format!("{channel}:{name}"))
+}
+
 /// What the human behind a [`Confirmer`] answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfirmerAnswer {

@@ -362,6 +362,14 @@ fn grant_targets(
 
 /// Whether the amounts of `arguments` are within the grant's ceiling (`max_amount`, or the
 /// largest amount of `approved`) and in currencies `approved` named.
+/// Whether `arguments` carry an amount (a field named like an amount) or a currency: a call
+/// about money, whatever the tool's rule says. Object ids alone do not make one (a grant to
+/// update ticket T-1 again is what the approver allowed).
+fn carries_money(entry: &ToolEntry, arguments: &Map<String, Value>) -> bool {
+    !amounts::financial_amounts(arguments, &entry.targets).is_empty()
+        || !amounts::argument_currencies(arguments).is_empty()
+}
+
 fn amounts_covered(
     entry: &ToolEntry,
     grant: &StandingGrant,
@@ -521,12 +529,18 @@ impl Gateway {
             if !targets.is_subset(&granted) || (targets.is_empty() && !granted.is_empty()) {
                 continue;
             }
-            if (entry.financial || grant.max_amount.is_some())
-                && !amounts_covered(entry, &grant, &approved, arguments)
-            {
+            // Money rules whenever money is in the call, whether or not the operator marked
+            // the tool `financial` (red-team F1: a grant on an unmarked `pay_invoice` paid
+            // the same invoice again, and for 90 million): no amount above the approved one
+            // (or the ceiling), no other currency, no payment object paid twice.
+            let money = entry.financial
+                || grant.max_amount.is_some()
+                || carries_money(entry, &approved)
+                || carries_money(entry, arguments);
+            if money && !amounts_covered(entry, &grant, &approved, arguments) {
                 continue;
             }
-            if entry.financial
+            if money
                 && !self
                     .objects_once(session, &grant.id, &approved, arguments)
                     .await

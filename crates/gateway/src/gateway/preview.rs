@@ -202,8 +202,13 @@ impl Gateway {
             PolicyDecision::Confirm { policies } => Some(policies.clone()),
             _ => None,
         };
+        // Only for a call committed in this same request: an explicit preview's artifact
+        // would outlive the grant's revocation or expiry until it is committed (red-team F2:
+        // five previews taken under a grant were all committed after it was revoked). An
+        // explicit preview of such a call goes to a human, as without a grant.
         let mut standing = None;
-        if let Some(policies) = confirm_policies
+        if !explicit
+            && let Some(policies) = confirm_policies
             && let Some(id) = self
                 .standing_grant_for(session, prepared, policy_request, repeat)
                 .await

@@ -306,7 +306,7 @@ impl Gateway {
 
     /// The label of `tool` (a name the runtime chose): its catalog name and upstream, the
     /// branch tools as themselves, anything else `unknown`.
-    fn tool_label(&self, tool: &str) -> (String, &str) {
+    pub(super) fn tool_label(&self, tool: &str) -> (String, &str) {
         match self.inner.catalog.get(tool) {
             Some(e) => (e.exposed.clone(), e.upstream.as_str()),
             None if tool == super::PROMOTE_TOOL || tool == super::ABANDON_TOOL => {
@@ -375,6 +375,9 @@ impl Gateway {
                 .inc();
         }
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let ("pending", Some(action)) = (decision, action) {
+            self.notify_pending(&session.caller, &session.id, tool, reason, action);
+        }
         let session = audit_session_id(&session.id);
         let action = action.unwrap_or("");
         tracing::info!(

@@ -395,18 +395,19 @@ fn ledger_row(r: &tokio_postgres::Row) -> Result<LedgerEntry, StoreError> {
     })
 }
 
-const AUDIT_COLUMNS: &str = "seq, kid, prev, mac, event";
+const AUDIT_COLUMNS: &str = "seq, kid, prev, mac, event, kind, at";
 
 fn audit_row(r: &tokio_postgres::Row) -> Result<AuditRecord, StoreError> {
-    let seq = uint(get(r, 0, "audit record")?);
     let event: String = get(r, 4, "audit record")?;
-    Ok(AuditRecord {
-        seq,
-        event: serde_json::from_str(&event)
-            .map_err(|e| corrupt(&format!("audit record {seq}"), e))?,
-        kid: KeyId(get(r, 1, "audit record")?),
+    let kind: String = get(r, 5, "audit record")?;
+    crate::audit::decode_stored(crate::audit::StoredAudit {
+        seq: uint(get(r, 0, "audit record")?),
+        kid: get(r, 1, "audit record")?,
         prev: get(r, 2, "audit record")?,
         mac: get(r, 3, "audit record")?,
+        event: &event,
+        kind: &kind,
+        at: get(r, 6, "audit record")?,
     })
 }
 
