@@ -590,7 +590,7 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
         Some(&json!({"caller": "bob", "task": {"request": "Pay invoice INV-42"}})),
     );
     let sid = json_of(&sess)["session_id"].as_str().unwrap().to_owned();
-    let pay = || {
+    let pay = |invoice: &str| {
         let read = json_of(
             &http(
                 port,
@@ -598,7 +598,7 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
                 "/v1/call",
                 Some(&sid),
                 Some(
-                    &json!({"tool": "office__read_invoice", "arguments": {"invoice_id": "INV-42"}}),
+                    &json!({"tool": "office__read_invoice", "arguments": {"invoice_id": invoice}}),
                 ),
             )
             .1,
@@ -615,7 +615,7 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
                 "/v1/call",
                 Some(&sid),
                 Some(&json!({"tool": "office__pay_invoice",
-                    "arguments": {"invoice_id": "INV-42", "iban": handle, "amount_cents": amount}})),
+                    "arguments": {"invoice_id": invoice, "iban": handle, "amount_cents": amount}})),
             )
             .1,
         );
@@ -632,7 +632,7 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
         got.lock().unwrap().clone()
     };
     // 1. The pending payment reaches the webhook, without the IBAN, the amount or the session.
-    let first = pay();
+    let first = pay("INV-42");
     let bodies = wait(1);
     assert_eq!(bodies.len(), 1, "{bodies:?}");
     assert_eq!(bodies[0]["event"], "approval.pending");
@@ -663,7 +663,8 @@ fn serve_posts_webhooks_records_the_approver_and_denies_on_timeout() {
     );
     assert_eq!(status, 200, "{body}");
     // 3. A second payment nobody decides is denied by the gateway once the timeout passes.
-    let second = pay();
+    // Another invoice: the identical call would commit the approval just given.
+    let second = pay("INV-43");
     let mut denied = None;
     for _ in 0..150 {
         let (_, list) = http(
