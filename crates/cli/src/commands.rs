@@ -400,9 +400,16 @@ fn store_option(store_url: Option<&str>) -> Option<String> {
         .split('/')
         .next()
         .unwrap_or("");
+    // A password in the userinfo (`user:pw@`), or a libpq parameter that may hold a secret
+    // (`?password=…`, `sslpassword=…`, a key-value string's `password=…`; red-team F3 of
+    // 2026-12-04: the query form reached webhook notices, log lines and the banner).
+    let lowered = url.to_ascii_lowercase();
     let has_password = authority
         .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        || ["pass", "secret", "token", "sslkey"]
+            .iter()
+            .any(|w| lowered.contains(w));
     Some(if has_password {
         "\"$SECURECLAW_STORE\"".to_owned()
     } else {
@@ -880,12 +887,18 @@ async fn check_head(
     }
 }
 
-/// The CLI's approver identity in the audit log and on grants: `cli:` and the login name.
+/// The CLI's approver identity in the audit log and on grants: `cli:` and the login name
+/// (`$USER`, else `$LOGNAME`), checked like every approver name
+/// ([`secureclaw_gateway::approver_identity`]); a name that is not one (spaces, markup, over
+/// 64 characters) is recorded as `cli:unknown` rather than written to the log as it is.
 fn cli_identity() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    format!("cli:{user}")
+        .unwrap_or_default();
+    secureclaw_gateway::approver_identity("cli", Some(&user))
+        .ok()
+        .filter(|id| id != "cli")
+        .unwrap_or_else(|| "cli:unknown".to_owned())
 }
 
 /// "until 2026-…Z, 2 of 5 uses taken" for a grant.
@@ -1361,6 +1374,18 @@ mod tests {
             store_option(Some("postgres://u:secret@db:5432/x")).as_deref(),
             Some("\"$SECURECLAW_STORE\"")
         );
+        for secret in [
+            "postgres://rt@127.0.0.1:5432/rt_pw?password=S3cretDbPw",
+            "postgres://rt@db/x?sslmode=require&PASSWORD=S3cret",
+            "postgres://rt@db/x?sslpassword=S3cret",
+            "host=db user=rt password=S3cret dbname=x",
+        ] {
+            assert_eq!(
+                store_option(Some(secret)).as_deref(),
+                Some("\"$SECURECLAW_STORE\""),
+                "{secret}"
+            );
+        }
         assert_eq!(
             store_option(Some("postgres://u@db:5432/x")).as_deref(),
             Some("postgres://u@db:5432/x")

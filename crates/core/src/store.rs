@@ -414,6 +414,19 @@ pub trait ActionStore: Send + Sync {
         decided_since: UnixMillis,
     ) -> Result<Option<ActionId>, StoreError>;
 
+    /// Whether an approval of an action of `session` bound to `binding` was denied: the
+    /// exact call a human (or the approval timeout) refused in this session. A standing grant
+    /// never covers such a call (finding of 2026-12-04: a call the user had denied ran under a
+    /// grant the user then approved for a similar one).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn denied_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError>;
+
     /// Approvals with their actions, oldest first; all, or only those in `state`.
     ///
     /// # Errors

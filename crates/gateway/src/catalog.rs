@@ -196,6 +196,22 @@ pub enum CatalogError {
         /// Its upstream.
         second_upstream: String,
     },
+    /// A visible tool name is longer than [`MAX_TOOL_NAME_CHARS`] or holds a character other
+    /// than letters, digits, `_`, `-`, `.` and `/` (the MCP specification's tool-name
+    /// guidance): spaces, `<`, `>`, `*`, a backtick or `|` would let an upstream shape how
+    /// approval notices, the approvals page and chat messages render the name (red-team F1 of
+    /// 2026-12-04: `<!channel>` and a fake "Open approvals" link in a Slack notice).
+    #[error(
+        "tool name {name:?} of upstream `{upstream}` is over {MAX_TOOL_NAME_CHARS} characters or \
+         holds characters other than letters, digits, `_`, `-`, `.` and `/`; hide it with a \
+         `[[gateway.tools]]` rule (`hidden = true`) if the upstream cannot rename it"
+    )]
+    NameCharacters {
+        /// The exposed name (debug-escaped in the message).
+        name: String,
+        /// Its upstream.
+        upstream: String,
+    },
     /// A tool name contains control, invisible or bidirectional formatting characters.
     #[error("tool name {name:?} of upstream `{upstream}` contains invisible or control characters")]
     Invisible {
@@ -236,6 +252,21 @@ pub fn check_upstream_id(id: &str) -> Result<(), CatalogError> {
         return fail("it must not start or end with `_`");
     }
     Ok(())
+}
+
+/// The longest tool name (as the upstream lists it) the gateway exposes, in characters (the
+/// MCP specification's guidance: 1 to 128).
+pub const MAX_TOOL_NAME_CHARS: usize = 128;
+
+/// Whether an upstream's tool name is one the gateway exposes: 1 to [`MAX_TOOL_NAME_CHARS`]
+/// characters, each a letter or digit (any script: a non-ASCII name is logged, look-alikes are
+/// refused separately), `_`, `-`, `.` or `/`.
+fn is_plain_tool_name(name: &str) -> bool {
+    let count = name.chars().count();
+    (1..=MAX_TOOL_NAME_CHARS).contains(&count)
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
 }
 
 /// Characters that render as nothing or reorder text: they make two different names look the
@@ -297,7 +328,8 @@ impl Catalog {
     /// an invalid upstream id ([`check_upstream_id`]), two visible tools with the same exposed
     /// name (a tool the operator hides gives way), a non-namespaced tool named `other__…` for
     /// another upstream `other` (or a look-alike of `other__`), a tool name with invisible or
-    /// control characters, and two visible names that look alike (equal after NFKC
+    /// control characters, a visible name with markup characters ([`CatalogError::NameCharacters`]),
+    /// and two visible names that look alike (equal after NFKC
     /// normalization and the UTS #39 confusable skeleton). Other non-ASCII names are accepted
     /// with a warning in the log, which also flags names mixing scripts.
     ///
@@ -329,6 +361,12 @@ impl Catalog {
                 }
                 if entry.exposed.chars().any(is_invisible) {
                     return Err(CatalogError::Invisible {
+                        name: entry.exposed,
+                        upstream: spec.id.clone(),
+                    });
+                }
+                if !entry.hidden && !is_plain_tool_name(&entry.name) {
+                    return Err(CatalogError::NameCharacters {
                         name: entry.exposed,
                         upstream: spec.id.clone(),
                     });

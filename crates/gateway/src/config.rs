@@ -416,6 +416,13 @@ pub struct WebhookConfig {
     /// credential: keep it out of the config file). Read at start-up; unset is an error.
     #[serde(default)]
     pub url_env: Option<String>,
+    /// The name of an environment variable holding a shared secret (at least 16 bytes): each
+    /// notice then carries `X-SecureClaw-Timestamp` (Unix seconds) and
+    /// `X-SecureClaw-Signature: sha256=HEX`, the HMAC-SHA256 of `TIMESTAMP.BODY` under it, so
+    /// a receiver can refuse forged or replayed notices. Read at start-up; unset is an error.
+    /// Default: none (Slack incoming webhooks do not check signatures).
+    #[serde(default)]
+    pub secret_env: Option<String>,
     /// The body's shape. Default `json`.
     #[serde(default)]
     pub format: WebhookFormat,

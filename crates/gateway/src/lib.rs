@@ -38,7 +38,7 @@ pub use config::{SpeculationConfig, SubstituteKind, SubstituteRule};
 pub use gateway::approvals::{
     ApprovalView, Confirmer, ConfirmerAnswer, approver_identity, list_for_approver,
 };
-pub use gateway::notify::{ApprovalNotice, TIMEOUT_DECIDER};
+pub use gateway::notify::{ApprovalNotice, TIMEOUT_DECIDER, webhook_signature};
 pub use gateway::pinning::{PoisoningScan, QuarantinedTool};
 pub use gateway::retention::{AuditArchivePolicy, RetentionPolicy, sweep_backlog};
 pub use gateway::{

@@ -794,3 +794,55 @@ async fn an_undeclared_open_world_effect_has_its_attachments_checked() {
             .await,
     );
 }
+
+/// Red-team F1 (2026-12-04): an upstream's tool name with markup (`<!channel>`, a link, a
+/// backtick, spaces) reached Slack notices and `/v1/tools` verbatim. A visible name must be
+/// letters, digits, `_`, `-`, `.` and `/`, at most 128 characters; the operator can hide a tool
+/// the upstream cannot rename, and start-up then goes on.
+#[test]
+fn tool_names_with_markup_characters_are_refused_unless_hidden() {
+    let long = "a".repeat(129);
+    for name in [
+        "sync` <!channel> *APPROVED*",
+        "open <https://evil.example|approvals>",
+        "send email",
+        "pay|now",
+        "x&y",
+        long.as_str(),
+        "",
+    ] {
+        let err = build_err(&[(spec("a", true), None, tools(&[name, "ok"]))]);
+        assert!(
+            matches!(&err, CatalogError::NameCharacters { upstream, .. } if upstream == "a"),
+            "{name:?}: {err}"
+        );
+        assert!(err.to_string().contains("hidden = true"), "{err}");
+        // Hidden by the operator: start-up goes on without it.
+        let hide = ToolRule {
+            tool: format!("a__{name}"),
+            hidden: true,
+            ..ToolRule::default()
+        };
+        let catalog =
+            Catalog::build(&[(spec("a", true), None, tools(&[name, "ok"]))], &[hide]).unwrap();
+        assert!(catalog.get("a__ok").is_some());
+    }
+    // Positive controls: the names MCP servers use.
+    let longest = "b".repeat(128);
+    let catalog = Catalog::build(
+        &[(
+            spec("a", true),
+            None,
+            tools(&[
+                "get_weather",
+                "fs/read.v2",
+                "list-issues",
+                "überweisung",
+                longest.as_str(),
+            ]),
+        )],
+        &[],
+    )
+    .unwrap();
+    assert!(catalog.get("a__fs/read.v2").is_some());
+}

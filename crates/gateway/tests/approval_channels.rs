@@ -17,7 +17,9 @@ use common::*;
 use secureclaw_core::audit::AuditKind;
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::store::ApprovalState;
-use secureclaw_gateway::{Gateway, TIMEOUT_DECIDER, WebhookConfig, WebhookFormat};
+use secureclaw_gateway::{
+    Gateway, TIMEOUT_DECIDER, WebhookConfig, WebhookFormat, webhook_signature,
+};
 use secureclaw_policy::CedarPolicy;
 use secureclaw_store::SqliteStore;
 use serde_json::Value;
@@ -72,12 +74,14 @@ async fn harness(base: &str) -> Harness {
         WebhookConfig {
             url: Some(format!("{base}/json")),
             url_env: None,
+            secret_env: None,
             format: WebhookFormat::Json,
             timeout_ms: 5_000,
         },
         WebhookConfig {
             url: Some(format!("{base}/slack")),
             url_env: None,
+            secret_env: None,
             format: WebhookFormat::Slack,
             timeout_ms: 5_000,
         },
@@ -243,6 +247,7 @@ async fn a_webhook_url_from_an_unset_environment_variable_stops_start_up() {
     c.approvals.webhooks = vec![WebhookConfig {
         url: None,
         url_env: Some("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET".into()),
+        secret_env: None,
         format: WebhookFormat::Slack,
         timeout_ms: 5_000,
     }];
@@ -267,4 +272,145 @@ async fn a_webhook_url_from_an_unset_environment_variable_stops_start_up() {
             .contains("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET"),
         "{err}"
     );
+}
+
+/// Red-team F4 (2026-12-04): re-issuing a call still pending (a retrying client, a flooding
+/// runtime) announced it again each time. It is announced once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_action_is_announced_once_however_often_it_is_reissued() {
+    let (base, got) = receiver().await;
+    let h = harness(&base).await;
+    let first = assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "Quarterly numbers"), None)
+            .await,
+    );
+    for _ in 0..5 {
+        let again = assert_pending(
+            &h.call(&h.session, SEND, email(FINANCE, "Quarterly numbers"), None)
+                .await,
+        );
+        assert_eq!(again, first, "the same pending action");
+    }
+    // Positive control: another pending action is announced.
+    let other = assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "Other"), None)
+            .await,
+    );
+    let bodies = wait_for(&got, 4).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let bodies_after = got.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 4, "{bodies:?}");
+    assert_eq!(bodies_after.len(), 4, "{bodies_after:?}");
+    for action in [&first, &other] {
+        let n = bodies_after
+            .iter()
+            .filter(|(k, b)| k == "json" && b["action_id"] == action.0.as_str())
+            .count();
+        assert_eq!(n, 1, "{action:?} announced once");
+    }
+}
+
+/// `secret_env`: each notice is signed over its timestamp and body; a receiver recomputes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn notices_are_signed_with_the_configured_secret() {
+    type Signed = Arc<Mutex<Vec<(String, String, String)>>>;
+    let got: Signed = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let sink = sink.clone();
+            async move {
+                let h = |n: &str| {
+                    headers
+                        .get(n)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                sink.lock().unwrap().push((
+                    h("x-secureclaw-timestamp"),
+                    h("x-secureclaw-signature"),
+                    body,
+                ));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    const VAR: &str = "SECURECLAW_TEST_WEBHOOK_SECRET_SIGNED";
+    const SECRET: &str = "test-secret-of-32-bytes-length!!";
+    // SAFETY: a variable no other test reads or writes.
+    unsafe { std::env::set_var(VAR, SECRET) };
+    let mut c = test_config();
+    c.approvals.webhooks = vec![WebhookConfig {
+        url: Some(format!("http://{addr}/hook")),
+        url_env: None,
+        secret_env: Some(VAR.into()),
+        format: WebhookFormat::Json,
+        timeout_ms: 5_000,
+    }];
+    let h = Harness::with_config(c).await;
+    assert_pending(
+        &h.call(&h.session, SEND, email(FINANCE, "Signed"), None)
+            .await,
+    );
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        seen = got.lock().unwrap().clone();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (ts, sig, body) = seen.first().cloned().expect("a notice arrived");
+    let ts: u64 = ts.parse().expect("a Unix-seconds timestamp");
+    assert_eq!(sig, webhook_signature(SECRET.as_bytes(), ts, &body));
+    // The signature fails for a changed body (what a forger would send).
+    assert_ne!(
+        sig,
+        webhook_signature(SECRET.as_bytes(), ts, &body.replace("Signed", "x"))
+    );
+    assert_ne!(
+        sig,
+        webhook_signature(b"another-secret-entirely", ts, &body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_or_unset_signing_secret_stops_start_up() {
+    for (var, value) in [
+        ("SECURECLAW_TEST_WEBHOOK_SECRET_SHORT", Some("short")),
+        ("SECURECLAW_TEST_WEBHOOK_SECRET_NEVER_SET", None),
+    ] {
+        if let Some(v) = value {
+            // SAFETY: a variable no other test reads or writes.
+            unsafe { std::env::set_var(var, v) };
+        }
+        let mut c = test_config();
+        c.approvals.webhooks = vec![WebhookConfig {
+            url: Some("http://127.0.0.1:9/hook".into()),
+            url_env: None,
+            secret_env: Some(var.into()),
+            format: WebhookFormat::Json,
+            timeout_ms: 5_000,
+        }];
+        let dir = tempfile::tempdir().unwrap();
+        let keys = keys();
+        let store = Arc::new(SqliteStore::open(&dir.path().join("s.db"), keys.clone()).unwrap());
+        let started = Gateway::start(
+            keys,
+            store,
+            Arc::new(CedarPolicy::load(&[]).unwrap()),
+            c,
+            vec![],
+            &in_process(vec![]).1,
+            TestClock::new(T0).clock(),
+        )
+        .await;
+        let err = started.err().expect("start-up refused").to_string();
+        assert!(err.contains("secret_env") && err.contains(var), "{err}");
+    }
 }

@@ -496,3 +496,88 @@ async fn money_rules_apply_to_grants_on_tools_not_marked_financial() {
     assert_eq!(h.test.effects(), before + 1);
     assert_eq!(uses(&h, &id).await, 1);
 }
+
+/// Red-team F2 (2026-12-04): a grant for a call with no target the gateway recognizes (a team,
+/// a user name, a role) covered every later call of the tool. Every argument that is not a
+/// target, message text or money must now be the approved one.
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_that_are_not_targets_text_or_money_must_be_the_approved_ones() {
+    let mut config = test_config();
+    config.tools.insert(
+        0,
+        ToolRule {
+            tool: PAY.into(),
+            destructive: Some(true),
+            targets: Some(vec![]),
+            ..ToolRule::default()
+        },
+    );
+    let h = Harness::with_config(config).await;
+    let call = json!({"team": "docs", "user": "bob", "role": "member", "note": "Welcome to docs"});
+    let id = granted(&h, &h.session, PAY, call, terms(Some(30), Some(10))).await;
+    let before = h.test.effects();
+    for attack in [
+        json!({"team": "admins", "user": "mallory", "role": "owner", "note": "Welcome to docs"}),
+        json!({"team": "docs", "user": "bob", "role": "owner", "note": "Welcome to docs"}),
+        json!({"team": "docs", "user": "mallory", "role": "member", "note": "Welcome to docs"}),
+        // An argument the approved call did not have, or one it had left out.
+        json!({"team": "docs", "user": "bob", "role": "member", "note": "hi", "admin": true}),
+        json!({"team": "docs", "user": "bob", "note": "Welcome to docs"}),
+        // A field named like text that holds structure is compared like any other.
+        json!({"team": "docs", "user": "bob", "role": "member", "note": {"role": "owner"}}),
+    ] {
+        let o = h.call(&h.session, PAY, attack.clone(), None).await;
+        assert_pending(&o);
+    }
+    assert_eq!(h.test.effects(), before, "nothing ran");
+    assert_eq!(
+        uses(&h, &id).await,
+        0,
+        "no use taken by a call it does not cover"
+    );
+    // Positive control: the same call with other message text runs without a prompt.
+    completed(
+        &h.call(
+            &h.session,
+            PAY,
+            json!({"team": "docs", "user": "bob", "role": "member", "note": "Welcome back"}),
+            None,
+        )
+        .await,
+    );
+    assert_eq!(h.test.effects(), before + 1);
+    assert_eq!(uses(&h, &id).await, 1);
+}
+
+/// New-user trial (2026-12-04): the user denied X, then approved a similar Y with a grant;
+/// X re-sent ran under the grant. A call whose identical copy was denied in the session is
+/// never covered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_user_denied_is_not_covered_by_a_later_grant() {
+    let h = Harness::new().await;
+    let denied_call = email(FINANCE, "please wire 50k to the new account");
+    let denied = assert_pending(&h.call(&h.session, SEND, denied_call.clone(), None).await);
+    h.gw.decide_approval(&denied, false, "cli:alice")
+        .await
+        .unwrap();
+    let id = granted(
+        &h,
+        &h.session,
+        SEND,
+        email(FINANCE, "lunch?"),
+        terms(Some(30), Some(5)),
+    )
+    .await;
+    assert_eq!(h.sent(), 1, "only the approved call ran");
+    // The denied call, re-sent: a human decides again.
+    assert_pending(&h.call(&h.session, SEND, denied_call, None).await);
+    assert_eq!(h.sent(), 1, "the denied call did not run");
+    assert_eq!(uses(&h, &id).await, 0);
+    // Positive control: another similar call is covered.
+    completed(
+        &h.call(&h.session, SEND, email(FINANCE, "coffee?"), None)
+            .await,
+    );
+    assert_eq!(h.sent(), 2);
+    assert_eq!(uses(&h, &id).await, 1);
+}

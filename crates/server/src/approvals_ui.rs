@@ -374,8 +374,8 @@ async fn page(State(state): State<UiState>, headers: HeaderMap) -> Response {
              similar calls</button> for <input name=\"minutes\" type=\"number\" min=\"1\" \
              max=\"1440\" value=\"30\" size=\"4\" aria-label=\"minutes\"> minutes / \
              <input name=\"uses\" type=\"number\" min=\"1\" max=\"1000\" value=\"5\" \
-             size=\"4\" aria-label=\"uses\"> uses (same session and tool, no other target, no \
-             larger amount)</form>\
+             size=\"4\" aria-label=\"uses\"> uses (same session and tool, no other target, every \
+             other argument as shown except message text, no larger amount)</form>\
              <form method=\"post\" action=\"/approvals/{path}/deny\">{csrf_field}\
              <button type=\"submit\" class=\"deny\">Deny</button></form></section>",
             eid = escape(id),

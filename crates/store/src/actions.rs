@@ -244,6 +244,31 @@ impl SqliteStore {
         Ok(id.map(ActionId))
     }
 
+    /// See [`secureclaw_core::store::ActionStore::denied_binding`].
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    pub fn denied_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        let conn = self.conn()?;
+        let found = conn
+            .query_row_cached(
+                "SELECT 1 FROM actions a JOIN approvals p ON p.action_id = a.action_id
+                 WHERE a.session = ?1 AND a.binding_kid = ?2 AND a.binding = ?3
+                   AND p.state = 'denied'
+                 LIMIT 1",
+                params![session, binding.kid.0, binding.digest],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(sql)?
+            .is_some();
+        Ok(found)
+    }
+
     /// Approvals with their actions, oldest first; all of them, or only those in `state`.
     ///
     /// # Errors

@@ -738,6 +738,24 @@ pub async fn approved_unused(s: &dyn Subject) -> Outcome {
         newest.as_ref() == Some(&a2),
         "the newest approved action, got {newest:?}"
     );
+    // denied_binding: a4 (session s1, this binding) was denied; nothing was denied in s2 or
+    // under the other binding.
+    ensure!(
+        store
+            .denied_binding("s1", &binding())
+            .await
+            .map_err(fail("denied_binding"))?,
+        "the denied call of s1 must be found"
+    );
+    for (session, b) in [("s2", binding()), ("s1", other.clone())] {
+        ensure!(
+            !store
+                .denied_binding(session, &b)
+                .await
+                .map_err(fail("denied_binding"))?,
+            "nothing was denied in {session} under {b:?}"
+        );
+    }
     let since = store
         .approved_unused("s1", &binding(), UnixMillis(251))
         .await

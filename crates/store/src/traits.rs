@@ -124,6 +124,14 @@ impl ActionStore for SqliteStore {
         SqliteStore::approved_unused(self, session, binding, decided_since)
     }
 
+    async fn denied_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::denied_binding(self, session, binding)
+    }
+
     async fn list_approvals(
         &self,
         state: Option<ApprovalState>,

@@ -108,6 +108,17 @@ pub(crate) fn is_financial_amount_field(name: &str) -> bool {
             .any(|w| AMOUNT_WORDS.contains(&w.as_str()))
 }
 
+/// Whether an argument name holds money: an amount ([`is_financial_amount_field`]), an
+/// amount in minor units or a currency ([`CURRENCY_FIELD_WORDS`]). A standing grant checks
+/// these fields with its money rules instead of requiring the approved value.
+pub(crate) fn is_money_field(name: &str) -> bool {
+    is_financial_amount_field(name)
+        || is_minor_unit_field(name)
+        || name_words(name)
+            .iter()
+            .any(|w| CURRENCY_FIELD_WORDS.contains(&w.as_str()))
+}
+
 /// Whether an argument name says its amounts are in minor units ([`MINOR_UNIT_WORDS`]).
 fn is_minor_unit_field(name: &str) -> bool {
     name_words(name)

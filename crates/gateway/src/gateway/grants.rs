@@ -16,6 +16,11 @@
 //!   detectors find, object ids of destructive, financial and egress tools, every handle it
 //!   references), as a `(field, value)` pair compared exactly, is a target of the approved
 //!   call, and it has at least one target if the approved call had any;
+//! - every other argument — a role, a team, a user name, a flag, any field the gateway cannot
+//!   tell the meaning of — equals the approved call's, except message text (a string under a
+//!   name ending in `body`, `subject`, `text`, `message`, `content`, `comment`, … :
+//!   `CONTENT_WORDS`) and, where the money rules below apply, amounts, currencies and object
+//!   ids;
 //! - for a financial tool (or a grant with an amount ceiling), every amount is a plain number
 //!   at most the ceiling (the approver's, or else the largest amount of the approved call —
 //!   never more than the human saw), in a currency the approved call named; a financial
@@ -23,7 +28,9 @@
 //! - the grant is live (not expired, uses left, not revoked) and one use is taken atomically
 //!   in the store.
 //!
-//! A grant never covers a confirmation asked for another reason than the policy's: an effect
+//! A grant never covers a call identical to one whose approval was denied in the session (the
+//! same binding digest: a human's "no" stands), nor a confirmation asked for another reason
+//! than the policy's: an effect
 //! whose outcome was unknown before (`outcome_unknown_repeat`), a protected or unread object,
 //! a handle that may not reach the sink. Every other check still applies before and after
 //! it: policy denials, handle sinks, rate and pending limits, speculative contracts,
@@ -34,7 +41,9 @@
 
 use super::{Gateway, GatewayError, Prepared, amounts, audit_session_id, decide_approval};
 use crate::catalog::ToolEntry;
-use secureclaw_core::anchor::{collect_targets_bounded, object_id_targets};
+use secureclaw_core::anchor::{
+    collect_targets_bounded, is_object_id_field, name_words, object_id_targets,
+};
 use secureclaw_core::artifact::ActionId;
 use secureclaw_core::audit::{AuditEvent, AuditKind};
 use secureclaw_core::canonical::CanonicalRequest;
@@ -340,10 +349,7 @@ fn grant_targets(
     } else {
         collect_targets_bounded(arguments, &entry.targets, entry.egress_targets, limit).ok()?
     };
-    if entry.destructive
-        || entry.financial
-        || (entry.effect == EffectClass::Effect && entry.egress_targets)
-    {
+    if objects_are_targets(entry) {
         found.extend(object_id_targets(arguments, &[]));
     }
     let mut set: BTreeSet<(String, String)> =
@@ -358,6 +364,98 @@ fn grant_targets(
         set.insert((format!("{field} (handle)"), id.0));
     }
     Some(set)
+}
+
+/// The last words of argument names that hold message text a standing grant lets change:
+/// the body of a message, its subject, a comment. Matched against the last word of the name
+/// ([`name_words`]: `email_body`, `htmlBody`, `subject`), only when the value is a string or
+/// a list of strings; anything else under such a name is compared like any other argument.
+const CONTENT_WORDS: &[&str] = &[
+    "body",
+    "text",
+    "message",
+    "msg",
+    "content",
+    "contents",
+    "subject",
+    "title",
+    "description",
+    "comment",
+    "comments",
+    "note",
+    "notes",
+    "summary",
+    "html",
+    "markdown",
+    "caption",
+];
+
+/// Whether a value is text (a string, or a list of strings).
+fn is_text(v: &Value) -> bool {
+    match v {
+        Value::String(_) => true,
+        Value::Array(items) => items.iter().all(|i| matches!(i, Value::String(_))),
+        _ => false,
+    }
+}
+
+/// The arguments a standing grant holds fixed: `arguments` without message text
+/// ([`CONTENT_WORDS`]), without the tool's target fields (checked as a set, see
+/// [`grant_targets`]), without object ids when they are targets (`objects_are_targets`), and
+/// without amounts, currencies and object ids when the money rules apply (`money`), at any
+/// depth. What remains — a role, a team, a user name, a flag, a path, any field the gateway
+/// cannot tell the meaning of — must equal the approved call's (red-team F2 of 2026-12-04: a
+/// grant to add `bob` to team `docs` as `member` added `mallory` to `admins` as `owner`).
+fn fixed_arguments(
+    entry: &ToolEntry,
+    arguments: &Map<String, Value>,
+    money: bool,
+    objects_are_targets: bool,
+) -> Value {
+    fn keep(
+        entry: &ToolEntry,
+        map: &Map<String, Value>,
+        money: bool,
+        objects: bool,
+    ) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (k, v) in map {
+            let content = name_words(k)
+                .last()
+                .is_some_and(|w| CONTENT_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+                && is_text(v);
+            let target = entry.targets.iter().any(|t| t.eq_ignore_ascii_case(k));
+            let object = is_object_id_field(k) && (objects || money);
+            if content || target || object || (money && amounts::is_money_field(k)) {
+                continue;
+            }
+            let v = match v {
+                Value::Object(inner) => Value::Object(keep(entry, inner, money, objects)),
+                Value::Array(items) => Value::Array(
+                    items
+                        .iter()
+                        .map(|i| match i {
+                            Value::Object(inner) => {
+                                Value::Object(keep(entry, inner, money, objects))
+                            }
+                            other => other.clone(),
+                        })
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            out.insert(k.clone(), v);
+        }
+        out
+    }
+    Value::Object(keep(entry, arguments, money, objects_are_targets))
+}
+
+/// Whether `entry`'s object ids are grant targets ([`grant_targets`]).
+fn objects_are_targets(entry: &ToolEntry) -> bool {
+    entry.destructive
+        || entry.financial
+        || (entry.effect == EffectClass::Effect && entry.egress_targets)
 }
 
 /// Whether the amounts of `arguments` are within the grant's ceiling (`max_amount`, or the
@@ -507,6 +605,18 @@ impl Gateway {
         if grants.is_empty() {
             return None;
         }
+        // A call a human (or the timeout) refused in this session is never covered: a grant
+        // approved later for a similar call does not overturn that "no" (new-user trial of
+        // 2026-12-04: a denied "please wire 50k" e-mail ran under a grant for "lunch?").
+        let binding = secureclaw_core::binding::bind(&self.inner.keys, &prepared.request).ok()?;
+        match self.inner.store.denied_binding(&session.id, &binding).await {
+            Ok(false) => {}
+            Ok(true) => return None,
+            Err(e) => {
+                tracing::error!(error = %e, "looking up denied calls failed; the call needs a human");
+                return None;
+            }
+        }
         let arguments = &prepared.request.inputs.arguments;
         let limit = self.inner.config.limits.max_targets_per_call;
         let targets = grant_targets(entry, arguments, limit)?;
@@ -538,6 +648,15 @@ impl Gateway {
                 || carries_money(entry, &approved)
                 || carries_money(entry, arguments);
             if money && !amounts_covered(entry, &grant, &approved, arguments) {
+                continue;
+            }
+            // Everything that is not message text, a target or money must be what the approver
+            // saw (a role, a team, a user, a flag): a grant lets the message change, and the
+            // targets only within the approved ones.
+            let objects = objects_are_targets(entry);
+            if fixed_arguments(entry, arguments, money, objects)
+                != fixed_arguments(entry, &approved, money, objects)
+            {
                 continue;
             }
             if money

@@ -8,8 +8,11 @@
 //! ticketing system) keeps and shows what it is sent to people who are not all approvers, so
 //! the values stay on the approvals page, behind the operator token.
 //!
-//! Delivery never holds up a call: each notice is posted by its own task, at most
-//! [`MAX_DELIVERIES`] at once (beyond that a notice is dropped with a warning), each attempt
+//! A pending action is announced once (a re-issue of a call still pending is not announced
+//! again). Delivery never holds up a call: each notice is posted by its own task, at most
+//! [`MAX_DELIVERIES`] at once and [`MAX_SESSION_DELIVERIES`] of one session (beyond that a
+//! notice is dropped with a warning; the approvals page and `approvals list` still show
+//! the action), each attempt
 //! bounded by the webhook's `timeout_ms`, retried twice after a connection error, a `429` or
 //! a `5xx` (a notice is not an effect: posting it twice only notifies twice). The URL is
 //! logged as scheme and host only: a Slack incoming-webhook URL is itself a credential.
@@ -21,12 +24,21 @@ use secureclaw_core::store::ApprovalState;
 use secureclaw_core::time::iso8601;
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Notices being posted at once, across every webhook; a notice beyond it is dropped (and
 /// logged) rather than queued without bound.
 pub const MAX_DELIVERIES: usize = 64;
+/// Notices of one session being posted at once (all webhooks); beyond it that session's
+/// notice is dropped (and logged), so one session cannot take every delivery slot while a
+/// receiver is slow (red-team F4 of 2026-12-04: 40 pending calls of one session had the
+/// victim session's notices dropped).
+pub const MAX_SESSION_DELIVERIES: usize = 8;
+/// Pending actions remembered as notified, so a re-issue of a still-pending call (a client
+/// retrying, a runtime flooding) is not announced again; the oldest is forgotten first.
+const NOTIFIED_MEMORY: usize = 4096;
 /// Attempts per notice and webhook (the first and two retries).
 const ATTEMPTS: u32 = 3;
 /// The decider recorded for an approval denied on timeout.
@@ -71,24 +83,24 @@ impl ApprovalNotice {
     /// A Slack incoming-webhook message: a one-line `text` (shown in notifications), a
     /// section with the details, and an "Open approvals" button when the page's URL is known.
     fn slack(&self) -> Value {
+        let tool = slack_code(&self.tool);
         let headline = match self.event {
-            "approval.timed_out" => format!(
-                "SecureClaw: approval for `{}` timed out and was denied",
-                self.tool
-            ),
-            _ => format!("SecureClaw: `{}` is waiting for approval", self.tool),
+            "approval.timed_out" => {
+                format!("SecureClaw: approval for `{tool}` timed out and was denied")
+            }
+            _ => format!("SecureClaw: `{tool}` is waiting for approval"),
         };
         let details = format!(
             "*Action* `{}`\n*Tool* `{}`\n*Caller* {}\n*Session* `{}`\n*Reason* `{}`\n*At* {}\n\
              *CLI* `{}`",
-            self.action_id,
-            self.tool,
+            slack_code(&self.action_id),
+            tool,
             slack_escape(&self.caller),
-            self.session,
-            self.reason,
-            self.at,
+            slack_code(&self.session),
+            slack_code(&self.reason),
+            slack_escape(&self.at),
             if self.event == "approval.pending" {
-                format!("{} {}", self.approve_command, self.action_id)
+                slack_code(&format!("{} {}", self.approve_command, self.action_id))
             } else {
                 "(nothing to do)".to_owned()
             }
@@ -120,11 +132,38 @@ fn slack_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Text for inside a `mrkdwn` code span: [`slack_escape`]d, and a backtick (which would end
+/// the span and let the rest format) shown as `'`. Every field of a notice goes through this
+/// or [`slack_escape`], whoever wrote it.
+fn slack_code(s: &str) -> String {
+    slack_escape(s).replace('`', "'")
+}
+
 /// One configured webhook, its URL resolved.
 struct Hook {
     url: String,
     format: WebhookFormat,
     timeout: Duration,
+    /// The signing secret (`secret_env`), if any.
+    secret: Option<Vec<u8>>,
+}
+
+/// The shortest signing secret accepted, in bytes.
+const MIN_SECRET_BYTES: usize = 16;
+
+/// `sha256=HEX`: HMAC-SHA256 of `TIMESTAMP.BODY` under `secret` (the `X-SecureClaw-Signature`
+/// header; `timestamp` in Unix seconds, sent as `X-SecureClaw-Timestamp`).
+#[must_use]
+pub fn webhook_signature(secret: &[u8], timestamp: u64, body: &str) -> String {
+    use hmac::{KeyInit, Mac};
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret) else {
+        // HMAC takes keys of any length; unreachable, and an empty signature fails to verify.
+        return String::new();
+    };
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// The configured webhooks and the page's URL (built once, at start-up).
@@ -133,6 +172,49 @@ pub(crate) struct Notifier {
     hooks: Vec<Hook>,
     approvals_url: Option<String>,
     deliveries: Arc<tokio::sync::Semaphore>,
+    /// Deliveries in flight per session (audit name), for [`MAX_SESSION_DELIVERIES`].
+    per_session: Arc<Mutex<HashMap<String, usize>>>,
+    /// Pending actions already announced (set and arrival order), [`NOTIFIED_MEMORY`] at most.
+    notified: Mutex<(HashSet<String>, VecDeque<String>)>,
+}
+
+/// One session's delivery slot, given back when the delivery ends.
+struct SessionSlot {
+    per_session: Arc<Mutex<HashMap<String, usize>>>,
+    session: String,
+}
+
+impl SessionSlot {
+    /// A slot for `session`, or `None` when it has [`MAX_SESSION_DELIVERIES`] in flight.
+    fn take(per_session: &Arc<Mutex<HashMap<String, usize>>>, session: &str) -> Option<Self> {
+        let mut map = per_session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(session.to_owned()).or_insert(0);
+        if *n >= MAX_SESSION_DELIVERIES {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            per_session: Arc::clone(per_session),
+            session: session.to_owned(),
+        })
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let mut map = self
+            .per_session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.session);
+            }
+        }
+    }
 }
 
 impl Notifier {
@@ -161,10 +243,48 @@ impl Notifier {
             crate::config::check_http_url(&url).map_err(|e| {
                 GatewayError::Config(format!("gateway.approvals.webhooks[{i}]: {e}"))
             })?;
+            let secret = match &w.secret_env {
+                None => None,
+                Some(name) => {
+                    let v = std::env::var(name).map_err(|_| {
+                        GatewayError::Config(format!(
+                            "gateway.approvals.webhooks[{i}].secret_env: environment variable \
+                             `{name}` is not set"
+                        ))
+                    })?;
+                    if v.len() < MIN_SECRET_BYTES {
+                        return Err(GatewayError::Config(format!(
+                            "gateway.approvals.webhooks[{i}].secret_env: `{name}` holds fewer \
+                             than {MIN_SECRET_BYTES} bytes"
+                        )));
+                    }
+                    Some(v.into_bytes())
+                }
+            };
+            if url.starts_with("http://") && !is_loopback_url(&url) {
+                tracing::warn!(
+                    target: "secureclaw::approval",
+                    webhook = %redact_url(&url),
+                    "webhook over plain http to another machine: notices can be read and forged on the way; use https (and secret_env)"
+                );
+            }
+            if url.split_once("://").is_some_and(|(_, rest)| {
+                rest.split(['/', '?', '#'])
+                    .next()
+                    .unwrap_or("")
+                    .contains('@')
+            }) {
+                tracing::warn!(
+                    target: "secureclaw::approval",
+                    webhook = %redact_url(&url),
+                    "webhook URL carries credentials (user:password@); prefer url_env and secret_env"
+                );
+            }
             hooks.push(Hook {
                 url,
                 format: w.format,
                 timeout: Duration::from_millis(w.timeout_ms),
+                secret,
             });
         }
         // No client without webhooks. reqwest (built without a TLS provider of its own) needs
@@ -192,7 +312,28 @@ impl Notifier {
                 .as_deref()
                 .map(|u| format!("{}/approvals", u.trim_end_matches('/'))),
             deliveries: Arc::new(tokio::sync::Semaphore::new(MAX_DELIVERIES)),
+            per_session: Arc::new(Mutex::new(HashMap::new())),
+            notified: Mutex::new((HashSet::new(), VecDeque::new())),
         })
+    }
+
+    /// Whether pending action `action` has not been announced yet (and remember it now).
+    fn first_notice(&self, action: &str) -> bool {
+        let mut guard = self
+            .notified
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (seen, order) = &mut *guard;
+        if !seen.insert(action.to_owned()) {
+            return false;
+        }
+        order.push_back(action.to_owned());
+        if order.len() > NOTIFIED_MEMORY
+            && let Some(old) = order.pop_front()
+        {
+            seen.remove(&old);
+        }
+        true
     }
 
     /// Post `notice` to every webhook, each in its own task; returns at once. Without a Tokio
@@ -203,6 +344,16 @@ impl Notifier {
             return;
         };
         for hook in &self.hooks {
+            let Some(slot) = SessionSlot::take(&self.per_session, &notice.session) else {
+                tracing::warn!(
+                    target: "secureclaw::approval",
+                    webhook = %redact_url(&hook.url),
+                    action_id = %notice.action_id,
+                    session = %notice.session,
+                    "webhook notice dropped: {MAX_SESSION_DELIVERIES} deliveries of this session already in flight"
+                );
+                continue;
+            };
             let Ok(permit) = Arc::clone(&self.deliveries).try_acquire_owned() else {
                 tracing::warn!(
                     target: "secureclaw::approval",
@@ -213,14 +364,26 @@ impl Notifier {
                 continue;
             };
             let body = notice.body(hook.format).to_string();
-            let request = client
+            let mut request = client
                 .post(&hook.url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .timeout(hook.timeout);
+            if let Some(secret) = &hook.secret {
+                let ts = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                request = request
+                    .header("X-SecureClaw-Timestamp", ts.to_string())
+                    .header(
+                        "X-SecureClaw-Signature",
+                        webhook_signature(secret, ts, &body),
+                    );
+            }
             let shown = redact_url(&hook.url);
             let action = notice.action_id.clone();
             runtime.spawn(async move {
                 let _permit = permit;
+                let _slot = slot;
                 deliver(request, body, &shown, &action).await;
             });
         }
@@ -250,6 +413,8 @@ async fn deliver(request: reqwest::RequestBuilder, body: String, shown: &str, ac
                 // reqwest's error names the URL; print only its kind.
                 let kind = if e.is_timeout() {
                     "timed out"
+                } else if is_tls_failure(&e) {
+                    "TLS handshake failed (is the receiver's certificate trusted by this machine?)"
                 } else if e.is_connect() {
                     "could not connect"
                 } else {
@@ -265,6 +430,42 @@ async fn deliver(request: reqwest::RequestBuilder, body: String, shown: &str, ac
         tokio::time::sleep(pause).await;
         pause = pause.saturating_mul(4);
     }
+}
+
+/// Whether an `http(s)://` URL's host is this machine (`localhost`, `127.x`, `[::1]`).
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a request failed in its TLS handshake (a certificate the machine does not trust,
+/// a name mismatch): a rustls error somewhere in its chain of causes.
+fn is_tls_failure(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 impl Gateway {
@@ -295,7 +496,8 @@ impl Gateway {
     }
 
     /// Tell the webhooks that `action` of `caller` in session `session` (raw id) went pending
-    /// (called where the decision is logged, once per pending action).
+    /// (called where the decision is logged). Announced once per action and process: a
+    /// re-issue of a call still pending is not announced again.
     pub(crate) fn notify_pending(
         &self,
         caller: &str,
@@ -304,7 +506,7 @@ impl Gateway {
         reason: &str,
         action: &str,
     ) {
-        if self.inner.notifier.hooks.is_empty() {
+        if self.inner.notifier.hooks.is_empty() || !self.inner.notifier.first_notice(action) {
             return;
         }
         let notice =
@@ -439,6 +641,66 @@ mod tests {
             t["blocks"].get(1).is_none(),
             "no button for a decided approval"
         );
+    }
+
+    /// Red-team F1 (2026-12-04): every field, not only the caller, is escaped; a backtick
+    /// cannot end a code span.
+    #[test]
+    fn slack_body_escapes_every_field() {
+        let mut n = notice("approval.pending");
+        n.tool = "sync` <!channel> *APPROVED* <https://evil.example|Open approvals>".into();
+        n.reason = "r<@U1>`".into();
+        n.session = "ses#<!here>".into();
+        n.approve_command = "secureclaw --state-dir /s`x` approvals approve".into();
+        let b = n.body(WebhookFormat::Slack);
+        for text in [
+            b["text"].as_str().unwrap_or(""),
+            b["blocks"][0]["text"]["text"].as_str().unwrap_or(""),
+        ] {
+            assert!(!text.contains('<') && !text.contains('>'), "{text}");
+            assert!(!text.contains("sync`"), "{text}");
+        }
+        // Positive control: the escaped text is still there to read.
+        assert!(
+            b["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("&lt;!channel&gt;")
+        );
+    }
+
+    #[test]
+    fn signatures_cover_timestamp_and_body() {
+        let secret = b"0123456789abcdef-secret";
+        let sig = webhook_signature(secret, 1_700_000_000, "{\"a\":1}");
+        assert!(sig.starts_with("sha256=") && sig.len() == 7 + 64, "{sig}");
+        assert_eq!(sig, webhook_signature(secret, 1_700_000_000, "{\"a\":1}"));
+        // A changed body, timestamp or secret gives another signature.
+        assert_ne!(sig, webhook_signature(secret, 1_700_000_000, "{\"a\":2}"));
+        assert_ne!(sig, webhook_signature(secret, 1_700_000_001, "{\"a\":1}"));
+        assert_ne!(
+            sig,
+            webhook_signature(b"another-secret-16b", 1_700_000_000, "{\"a\":1}")
+        );
+    }
+
+    #[test]
+    fn loopback_urls_are_told_apart() {
+        for u in [
+            "http://127.0.0.1:9/x",
+            "http://localhost/x",
+            "http://[::1]:80/",
+            "http://u:p@127.0.0.2/",
+        ] {
+            assert!(is_loopback_url(u), "{u}");
+        }
+        for u in [
+            "http://10.0.0.1/x",
+            "http://hooks.example/x",
+            "http://127.0.0.1.evil.example/",
+        ] {
+            assert!(!is_loopback_url(u), "{u}");
+        }
     }
 
     #[test]

@@ -824,6 +824,26 @@ impl ActionStore for PgStore {
             .map_err(db)
     }
 
+    async fn denied_binding(
+        &self,
+        session: &str,
+        binding: &BindingDigest,
+    ) -> Result<bool, StoreError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT 1 FROM actions a JOIN approvals p ON p.action_id = a.action_id
+                 WHERE a.session = $1 AND a.binding_kid = $2 AND a.binding = $3
+                   AND p.state = 'denied'
+                 LIMIT 1",
+                &[&session, &binding.kid.0, &binding.digest],
+            )
+            .await
+            .map_err(db)?;
+        Ok(row.is_some())
+    }
+
     async fn list_approvals(
         &self,
         state: Option<ApprovalState>,
