@@ -66,7 +66,8 @@ pub struct ApprovalNotice {
     pub at: String,
     /// The approvals page (`{public_url}/approvals`), when the gateway knows its address.
     pub approvals_url: Option<String>,
-    /// The CLI command that approves it, with the state directory.
+    /// The CLI command that approves it, with the state directory and the action id, ready
+    /// to paste; empty for `approval.timed_out` (nothing is left to decide).
     pub approve_command: String,
 }
 
@@ -100,7 +101,7 @@ impl ApprovalNotice {
             slack_code(&self.reason),
             slack_escape(&self.at),
             if self.event == "approval.pending" {
-                slack_code(&format!("{} {}", self.approve_command, self.action_id))
+                slack_code(&self.approve_command)
             } else {
                 "(nothing to do)".to_owned()
             }
@@ -491,7 +492,11 @@ impl Gateway {
             reason: reason.to_owned(),
             at: iso8601(self.now().0),
             approvals_url: self.inner.notifier.approvals_url.clone(),
-            approve_command: self.approve_command().to_owned(),
+            approve_command: if event == "approval.pending" {
+                format!("{} {action}", self.approve_command())
+            } else {
+                String::new()
+            },
         }
     }
 
@@ -514,8 +519,8 @@ impl Gateway {
         self.inner.notifier.send(&notice);
     }
 
-    /// Deny every approval still pending `[gateway.approvals] timeout_ms` after it was
-    /// requested (decider [`TIMEOUT_DECIDER`], audited as any denial), tell the webhooks, and
+    /// Deny every approval of one of this gateway's tools (its catalog) still pending
+    /// `[gateway.approvals] timeout_ms` after it was requested (decider [`TIMEOUT_DECIDER`], audited as any denial), tell the webhooks, and
     /// return the action ids denied. An approval another confirmer (or replica) decided first
     /// is left as it is. Nothing when the timeout is 0.
     ///
@@ -531,7 +536,13 @@ impl Gateway {
         let pending = self.approvals(Some(ApprovalState::Pending)).await?;
         let mut denied = Vec::new();
         for (approval, action) in pending {
-            if approval.created_at.plus_millis(timeout) > now {
+            // Only actions of this gateway's own tools: gateways sharing a state directory or
+            // a database may be configured with other timeouts (or none), and each answers for
+            // its own upstreams (new-user trial of 2026-12-04: one gateway's 60 s timeout
+            // denied another's approvals, announced as tool `unknown`).
+            if approval.created_at.plus_millis(timeout) > now
+                || self.inner.catalog.get(&action.tool).is_none()
+            {
                 continue;
             }
             match self
@@ -615,7 +626,7 @@ mod tests {
             reason: "confirmation_required".into(),
             at: "2026-12-04T00:00:00.000Z".into(),
             approvals_url: Some("https://gw.example/approvals".into()),
-            approve_command: "secureclaw --state-dir /s approvals approve".into(),
+            approve_command: "secureclaw --state-dir /s approvals approve act_1".into(),
         }
     }
 
@@ -651,7 +662,7 @@ mod tests {
         n.tool = "sync` <!channel> *APPROVED* <https://evil.example|Open approvals>".into();
         n.reason = "r<@U1>`".into();
         n.session = "ses#<!here>".into();
-        n.approve_command = "secureclaw --state-dir /s`x` approvals approve".into();
+        n.approve_command = "secureclaw --state-dir /s`x` approvals approve act_1".into();
         let b = n.body(WebhookFormat::Slack);
         for text in [
             b["text"].as_str().unwrap_or(""),
