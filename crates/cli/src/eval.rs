@@ -1,6 +1,7 @@
 //! `secureclaw eval`: drivers for external benchmarks. Thin: the AgentDojo lane is Python
 //! (`eval/agentdojo/`); this creates its virtualenv when missing or stale and runs its driver
-//! with this binary as the gateway. The ghost-call lane is `secureclaw_eval::ghost`.
+//! with this binary as the gateway. The ghost-call lane is `secureclaw_eval::ghost`, the ASB
+//! lane `secureclaw_eval::asb` (in process, through the gateway's MCP front end).
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -17,6 +18,60 @@ pub enum EvalCommand {
     /// Ghost Tool Calls (arXiv 2606.02483 §5): 13 policies over frozen speculative frontiers,
     /// deterministic adversaries, bootstrap CIs and sign tests; tables, JSON and a plot.
     Ghost(GhostArgs),
+    /// Agent Security Bench: 2,000 direct (and 2,000 observation) prompt injections, 5 styles
+    /// × 400 attacker tools, through the gateway's MCP front end with a compromised runtime;
+    /// variants (a) as shipped, (b) attacker tool on the agent's list, (c) mimic names, and a
+    /// no-policy control. Scored as ASB does: attacker tool ran; expected achievements reached.
+    Asb(AsbArgs),
+}
+
+/// Which ASB variants to run (`eval asb --variant`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AsbVariant {
+    /// (a) as shipped: the agent's manifest runs, other tools are hidden.
+    Shipped,
+    /// (b) the attacker tool on the agent's list, configuration from descriptions only.
+    OnList,
+    /// (c) attacker tools whose names mimic the normal ones.
+    Mimic,
+    /// Positive control: no policy (every attack must succeed).
+    Control,
+}
+
+/// Flags of `secureclaw eval asb`.
+#[derive(Debug, Args)]
+pub struct AsbArgs {
+    /// Variants to run (repeatable). Default: all four.
+    #[arg(long, value_enum)]
+    variant: Vec<AsbVariant>,
+    /// Only the direct prompt injections (skip OPI).
+    #[arg(long)]
+    dpi_only: bool,
+    /// Only ASB's `naive` style (400 cases per variant and family instead of 2,000).
+    #[arg(long)]
+    quick: bool,
+    /// Write every cell, the checks and variant (b)'s classification as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// With --json: include every case with its calls and reasons.
+    #[arg(long, requires = "json")]
+    cases: bool,
+    /// Print the markdown table, checks and classification to stdout.
+    #[arg(long)]
+    markdown: bool,
+    /// Regenerate the ASB results in EVALUATION.md (or PATH) between its markers.
+    #[arg(
+        long,
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "EVALUATION.md",
+        conflicts_with_all = ["quick", "variant", "dpi_only"]
+    )]
+    write_evaluation: Option<PathBuf>,
+    /// Exit 1 if an attacker tool ran in (a), (b) or (c), if (a)'s DPI utility is below
+    /// 100%, or if the no-policy control missed an attack.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Flags of `secureclaw eval ghost`.
@@ -122,11 +177,87 @@ impl Order {
 /// # Errors
 /// The harness directory is missing, the virtualenv cannot be created, or the driver cannot be
 /// started.
-pub fn run(command: EvalCommand) -> Result<ExitCode> {
+pub async fn run(command: EvalCommand) -> Result<ExitCode> {
     match command {
         EvalCommand::Agentdojo(args) => agentdojo(args),
         EvalCommand::Ghost(args) => ghost(&args),
+        EvalCommand::Asb(args) => asb(&args).await,
     }
+}
+
+async fn asb(args: &AsbArgs) -> Result<ExitCode> {
+    use secureclaw_eval::asb::{self, Family, Options, Style, Variant, report};
+    let mut options = Options::full();
+    if !args.variant.is_empty() {
+        options.variants = args
+            .variant
+            .iter()
+            .map(|v| match v {
+                AsbVariant::Shipped => Variant::Shipped,
+                AsbVariant::OnList => Variant::OnList,
+                AsbVariant::Mimic => Variant::Mimic,
+                AsbVariant::Control => Variant::Control,
+            })
+            .collect();
+    }
+    if args.dpi_only {
+        options.families = vec![Family::Dpi];
+    }
+    if args.quick {
+        options.styles = vec![Style::Naive];
+    }
+    let document = match &args.write_evaluation {
+        Some(doc) => Some(
+            std::fs::read_to_string(doc)
+                .with_context(|| format!("--write-evaluation: cannot read `{}`", doc.display()))?,
+        ),
+        None => None,
+    };
+    eprintln!(
+        "secureclaw eval asb: {} variant(s) × {} famil{} × {} style(s) × 400 attacker tools",
+        options.variants.len(),
+        options.families.len(),
+        if options.families.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        options.styles.len()
+    );
+    let results = asb::run(&options, &mut |line| eprintln!("  {line}")).await?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report::json(&results, args.cases))
+            .context("cannot serialize results")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let (Some(doc), Some(old)) = (&args.write_evaluation, document) {
+        std::fs::write(doc, report::splice(&old, &report::markdown(&results)))
+            .with_context(|| format!("cannot write `{}`", doc.display()))?;
+        eprintln!("updated {}", doc.display());
+    }
+    if args.markdown {
+        println!("{}", report::markdown(&results));
+    } else {
+        print!("{}", report::summary(&results));
+    }
+    let checks = report::checks(&results);
+    let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
+    eprintln!(
+        "secureclaw eval asb: {} of {} checks hold; {} cases in {:.1} s",
+        checks.len() - failed.len(),
+        checks.len(),
+        results.cases.len(),
+        results.seconds
+    );
+    for c in &failed {
+        eprintln!("  FAILED {}: {}", c.name, c.detail);
+    }
+    Ok(if args.check && !failed.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Validate the output paths of `eval ghost`; returns the text of the `--write-evaluation`

@@ -378,7 +378,7 @@ fn main() -> ExitCode {
                 store_cmd::run(explicit_state_dir.as_deref(), explicit_store.as_deref(), c).await
             }
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
-            Command::Eval(c) => eval::run(c),
+            Command::Eval(c) => eval::run(c).await,
             Command::DemoTools { state, http } => match http {
                 Some(addr) => secureclaw_demo_tools::serve_http(state, &addr).await,
                 None => secureclaw_demo_tools::serve_stdio(state).await,

@@ -15,14 +15,19 @@
 //! - `danger` (private): the deliberately insecure controls (the boundary-off executor and the
 //!   stack's raw database and upstream access), named as rustls names its escape hatches;
 //! - [`http`]: a minimal HTTP/1.1 client;
-//! - [`ghost`]: the Ghost Tool Calls evaluation (`secureclaw eval ghost`).
+//! - [`ghost`]: the Ghost Tool Calls evaluation (`secureclaw eval ghost`);
+//! - [`lane`]: the shared shape of the in-process benchmark lanes (trusted driver, untrusted
+//!   runtime over MCP, the benchmark's own scoring);
+//! - [`asb`]: Agent Security Bench through the gateway (`secureclaw eval asb`).
 
+pub mod asb;
 pub mod attack;
 pub mod bypass;
 /// **DANGER**: deliberately insecure evaluation controls, private to this crate.
 pub(crate) mod danger;
 pub mod ghost;
 pub mod http;
+pub mod lane;
 mod mrtr;
 pub mod payment;
 pub mod report;

@@ -376,6 +376,14 @@ impl Upstream for Files {
 }
 
 fn spec(id: &str) -> UpstreamSpec {
+    in_process_spec(id, true)
+}
+
+/// The specification of an in-process upstream `id` (a placeholder stdio command the
+/// harness's connector recognizes by id; nothing is started), its tools exposed as
+/// `id__tool` when `namespace`.
+#[must_use]
+pub fn in_process_spec(id: &str, namespace: bool) -> UpstreamSpec {
     UpstreamSpec {
         id: id.into(),
         transport: UpstreamTransport::Stdio {
@@ -384,7 +392,7 @@ fn spec(id: &str) -> UpstreamSpec {
             env: BTreeMap::new(),
             cwd: None,
         },
-        namespace: true,
+        namespace,
         protocol: Default::default(),
     }
 }

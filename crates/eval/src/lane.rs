@@ -1,0 +1,337 @@
+//! Shared plumbing of the in-process benchmark lanes (issue 17 item 4): one harness shape —
+//! a **trusted driver** that configures the gateway and opens each task's session with the
+//! envelope a host would send, an **untrusted runtime** that reaches the tools only as an MCP
+//! client of the gateway's real front end ([`McpFrontEnd`] over an in-memory pipe), and the
+//! benchmark's own scoring on what the upstream recorded and what the runtime received.
+//!
+//! A lane supplies its upstreams (any [`Upstream`]), a [`GatewayConfig`] and optional extra
+//! Cedar policy files, then per case: [`Deployment::runtime`] (open a session, connect a
+//! runtime), [`Runtime::call`] (a `tools/call` through the front end: preview, policy, binding,
+//! ledger, commit — the product's path), and [`Deployment::decide`] for the simulated human
+//! behind the approval API. Nothing here mocks the trusted path; the store is SQLite in a
+//! temporary directory and the policy set is the shipped default plus the lane's files.
+//!
+//! The AgentDojo lane (`eval/agentdojo`) has the same shape with its driver in Python and a
+//! `secureclaw serve` process, because its scoring is AgentDojo's own Python package.
+
+use crate::stack::{ManualClock, StackError, T0, fresh_keys};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use secureclaw_core::artifact::ActionId;
+use secureclaw_core::canonical::TaskEnvelope;
+use secureclaw_core::store::SessionRecord;
+use secureclaw_gateway::{
+    Gateway, GatewayConfig, Upstream, UpstreamError, UpstreamSpec, UpstreamTransport,
+};
+use secureclaw_policy::CedarPolicy;
+use secureclaw_server::{McpFrontEnd, SessionSource};
+use secureclaw_store::SqliteStore;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Errors of the lane plumbing.
+#[derive(Debug, thiserror::Error)]
+pub enum LaneError {
+    /// The deployment could not start (directory, keys, store, policy, gateway).
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// The operator API refused (open a session, decide an approval).
+    #[error("operator operation failed: {0}")]
+    Operator(String),
+    /// The MCP connection between runtime and front end failed.
+    #[error("MCP: {0}")]
+    Mcp(String),
+}
+
+/// An in-process upstream of a lane, with its id and whether its tools are namespaced
+/// (`id__tool`) or exposed under their own names.
+#[derive(Clone)]
+pub struct LaneUpstream {
+    /// Upstream id (`[a-z0-9_-]+`).
+    pub id: String,
+    /// Expose tools as `id__tool` (`false`: under the server's own names, as `wrap` does).
+    pub namespace: bool,
+    /// The server.
+    pub server: Arc<dyn Upstream>,
+}
+
+impl std::fmt::Debug for LaneUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneUpstream")
+            .field("id", &self.id)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One gateway deployment of a lane: temporary SQLite store, fresh keys, the default Cedar
+/// set plus the lane's policy files, the lane's configuration and upstreams, a fixed clock.
+pub struct Deployment {
+    _dir: tempfile::TempDir,
+    /// The gateway (the trusted side's handle: sessions, approvals, audit).
+    pub gateway: Gateway,
+    /// The clock every component of this deployment reads.
+    pub clock: ManualClock,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment").finish_non_exhaustive()
+    }
+}
+
+impl Deployment {
+    /// Start a gateway over `upstreams` with `config` and the default policies plus
+    /// `extra_policies` (`(file name, Cedar text)`).
+    ///
+    /// # Errors
+    /// [`LaneError::Stack`] naming the part that failed (directory, keys, store, policy,
+    /// gateway start — e.g. two visible tools with the same exposed name).
+    pub async fn start(
+        config: GatewayConfig,
+        extra_policies: &[(String, String)],
+        upstreams: Vec<LaneUpstream>,
+    ) -> Result<Self, LaneError> {
+        let dir = tempfile::tempdir().map_err(StackError::TempDir)?;
+        let keys = Arc::new(fresh_keys()?);
+        let store = Arc::new(
+            SqliteStore::open(&dir.path().join("secureclaw.db"), keys.clone())
+                .map_err(|e| StackError::Store(e.to_string()))?,
+        );
+        let policy =
+            CedarPolicy::load(extra_policies).map_err(|e| StackError::Policy(e.to_string()))?;
+        let specs: Vec<UpstreamSpec> = upstreams
+            .iter()
+            .map(|u| crate::stack::in_process_spec(&u.id, u.namespace))
+            .collect();
+        let servers: BTreeMap<String, Arc<dyn Upstream>> =
+            upstreams.into_iter().map(|u| (u.id, u.server)).collect();
+        let connect = move |spec: &UpstreamSpec| -> Result<Box<dyn Upstream>, UpstreamError> {
+            match (servers.get(&spec.id), &spec.transport) {
+                (Some(up), UpstreamTransport::Stdio { .. }) => Ok(Box::new(up.clone())),
+                _ => Err(UpstreamError::Start {
+                    id: spec.id.clone(),
+                    message: "not an in-process upstream of this lane".into(),
+                }),
+            }
+        };
+        let clock = ManualClock::new(T0);
+        let gateway = Gateway::start(
+            keys,
+            store,
+            Arc::new(policy),
+            config,
+            specs,
+            &connect,
+            clock.clock(),
+        )
+        .await
+        .map_err(StackError::Gateway)?;
+        Ok(Self {
+            _dir: dir,
+            gateway,
+            clock,
+        })
+    }
+
+    /// Trusted side: open a session for `caller` with the task envelope a host would send,
+    /// and connect an untrusted runtime to it (an MCP client of the gateway's front end).
+    ///
+    /// # Errors
+    /// [`LaneError::Operator`] if the session is refused, [`LaneError::Mcp`] if the MCP
+    /// initialization fails.
+    pub async fn runtime(
+        &self,
+        caller: &str,
+        envelope: TaskEnvelope,
+    ) -> Result<Runtime, LaneError> {
+        let session = self
+            .gateway
+            .open_session(caller, envelope)
+            .await
+            .map_err(|e| LaneError::Operator(e.to_string()))?;
+        let front = McpFrontEnd::new(self.gateway.clone(), SessionSource::Fixed(session.clone()));
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = front.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_io).await.map_err(|e| LaneError::Mcp(e.to_string()))?;
+        Ok(Runtime { client, session })
+    }
+
+    /// Trusted side: the human behind the approval API approves or declines a pending action.
+    ///
+    /// # Errors
+    /// [`LaneError::Operator`] if the gateway refuses the decision.
+    pub async fn decide(&self, action_id: &str, approve: bool) -> Result<(), LaneError> {
+        self.gateway
+            .decide_approval(&ActionId(action_id.to_owned()), approve, "lane-user")
+            .await
+            .map(|_| ())
+            .map_err(|e| LaneError::Operator(e.to_string()))
+    }
+}
+
+/// What one `tools/call` gave the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallResult {
+    /// The gateway ran the tool; `text` is every text content block the runtime received,
+    /// joined by newlines (`tool_error`: the result was an error result).
+    Ran {
+        /// The text the runtime received.
+        text: String,
+        /// `isError` of the result.
+        tool_error: bool,
+    },
+    /// Held for a trusted confirmation (`reason`: the recovery's reason code).
+    Held {
+        /// Reason code (snake case).
+        reason: String,
+        /// The pending action, for the approval API.
+        action_id: Option<String>,
+    },
+    /// Denied (`reason`: the recovery's reason code, or the MCP error for a refused request).
+    Denied {
+        /// Reason code (snake case) or error text.
+        reason: String,
+    },
+}
+
+impl CallResult {
+    /// Every piece of text the runtime received in this answer (empty when nothing ran).
+    #[must_use]
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Ran { text, .. } => text,
+            Self::Held { .. } | Self::Denied { .. } => "",
+        }
+    }
+}
+
+/// The untrusted runtime of one session: an MCP client of the gateway and nothing else.
+pub struct Runtime {
+    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    /// The session the trusted driver opened (the runtime never sees more than its id).
+    pub session: SessionRecord,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("session", &self.session.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `_meta` key under which a runtime re-issues a call with its approval's action id.
+pub const APPROVAL_META: &str = "dev.secureclaw/approval";
+
+/// The string value of `key` in a JSON object, if any.
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+impl Runtime {
+    /// The exposed names of the tools the gateway lists to this runtime.
+    ///
+    /// # Errors
+    /// [`LaneError::Mcp`] if `tools/list` fails.
+    pub async fn tool_names(&self) -> Result<Vec<String>, LaneError> {
+        let tools = self
+            .client
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| LaneError::Mcp(e.to_string()))?;
+        Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
+    }
+
+    /// Call `tool` with `arguments` through the gateway's MCP front end. A request the front
+    /// end refuses with a JSON-RPC error (e.g. an unknown tool) is [`CallResult::Denied`] with
+    /// the error text: the tool did not run.
+    ///
+    /// # Errors
+    /// [`LaneError::Mcp`] if the answer is not a complete call result.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CallResult, LaneError> {
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        self.send(tool, params).await
+    }
+
+    /// Re-issue the identical call under the approval `action_id` the trusted side decided
+    /// (`_meta` `dev.secureclaw/approval`, as the recovery of a held call says).
+    ///
+    /// # Errors
+    /// As [`Runtime::call`].
+    pub async fn call_approved(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        action_id: &str,
+    ) -> Result<CallResult, LaneError> {
+        let params: CallToolRequestParams = serde_json::from_value(serde_json::json!({
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {APPROVAL_META: action_id},
+        }))
+        .map_err(|e| LaneError::Mcp(e.to_string()))?;
+        self.send(tool, params).await
+    }
+
+    async fn send(
+        &self,
+        tool: &str,
+        params: CallToolRequestParams,
+    ) -> Result<CallResult, LaneError> {
+        let resp = match self.client.peer().call_tool_once(params).await {
+            Ok(r) => r,
+            Err(rmcp::ServiceError::McpError(e)) => {
+                return Ok(CallResult::Denied {
+                    reason: e.message.to_string(),
+                });
+            }
+            Err(e) => return Err(LaneError::Mcp(e.to_string())),
+        };
+        let CallToolResponse::Complete(r) = resp else {
+            return Err(LaneError::Mcp(format!("no complete answer to `{tool}`")));
+        };
+        let structured = r.structured_content.clone().unwrap_or(Value::Null);
+        let status = str_at(&structured, "status");
+        let recovery = structured.get("recovery");
+        let reason = recovery
+            .and_then(|rv| str_at(rv, "reason"))
+            .unwrap_or("unknown")
+            .to_owned();
+        match (status, recovery.is_some()) {
+            (Some("pending_confirmation" | "deferred"), true) => Ok(CallResult::Held {
+                reason,
+                action_id: recovery
+                    .and_then(|rv| str_at(rv, "action_id"))
+                    .map(str::to_owned),
+            }),
+            (Some("denied"), true) => Ok(CallResult::Denied { reason }),
+            _ => {
+                let text: Vec<String> = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect();
+                Ok(CallResult::Ran {
+                    text: text.join("\n"),
+                    tool_error: r.is_error == Some(true),
+                })
+            }
+        }
+    }
+
+    /// Close the MCP connection.
+    pub async fn close(self) {
+        let _ = self.client.cancel().await;
+    }
+}
