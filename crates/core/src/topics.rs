@@ -880,8 +880,21 @@ impl Matcher {
             && !self.suffix_words.contains(lower)
     }
 
+    /// Whether `lower` is a function word (slots and heads do not extend over it, and it is
+    /// never a modifier).
+    pub(crate) fn is_function_word(&self, lower: &str) -> bool {
+        self.stopwords.contains(lower)
+    }
+
     /// Sensitive spans of normalized `tokens`, in order, not overlapping.
     pub(crate) fn spans(&self, tokens: &[Token]) -> Vec<Span> {
+        self.spans_in(tokens, false)
+    }
+
+    /// [`Matcher::spans`] for a text known to be sensitive (`sensitive_context`: the rest of a
+    /// field whose sensitive spans were rewritten, issue 18 item 2): context terms and the
+    /// rare-word rule apply even when no strong span is left in the text itself.
+    pub(crate) fn spans_in(&self, tokens: &[Token], sensitive_context: bool) -> Vec<Span> {
         let n = tokens.len();
         // Excluded ranges: occurrences of exclusion phrases.
         let mut excluded = vec![false; n];
@@ -902,7 +915,7 @@ impl Matcher {
             }
         }
         let mut out: Vec<Span> = Vec::new();
-        let mut any_strong = false;
+        let mut any_strong = sensitive_context;
         let mut i = 0;
         while i < n {
             let Some(tok) = tokens.get(i) else { break };
