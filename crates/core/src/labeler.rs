@@ -25,7 +25,7 @@
 //! `[redacted]`. The rewritten field is labeled again by the same matcher *in the knowledge
 //! that it was sensitive* ([`Labeler::label_rewritten`], issue 18 item 2): a sensitive span
 //! the rewrite missed, a context term, a word that is not common English, a modifier left
-//! next to a placeholder ("gestational [topic]") or an intent cue ("my [topic]") means the
+//! next to a placeholder ("severe [topic]") or an intent cue ("my [topic]") means the
 //! rewrite left something behind, and the whole field is generalized. The monitor
 //! ([`crate::monitor::issue`]) relabels the rewritten event the same way, and the contract
 //! check ([`crate::contract::check_rewrite`]) blocks it unless every field now labels at most
@@ -295,7 +295,7 @@ impl Labeler {
     ///   is not common English (a brand, a rare disease, a statute, a misspelling): the
     ///   rare-word rule, applied as if a strong span were still present → `sensitive`;
     /// - a modifier of a rewritten span: a content word or number directly before a
-    ///   placeholder, or hyphenated to one ("gestational [topic]", "type 2 [topic]",
+    ///   placeholder, or hyphenated to one ("severe [topic]", "type 2 [topic]",
     ///   "[topic]-positive") → `sensitive`;
     /// - an intent cue ("my", "I", "should I", "how do I", …) → `intent-revealing`: the
     ///   provider learns that the user, not the world, has the matter.
@@ -349,8 +349,9 @@ impl Labeler {
     }
 
     /// The label of a rewritten value: [`Labeler::label_rewritten`] when the field's original
-    /// label was `sensitive` or above (its content is known to be sensitive), else
-    /// [`Labeler::label_text`].
+    /// label was `sensitive` or above, or missing (its content is known, or must be assumed, to
+    /// be sensitive), else [`Labeler::label_text`] (a field that only held an address is not
+    /// judged as if it were sensitive).
     #[must_use]
     pub fn relabel(&self, original: Option<ArgLabel>, rewritten: &str) -> ArgLabel {
         if original.is_none_or(ArgLabel::is_budgeted) {
