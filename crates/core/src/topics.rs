@@ -22,7 +22,7 @@
 //!   in that dictionary (a brand, a rare disease, an abbreviation, a misspelling) is part of a
 //!   sensitive span too; and **context terms** (`data/lexicon-weak.txt`: "terminated",
 //!   "husband", "pills") count only next to a strong span. What a rewrite leaves of a
-//!   sensitive field counts as having one ([`Matcher::spans_in`], issue 18 item 2).
+//!   sensitive field counts as having one (`Matcher::spans_in`, issue 18 item 2).
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
 //!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
 //!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
