@@ -22,10 +22,14 @@
 //! (`2026-03-14` → `2026-03` or `2026-Q1`), intent-phrase replacement (every sensitive span
 //! the matcher finds → `[topic]`, deliberately not naming the domain, which is what an
 //! adversary wants), and — when a field still labels too high — whole-field generalization to
-//! `[redacted]`. The rewritten field is labeled again by the same matcher, so a field with any
-//! sensitive span left is generalized (issue 18 item 2); the rewritten event is labeled again
-//! and the contract check ([`crate::contract::check_rewrite`]) blocks it unless every field now
-//! labels at most `max_arg_label` (assumption A3).
+//! `[redacted]`. The rewritten field is labeled again by the same matcher *in the knowledge
+//! that it was sensitive* ([`Labeler::label_rewritten`], issue 18 item 2): a sensitive span
+//! the rewrite missed, a context term, a word that is not common English, a modifier left
+//! next to a placeholder ("severe [topic]") or an intent cue ("my [topic]") means the
+//! rewrite left something behind, and the whole field is generalized. The monitor
+//! ([`crate::monitor::issue`]) relabels the rewritten event the same way, and the contract
+//! check ([`crate::contract::check_rewrite`]) blocks it unless every field now labels at most
+//! `max_arg_label` (assumption A3).
 
 use crate::contract::{
     ArgLabel, Contract, DestinationLabel, EffectLabel, LabeledEvent, LabeledField, Mode,
@@ -282,6 +286,81 @@ impl Labeler {
         label
     }
 
+    /// Label the rewritten value `text` of a field whose original content was sensitive
+    /// (issue 18 item 2: rewrites that leave nothing behind). The field is already known to be
+    /// about a sensitive matter, so what is left of it is judged in that context:
+    ///
+    /// - every sensitive span [`Labeler::label_text`] finds (a term the rewrite missed);
+    /// - a context term (`data/lexicon-weak.txt`: "husband", "pills", "court") or a word that
+    ///   is not common English (a brand, a rare disease, a statute, a misspelling): the
+    ///   rare-word rule, applied as if a strong span were still present → `sensitive`;
+    /// - a modifier of a rewritten span: a content word or number directly before a
+    ///   placeholder, or hyphenated to one ("severe [topic]", "type 2 [topic]",
+    ///   "[topic]-positive") → `sensitive`;
+    /// - an intent cue ("my", "I", "should I", "how do I", …) → `intent-revealing`: the
+    ///   provider learns that the user, not the world, has the matter.
+    ///
+    /// Returns the highest of these and the plain label of `text`; placeholders alone and
+    /// function words around them ("side effects of [topic]") stay `public`. In constant mode
+    /// this is [`Labeler::label_text`].
+    #[must_use]
+    pub fn label_rewritten(&self, text: &str) -> ArgLabel {
+        let mut label = self.label_text(text);
+        if self.config.mode == LabelerMode::Constant || label == ArgLabel::IntentRevealing {
+            return label;
+        }
+        // Blank the placeholders out (same length, so token offsets stay offsets into `text`).
+        let holes: Vec<(usize, usize)> = PLACEHOLDERS
+            .as_ref()
+            .map(|re| re.find_iter(text).map(|m| (m.start(), m.end())).collect())
+            .unwrap_or_default();
+        let mut blank = text.to_owned();
+        for &(a, b) in &holes {
+            if blank.get(a..b).is_some() {
+                blank.replace_range(a..b, &" ".repeat(b - a));
+            }
+        }
+        let mut tokens = tokenize(&blank);
+        if tokens.is_empty() {
+            return label;
+        }
+        self.matcher.normalize(&mut tokens);
+        if !self.matcher.spans_in(&tokens, true).is_empty() {
+            label = label.max(ArgLabel::Sensitive);
+        }
+        let modifier = tokens.iter().any(|t| {
+            !self.matcher.is_function_word(&t.lower)
+                && holes.iter().any(|&(a, b)| {
+                    let before = t.end <= a
+                        && text
+                            .get(t.end..a)
+                            .is_some_and(|g| g.chars().all(|c| c == ' ' || c == '-'));
+                    let after = text.get(b..t.start) == Some("-");
+                    before || after
+                })
+        });
+        if modifier {
+            label = label.max(ArgLabel::Sensitive);
+        }
+        if self.has_intent(&tokens) {
+            label = ArgLabel::IntentRevealing;
+        }
+        label
+    }
+
+    /// The label of a rewritten value: [`Labeler::label_rewritten`] when the field's original
+    /// label was `sensitive` or above, or missing (its content is known, or must be assumed, to
+    /// be sensitive), else [`Labeler::label_text`] (a field that only held an address is not
+    /// judged as if it were sensitive).
+    #[must_use]
+    pub fn relabel(&self, original: Option<ArgLabel>, rewritten: &str) -> ArgLabel {
+        if original.is_none_or(ArgLabel::is_budgeted) {
+            self.label_rewritten(rewritten)
+        } else {
+            self.label_text(rewritten)
+        }
+    }
+
     /// Whether the text speaks in the first person or asks what to do (an intent cue).
     fn has_intent(&self, tokens: &[Token]) -> bool {
         self.cues.iter().any(|cue| {
@@ -464,7 +543,7 @@ impl Labeler {
                 Value::String(s) => {
                     let t = self.transform(s);
                     let ruled = self.ruled(qualified, path);
-                    let label = ruled.unwrap_or_else(|| self.label_text(&t));
+                    let label = ruled.unwrap_or_else(|| self.relabel(Some(self.label_text(s)), &t));
                     if kappa.forbids(label) && self.config.rewrite.generalize_fields {
                         Value::String("[redacted]".to_owned())
                     } else {
@@ -600,6 +679,97 @@ mod tests {
         let label = l.label_text(out["q"].as_str().unwrap());
         assert!(label <= ArgLabel::Personal, "{out:?} labels {label:?}");
         assert_eq!(out["n"], json!(3));
+    }
+
+    /// Issue 18 item 2, the attack: replacing the sensitive term alone leaves words that still
+    /// identify the matter, which the plain relabel called public and sent. Labeled again in
+    /// the knowledge that the field was sensitive, each remainder is forbidden, for the reason
+    /// named, and the whole field is generalized.
+    #[test]
+    fn partial_rewrites_are_generalized() {
+        let l = Labeler::default();
+        let k = Contract::paper_web_search();
+        for (q, left, why) in [
+            // a modifier directly before the rewritten span
+            (
+                "severe depression treatment",
+                "severe [topic] treatment",
+                ArgLabel::Sensitive,
+            ),
+            // a number modifying it
+            (
+                "type 2 diabetes diet plan",
+                "type 2 [topic] diet plan",
+                ArgLabel::Sensitive,
+            ),
+            // the user speaks of their own matter
+            (
+                "I got arrested for shoplifting last night",
+                "I got [topic] last night",
+                ArgLabel::IntentRevealing,
+            ),
+        ] {
+            let t = l.transform(q);
+            assert_eq!(t, left, "{q}");
+            assert!(!k.forbids(l.label_text(&t)), "{t:?} leaked before");
+            assert_eq!(l.label_rewritten(&t), why, "{t:?}");
+            let out = l.rewrite(
+                "s__web_search",
+                &args(json!({ "q": q })),
+                &["/q".to_owned()],
+                &k,
+            );
+            assert_eq!(out["q"], json!("[redacted]"), "{q}");
+        }
+        // a remainder holding a second sensitive word: a context term, a name that is not
+        // common English, a word hyphenated to the span — public to the plain relabel
+        for left in [
+            "[topic] and pills",
+            "[topic] and Zorvexa",
+            "[topic]-positive results",
+        ] {
+            assert_eq!(l.label_text(left), ArgLabel::Public, "{left}");
+            assert_eq!(l.label_rewritten(left), ArgLabel::Sensitive, "{left}");
+        }
+    }
+
+    /// The positive controls: a rewrite that took the whole sensitive content keeps its neutral
+    /// words, a neutral query is not touched, and a field that was never sensitive is not
+    /// judged as if it were (its first-person words are nobody's business).
+    #[test]
+    fn clean_rewrites_keep_their_neutral_words() {
+        let l = Labeler::default();
+        let k = Contract::paper_web_search();
+        for (q, sent) in [
+            ("tenant rights lease termination penalty", "[topic] penalty"),
+            (
+                "latest research on lung cancer",
+                "latest research on [topic]",
+            ),
+            // the rare modifier went with the term in the first pass
+            ("gestational diabetes diet plan", "[topic] diet plan"),
+        ] {
+            let out = l.rewrite(
+                "s__web_search",
+                &args(json!({ "q": q })),
+                &["/q".to_owned()],
+                &k,
+            );
+            assert_eq!(out["q"], json!(sent), "{q}");
+            assert_eq!(l.label_rewritten(sent), ArgLabel::Public);
+        }
+        assert_eq!(l.label_text("weather in Paris"), ArgLabel::Public);
+        assert_eq!(l.transform("weather in Paris"), "weather in Paris");
+        // context decides: the same remainder is intent in a field that was sensitive …
+        assert_eq!(
+            l.relabel(Some(ArgLabel::Sensitive), "my [email] notes"),
+            ArgLabel::IntentRevealing
+        );
+        // … and only personal in one that held nothing but an address
+        assert_eq!(
+            l.relabel(Some(ArgLabel::Personal), "my [email] notes"),
+            ArgLabel::Public
+        );
     }
 }
 

@@ -2,7 +2,8 @@
 //! (Ghost Tool Calls, arXiv 2606.02483 §4 and Appendix A; DESIGN.md §3).
 //!
 //! This is the single place where `D(e, κ)` ([`decide`]), the REWRITE transformations
-//! ([`Labeler::rewrite`]), the relabel-and-check of assumption A3 ([`check_rewrite`]) and the
+//! ([`Labeler::rewrite`]), the relabel-and-check of assumption A3 ([`check_rewrite`], with
+//! rewritten fields relabeled in their sensitive context: [`Labeler::relabel`]) and the
 //! disclosure-budget charge ([`Budget::charge`]) are composed. The gateway's speculative
 //! dispatcher and the ghost-call evaluation (`secureclaw eval ghost`) both call it, so what is
 //! evaluated is what is deployed.
@@ -65,7 +66,7 @@ pub fn issue_with(
     if let Verdict::Rewrite { fields } = &verdict {
         let q = qualified(&event.upstream, &event.tool);
         args = labeler.rewrite(&q, arguments, fields, k);
-        let relabeled = labeler.label(
+        let mut relabeled = labeler.label(
             &event.upstream,
             &event.tool,
             &event.destination,
@@ -74,6 +75,20 @@ pub fn issue_with(
             event.mode,
             event.confidence,
         );
+        // A rewritten field whose original content was sensitive is judged in that context:
+        // what the rewrite left behind (a modifier, a rare word, "my …") still identifies it
+        // (issue 18 item 2; the rewriter applies the same rule before generalizing).
+        for f in &mut relabeled.fields {
+            if fields.contains(&f.path) {
+                let original = event
+                    .fields
+                    .iter()
+                    .find(|g| g.path == f.path)
+                    .and_then(|g| g.label);
+                let again = labeler.relabel(original, &f.value);
+                f.label = f.label.map(|l| l.max(again));
+            }
+        }
         verdict = check_rewrite(&relabel(relabeled), k, verdict);
     }
     budget.charge(event, &verdict);
@@ -185,6 +200,46 @@ mod tests {
             out.verdict,
             Verdict::Block(BlockReason::RewriteInsufficient)
         );
+    }
+
+    /// Issue 18 item 2 at the monitor: the A3 check relabels a rewritten field in its
+    /// sensitive context, so a labeler configured not to generalize cannot dispatch the
+    /// modifier a rewrite left ("severe [topic] treatment"), which the plain relabel calls public;
+    /// a clean rewrite under the same configuration still goes out (positive control).
+    #[test]
+    fn a3_relabels_rewritten_fields_in_context() {
+        let l = labeler();
+        let keep = Labeler::new(crate::labeler::LabelerConfig {
+            rewrite: crate::labeler::RewriteConfig {
+                generalize_fields: false,
+                ..crate::labeler::RewriteConfig::default()
+            },
+            ..l.config().clone()
+        });
+        let mut k = Contract::paper_web_search();
+        k.budget = None;
+        let send = |q: &str| {
+            let args = json!({ "q": q }).as_object().cloned().unwrap();
+            let ev = event(&keep, &args, Mode::Speculative);
+            issue(&keep, Some(&k), &ev, &args, &mut Budget::default())
+        };
+        let out = send("severe depression treatment");
+        assert_eq!(
+            keep.label_text(out.arguments["q"].as_str().unwrap()),
+            crate::contract::ArgLabel::Public,
+            "the plain relabel would have let it through"
+        );
+        assert_eq!(
+            out.verdict,
+            Verdict::Block(BlockReason::RewriteInsufficient)
+        );
+        let out = send("tenant rights lease termination penalty");
+        assert!(
+            matches!(out.verdict, Verdict::Rewrite { .. }),
+            "{:?}",
+            out.verdict
+        );
+        assert_eq!(out.arguments["q"], json!("[topic] penalty"));
     }
 
     #[test]

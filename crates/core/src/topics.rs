@@ -21,7 +21,8 @@
 //! - **The rare-word rule**: in a text that has a strong sensitive span, every word that is not
 //!   in that dictionary (a brand, a rare disease, an abbreviation, a misspelling) is part of a
 //!   sensitive span too; and **context terms** (`data/lexicon-weak.txt`: "terminated",
-//!   "husband", "pills") count only next to a strong span.
+//!   "husband", "pills") count only next to a strong span. What a rewrite leaves of a
+//!   sensitive field counts as having one (`Matcher::spans_in`, issue 18 item 2).
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
 //!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
 //!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
@@ -880,8 +881,21 @@ impl Matcher {
             && !self.suffix_words.contains(lower)
     }
 
+    /// Whether `lower` is a function word (slots and heads do not extend over it, and it is
+    /// never a modifier).
+    pub(crate) fn is_function_word(&self, lower: &str) -> bool {
+        self.stopwords.contains(lower)
+    }
+
     /// Sensitive spans of normalized `tokens`, in order, not overlapping.
     pub(crate) fn spans(&self, tokens: &[Token]) -> Vec<Span> {
+        self.spans_in(tokens, false)
+    }
+
+    /// [`Matcher::spans`] for a text known to be sensitive (`sensitive_context`: the rest of a
+    /// field whose sensitive spans were rewritten, issue 18 item 2): context terms and the
+    /// rare-word rule apply even when no strong span is left in the text itself.
+    pub(crate) fn spans_in(&self, tokens: &[Token], sensitive_context: bool) -> Vec<Span> {
         let n = tokens.len();
         // Excluded ranges: occurrences of exclusion phrases.
         let mut excluded = vec![false; n];
@@ -902,7 +916,7 @@ impl Matcher {
             }
         }
         let mut out: Vec<Span> = Vec::new();
-        let mut any_strong = false;
+        let mut any_strong = sensitive_context;
         let mut i = 0;
         while i < n {
             let Some(tok) = tokens.get(i) else { break };

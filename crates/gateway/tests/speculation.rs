@@ -145,7 +145,11 @@ async fn allow_rewrite_defer_block_shadow() {
     let got = received_text(&h);
     assert!(got[0].contains("weather in Paris"));
     assert!(!got[1].contains("lease"), "rewritten: {}", got[1]);
-    assert!(got[1].contains("[topic]"), "{}", got[1]);
+    // replacing the term would leave "penalty for breaking my [topic] early": the first-person
+    // cue still says the user has the matter, so the whole field is generalized (issue 18
+    // item 2; the positive control, a clean rewrite that keeps its neutral words, is in
+    // `raw_precommit_arguments_reach_no_sink`)
+    assert!(got[1].contains("[redacted]"), "{}", got[1]);
     // DEFER: low confidence → nothing sent
     let o = echo(&h, s, json!({"text": "low"}), &spec("d", 0.2)).await;
     deferred_branch(&o);
@@ -444,7 +448,7 @@ async fn raw_precommit_arguments_reach_no_sink() {
         &echo(
             &h,
             s,
-            json!({"text": "my chemotherapy schedule"}),
+            json!({"text": "chemotherapy schedule"}),
             &spec("g4", 0.9),
         )
         .await,

@@ -8,7 +8,9 @@
 //! it is dispatched (ALLOW or REWRITE) with its sensitive span intact (case-insensitive,
 //! whitespace-collapsed substring of the dispatched query); a neutral query is *altered* when
 //! it is not dispatched unchanged. *Survived* is the share of the query's words that reach the
-//! provider (0 when nothing is sent): what the provider can still answer.
+//! provider (0 when nothing is sent): what the provider can still answer; it is also reported
+//! over the rewritten queries alone, with the share generalized to `[redacted]` because a
+//! rewrite would have left something sensitive behind.
 //!
 //! The files are split by line number: odd lines are the development half (looked at while
 //! generalizing the labeler's rules), even lines the test half (reported only).
@@ -166,6 +168,13 @@ pub struct Row {
     pub withheld: f64,
     /// Mean share of the query's words that reach the provider.
     pub survived: f64,
+    /// Share dispatched rewritten (REWRITE).
+    pub rewritten: f64,
+    /// Mean share of the query's words that reach the provider, over the rewritten queries
+    /// only (what a rewrite leaves the provider to answer); 0 when none was rewritten.
+    pub survived_rewritten: f64,
+    /// Share dispatched as a whole-field generalization (`[redacted]`).
+    pub generalized: f64,
 }
 
 /// Queries whose span does not occur in the query text (data errors; excluded).
@@ -192,6 +201,16 @@ fn row(labeler: &str, split: &str, set: &str, items: &[(&Query, &Outcome)]) -> R
         altered: share(&|q, o| o.sent.as_deref() != Some(q.text.as_str())),
         withheld: share(&|_, o| o.sent.is_none()),
         survived: items.iter().map(|(q, o)| survived(q, o)).sum::<f64>() / n.max(1) as f64,
+        rewritten: share(&|_, o| o.verdict == "rewrite"),
+        survived_rewritten: {
+            let r: Vec<f64> = items
+                .iter()
+                .filter(|(_, o)| o.verdict == "rewrite")
+                .map(|(q, o)| survived(q, o))
+                .collect();
+            r.iter().sum::<f64>() / r.len().max(1) as f64
+        },
+        generalized: share(&|_, o| o.sent.as_deref() == Some("[redacted]")),
     }
 }
 

@@ -603,11 +603,11 @@ pub fn markdown(r: &Results, plot: Option<&str>) -> String {
     );
     let _ = writeln!(
         s,
-        "Leaked: dispatched with the sensitive span intact. Altered: not dispatched unchanged. Survived: share of the query's words the provider receives. Dev = odd lines (looked at while generalizing rules), test = even lines (reported only).\n"
+        "Leaked: dispatched with the sensitive span intact. Altered: not dispatched unchanged. Survived: share of the query's words the provider receives. Rewritten: dispatched rewritten; per rewrite: words surviving over the rewritten queries alone; generalized: sent as `[redacted]` (the rewrite would have left something sensitive behind). Dev = odd lines (looked at while generalizing rules), test = even lines (reported only).\n"
     );
     let _ = writeln!(
         s,
-        "| labeler | split | set | n | leaked | altered | withheld | survived |\n|---|---|---|---|---|---|---|---|"
+        "| labeler | split | set | n | leaked | altered | withheld | survived | rewritten | survived per rewrite | generalized |\n|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for x in r
         .independent
@@ -616,7 +616,7 @@ pub fn markdown(r: &Results, plot: Option<&str>) -> String {
     {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.1}% | {:.1}% | {:.0}% |",
+            "| {} | {} | {} | {} | {} | {:.1}% | {:.1}% | {:.0}% | {:.1}% | {} | {:.1}% |",
             match x.labeler.as_str() {
                 "gold" => "gold terms",
                 other => other,
@@ -631,7 +631,14 @@ pub fn markdown(r: &Results, plot: Option<&str>) -> String {
             },
             100.0 * x.altered,
             100.0 * x.withheld,
-            100.0 * x.survived
+            100.0 * x.survived,
+            100.0 * x.rewritten,
+            if x.rewritten > 0.0 {
+                format!("{:.0}%", 100.0 * x.survived_rewritten)
+            } else {
+                "—".to_owned()
+            },
+            100.0 * x.generalized
         );
     }
     let _ = writeln!(
