@@ -993,8 +993,7 @@ impl Gateway {
             ))
             .await;
         }
-        Box::pin(self.effect_call(session, tool, &entry, prepared, &policy_request))
-            .await
+        Box::pin(self.effect_call(session, tool, &entry, prepared, &policy_request)).await
     }
 
     /// The effect path of [`Gateway::call_unthrottled`]: preview, then commit at once if the

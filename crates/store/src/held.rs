@@ -4,9 +4,9 @@
 //! arguments: they are stored sealed under the vault key, never in clear, and deleted when
 //! their branch settles.
 
+use crate::Cached;
 use crate::task_state::{bound, count};
 use crate::vault::{open_text, seal_text, sealed_at};
-use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use secureclaw_core::KeyRing;

@@ -3,8 +3,8 @@
 //! the amounts anchored reads returned, and the bounded written set with its values sealed
 //! under the vault key.
 
-use crate::vault::{open_text, seal_text, sealed_at};
 use crate::Cached;
+use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, sql, uint};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use secureclaw_core::KeyRing;

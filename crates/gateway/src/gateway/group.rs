@@ -214,7 +214,10 @@ type Answer = (Job, Result<GroupOutcome, StoreError>);
 ///
 /// # Errors
 /// The store's error, or [`StoreError::Unavailable`] if the blocking thread could not run.
-async fn apply(store: &Arc<dyn Store>, writes: Vec<GroupWrite>) -> Result<GroupOutcome, StoreError> {
+async fn apply(
+    store: &Arc<dyn Store>,
+    writes: Vec<GroupWrite>,
+) -> Result<GroupOutcome, StoreError> {
     let store = Arc::clone(store);
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || runtime.block_on(store.apply_group(&writes)))

@@ -6,7 +6,7 @@
 //! does, so every replica's appends still form one gap-free chain. The lock is taken last,
 //! after the action and ledger rows, so it is held only for the audit inserts and the commit.
 
-use super::{PgCached, AUDIT_LOCK, PgError, PgStore, db, get};
+use super::{AUDIT_LOCK, PgCached, PgError, PgStore, db, get};
 use crate::audit::chain_next;
 use crate::{int, uint};
 use async_trait::async_trait;
@@ -213,7 +213,8 @@ impl EffectStore for PgStore {
                 ),
                 GroupWrite::Failed { id, reason, at } => (
                     id,
-                    tx.execute_c(MARK_FAILED, &[&id.0, &int(at.0), reason]).await,
+                    tx.execute_c(MARK_FAILED, &[&id.0, &int(at.0), reason])
+                        .await,
                 ),
                 GroupWrite::OutcomeUnknown { id, reason, at } => (
                     id,
