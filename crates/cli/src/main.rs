@@ -288,6 +288,23 @@ fn configured_store_url(path: &std::path::Path) -> Option<String> {
     Some(value.get("store")?.get("url")?.as_str()?.to_owned())
 }
 
+/// The async runtime a command runs on. `wrap` serves one MCP session over stdio, whose
+/// requests pass through a chain of tasks (the stdio reader, rmcp's service loop, the call's
+/// own task, the upstream's client and its transport): on a multi-thread runtime each hop may
+/// wake another worker thread, so a read paid several cross-thread hand-offs (futex wake-ups
+/// and context switches, about a quarter of its CPU; BENCHMARKS.md §11–§12). It runs on one
+/// thread instead (`SECURECLAW_WRAP_RUNTIME=multi` restores the multi-thread runtime, for
+/// comparison). Everything else — `serve` with many sessions above all — keeps tokio's
+/// multi-thread runtime.
+fn runtime_for(command: &Command) -> tokio::runtime::Builder {
+    let multi = std::env::var("SECURECLAW_WRAP_RUNTIME").is_ok_and(|v| v == "multi");
+    if matches!(command, Command::Wrap(_)) && !multi {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before anything builds an HTTP client (the trace exporter's is built below).
@@ -306,10 +323,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime_for(&cli.command).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("secureclaw: cannot start the async runtime: {e}");

@@ -371,7 +371,24 @@ impl Declassifier<'_> {
         // D is deterministic: the first pass finds the values to vault (answering with
         // placeholders of the handles' length), the store issues their handles, and the second
         // pass produces the output with them.
-        let _ = self.render(entry, &output, &mut |p| m.plan(p));
+        let first = self.render(entry, &output, &mut |p| m.plan(p));
+        if m.planned.is_empty() {
+            // Nothing to vault: the first pass met no protected value, so it called no
+            // placeholder and the second pass (which only swaps placeholders for handles)
+            // would render the same output again. It is the result (issue 14 item 1: a read
+            // that withholds nothing is not rendered twice).
+            let (structured, content, cut) = first;
+            return Ok((
+                ToolOutput {
+                    content,
+                    structured,
+                    is_error: output.is_error,
+                },
+                0,
+                cut,
+            ));
+        }
+        drop(first);
         m.occurrence = 0;
         m.issue_planned().await;
         if m.failed {

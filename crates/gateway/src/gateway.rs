@@ -549,6 +549,10 @@ impl Gateway {
     ) -> T {
         use tracing::Instrument as _;
         let guard = InFlightGuard::new(&self.inner.in_flight);
+        // Boxed once here, so that the task, its span and the spawn move a pointer rather than
+        // the call's whole future (BENCHMARKS.md §12: moves of large futures were about half
+        // of a read's CPU).
+        let work = Box::pin(work);
         let task = async move {
             let out = work.await;
             drop(guard);
@@ -684,6 +688,10 @@ impl Gateway {
         });
         let writer = group::GroupWriter::new(Arc::clone(&store));
         let notifier = notify::Notifier::new(&config.approvals)?;
+        // Repeated plain reads are decided once per (caller, tool, policy set); everything
+        // else still goes to the engine (issue 14 item 4, `decision_cache`).
+        let policy: Arc<dyn PolicyEngine> =
+            Arc::new(crate::decision_cache::DecisionCache::new(policy));
         let gw = Self {
             inner: Arc::new(Inner {
                 keys,
@@ -973,19 +981,34 @@ impl Gateway {
                 .await;
         }
         if entry.effect == EffectClass::Read {
-            return self
-                .read_call(
-                    session,
-                    tool,
-                    &entry,
-                    &prepared,
-                    &policy_request,
-                    &arguments,
-                )
-                .await;
+            // Boxed, like the effect path below: each path's future is allocated when taken,
+            // so neither is as large as both (BENCHMARKS.md §12).
+            return Box::pin(self.read_call(
+                session,
+                tool,
+                &entry,
+                &prepared,
+                &policy_request,
+                &arguments,
+            ))
+            .await;
         }
+        Box::pin(self.effect_call(session, tool, &entry, prepared, &policy_request)).await
+    }
+
+    /// The effect path of [`Gateway::call_unthrottled`]: preview, then commit at once if the
+    /// policy allows without confirmation; otherwise the preview's recovery.
+    async fn effect_call(
+        &self,
+        session: &SessionRecord,
+        tool: &str,
+        entry: &crate::catalog::ToolEntry,
+        prepared: Prepared,
+        policy_request: &PolicyRequest,
+    ) -> CallOutcome {
+        let entry = entry.clone();
         let (preview, deferred) = match self
-            .preview_prepared(session, &prepared, &policy_request, false)
+            .preview_prepared(session, &prepared, policy_request, false)
             .await
         {
             Ok(p) => p,

@@ -19,6 +19,7 @@ pub mod archive;
 pub mod catalog;
 pub mod config;
 pub mod danger;
+pub mod decision_cache;
 mod declassify;
 pub mod executor;
 mod gateway;

@@ -547,9 +547,13 @@ impl ServerHandler for McpFrontEnd {
             Ok(m) => m,
             Err(e) => return Err(McpError::invalid_params(e, None)),
         };
+        // Boxed: the call's future is large (the whole gateway path), and rmcp moves the
+        // request handler's future several times (into its task, its span); a box makes each
+        // of those moves a pointer copy (issue 14, BENCHMARKS.md §12: about half a read's CPU
+        // was `memcpy` of futures).
         otel::with_parent(
             parent,
-            self.call_tool_traced(request, meta, &session, &context),
+            Box::pin(self.call_tool_traced(request, meta, &session, &context)),
         )
         .await
     }

@@ -2,6 +2,7 @@
 //! by a trusted approver, a use taken by one conditional `UPDATE` (atomic across connections
 //! and processes), revocation keeping the first revoker.
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
@@ -62,7 +63,7 @@ impl StandingGrantStore for SqliteStore {
     async fn create_grant(&self, g: &StandingGrant) -> Result<(), StoreError> {
         let conn = self.conn()?;
         let inserted = conn
-            .execute(
+            .execute_cached(
                 &format!(
                     "INSERT INTO standing_grants ({GRANT_COLUMNS})
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, NULL, NULL)
@@ -96,7 +97,7 @@ impl StandingGrantStore for SqliteStore {
 
     async fn grant(&self, id: &str) -> Result<Option<StandingGrant>, StoreError> {
         let conn = self.conn()?;
-        conn.query_row(
+        conn.query_row_cached(
             &format!("SELECT {GRANT_COLUMNS} FROM standing_grants WHERE id = ?1"),
             params![id],
             from_row,
@@ -130,7 +131,7 @@ impl StandingGrantStore for SqliteStore {
     async fn take_standing_grant_use(&self, id: &str, now: UnixMillis) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let n = conn
-            .execute(
+            .execute_cached(
                 &format!(
                     "UPDATE standing_grants SET used = used + 1 WHERE id = ?1 AND {}",
                     live(2)
@@ -149,7 +150,7 @@ impl StandingGrantStore for SqliteStore {
     ) -> Result<Option<StandingGrant>, StoreError> {
         {
             let conn = self.conn()?;
-            conn.execute(
+            conn.execute_cached(
                 "UPDATE standing_grants SET revoked_by = ?2, revoked_at = ?3
                  WHERE id = ?1 AND revoked_at IS NULL",
                 params![id, by, int(now.0)],

@@ -4,6 +4,7 @@
 //! arguments: they are stored sealed under the vault key, never in clear, and deleted when
 //! their branch settles.
 
+use crate::Cached;
 use crate::task_state::{bound, count};
 use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, int, sql, uint};
@@ -107,7 +108,7 @@ impl SqliteStore {
     pub fn branch_state(&self, session: &str, branch: &str) -> Result<BranchState, StoreError> {
         let conn = self.conn()?;
         let s: Option<String> = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT state FROM spec_branches WHERE session = ?1 AND branch = ?2",
                 params![session, branch],
                 |r| r.get(0),
@@ -138,14 +139,14 @@ impl SqliteStore {
         if state != BranchState::Pending {
             return Ok(HoldOutcome::Settled(state));
         }
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO held_sessions (session, calls, bytes, next_seq) VALUES (?1, 0, 0, 0)
              ON CONFLICT (session) DO NOTHING",
             params![session],
         )
         .map_err(sql)?;
         let (calls, held, last): (i64, i64, i64) = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT calls, bytes, next_seq FROM held_sessions WHERE session = ?1",
                 params![session],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -157,13 +158,13 @@ impl SqliteStore {
         }
         let seq = last.saturating_add(1);
         let sealed = seal_held(&self.keys, session, branch, seq, call)?;
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO spec_branches (session, branch, state) VALUES (?1, ?2, 'pending')
              ON CONFLICT (session, branch) DO NOTHING",
             params![session, branch],
         )
         .map_err(sql)?;
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO held_calls (session, seq, branch, bytes, kid, nonce, ciphertext)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
@@ -177,7 +178,7 @@ impl SqliteStore {
             ],
         )
         .map_err(sql)?;
-        tx.execute(
+        tx.execute_cached(
             "UPDATE held_sessions SET calls = calls + 1, bytes = bytes + ?2, next_seq = ?3
              WHERE session = ?1",
             params![session, size, seq],
@@ -207,7 +208,7 @@ impl SqliteStore {
         if !settle_check(branch, cur, to)? {
             return Ok(Vec::new());
         }
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO spec_branches (session, branch, state) VALUES (?1, ?2, ?3)
              ON CONFLICT (session, branch) DO UPDATE SET state = excluded.state",
             params![session, branch, to.as_str()],
@@ -215,7 +216,7 @@ impl SqliteStore {
         .map_err(sql)?;
         let rows = {
             let mut stmt = tx
-                .prepare(
+                .prepare_cached(
                     "SELECT seq, bytes, kid, nonce, ciphertext FROM held_calls
                      WHERE session = ?1 AND branch = ?2 ORDER BY seq",
                 )
@@ -238,13 +239,13 @@ impl SqliteStore {
             freed = freed.saturating_add(bytes);
         }
         if !calls.is_empty() {
-            tx.execute(
+            tx.execute_cached(
                 "DELETE FROM held_calls WHERE session = ?1 AND branch = ?2",
                 params![session, branch],
             )
             .map_err(sql)?;
             let n = i64::try_from(calls.len()).unwrap_or(i64::MAX);
-            tx.execute(
+            tx.execute_cached(
                 "UPDATE held_sessions SET calls = calls - ?2, bytes = bytes - ?3
                  WHERE session = ?1",
                 params![session, n, freed],
@@ -262,7 +263,7 @@ impl SqliteStore {
     pub fn held_totals(&self, session: &str) -> Result<(u64, u64), StoreError> {
         let conn = self.conn()?;
         let v: Option<(i64, i64)> = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT calls, bytes FROM held_sessions WHERE session = ?1",
                 params![session],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -307,7 +308,7 @@ impl SqliteStore {
             .map_err(sql)?;
         let scope = tool_scope(tool);
         let read = |scope: &str| -> Result<Option<TokenBucket>, StoreError> {
-            tx.query_row(
+            tx.query_row_cached(
                 "SELECT milli_tokens, at FROM rate_buckets WHERE session = ?1 AND scope = ?2",
                 params![session, scope],
                 |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
@@ -321,7 +322,7 @@ impl SqliteStore {
         let one = read(&scope)?;
         let (all, one, decision) = take_tokens(all, one, rates, now);
         for (s, b) in [(SESSION_SCOPE, all), (scope.as_str(), one)] {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO rate_buckets (session, scope, milli_tokens, at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (session, scope) DO UPDATE
                  SET milli_tokens = excluded.milli_tokens, at = excluded.at",
@@ -341,7 +342,7 @@ fn tx_branch_state(
     branch: &str,
 ) -> Result<BranchState, StoreError> {
     let s: Option<String> = tx
-        .query_row(
+        .query_row_cached(
             "SELECT state FROM spec_branches WHERE session = ?1 AND branch = ?2",
             params![session, branch],
             |r| r.get(0),

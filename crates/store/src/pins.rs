@@ -1,5 +1,6 @@
 //! Tool-definition pins ([`secureclaw_core::store::ToolPinStore`]; issue 16 item 4).
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, int, sql, uint};
 use rusqlite::params;
 use secureclaw_core::UnixMillis;
@@ -58,7 +59,7 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction().map_err(sql)?;
         for pin in pins {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO tool_pins (upstream, tool, digest, definition, pinned_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (upstream, tool) DO UPDATE SET digest = excluded.digest,
@@ -74,7 +75,7 @@ impl SqliteStore {
             .map_err(sql)?;
         }
         for tool in unpin {
-            tx.execute(
+            tx.execute_cached(
                 "DELETE FROM tool_pins WHERE upstream = ?1 AND tool = ?2",
                 params![upstream, tool],
             )

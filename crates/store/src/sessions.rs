@@ -77,7 +77,7 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction().map_err(sql)?;
         for key in keys {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO protected_objects (session, key) VALUES (?1, ?2)
                  ON CONFLICT (session, key) DO NOTHING",
                 params![session, key],
@@ -97,7 +97,7 @@ impl SqliteStore {
         }
         let list = serde_json::to_string(keys).map_err(|e| corrupt("protected-object keys", e))?;
         let conn = self.conn()?;
-        conn.query_row(
+        conn.query_row_cached(
             "SELECT EXISTS (SELECT 1 FROM protected_objects
                             WHERE session = ?1 AND key IN (SELECT value FROM json_each(?2)))",
             params![session, list],

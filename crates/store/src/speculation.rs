@@ -1,6 +1,7 @@
 //! Speculation state shared by every process on the database: the per-session disclosure
 //! budget ([`secureclaw_core::store::SpeculationStore`]).
 
+use crate::Cached;
 use crate::{SqliteStore, StoreError, sql};
 use rusqlite::{OptionalExtension, params};
 
@@ -17,7 +18,7 @@ impl SqliteStore {
     pub fn budget_spent(&self, session: &str) -> Result<u32, StoreError> {
         let conn = self.conn()?;
         let v: Option<i64> = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT spent FROM speculation_budget WHERE session = ?1",
                 params![session],
                 |r| r.get(0),
@@ -39,7 +40,7 @@ impl SqliteStore {
         }
         let conn = self.conn()?;
         let v: Option<i64> = conn
-            .query_row(
+            .query_row_cached(
                 "INSERT INTO speculation_budget (session, spent) VALUES (?1, 1)
                  ON CONFLICT (session) DO UPDATE SET spent = spent + 1 WHERE spent < ?2
                  RETURNING spent",

@@ -3,6 +3,7 @@
 //! the amounts anchored reads returned, and the bounded written set with its values sealed
 //! under the vault key.
 
+use crate::Cached;
 use crate::vault::{open_text, seal_text, sealed_at};
 use crate::{SqliteStore, StoreError, sql, uint};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
@@ -69,7 +70,7 @@ impl SqliteStore {
     pub fn grant_uses(&self, session: &str, grant: &str) -> Result<u64, StoreError> {
         let conn = self.conn()?;
         let v: Option<i64> = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT used FROM grant_uses WHERE session = ?1 AND grant_key = ?2",
                 params![session, grant],
                 |r| r.get(0),
@@ -96,7 +97,7 @@ impl SqliteStore {
         }
         let conn = self.conn()?;
         let v: Option<i64> = conn
-            .query_row(
+            .query_row_cached(
                 "INSERT INTO grant_uses (session, grant_key, used) VALUES (?1, ?2, 1)
                  ON CONFLICT (session, grant_key) DO UPDATE SET used = used + 1 WHERE used < ?3
                  RETURNING used",
@@ -119,7 +120,7 @@ impl SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction().map_err(sql)?;
         for d in digests {
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO read_amounts (session, digest) VALUES (?1, ?2)
                  ON CONFLICT (session, digest) DO NOTHING",
                 params![session, d],
@@ -145,7 +146,7 @@ impl SqliteStore {
         let list = serde_json::to_string(digests)
             .map_err(|e| StoreError::Invalid(format!("digests: {e}")))?;
         let conn = self.conn()?;
-        conn.query_row(
+        conn.query_row_cached(
             &format!(
                 "SELECT EXISTS (SELECT 1 FROM {table}
                                 WHERE session = ?1 AND digest IN (SELECT value FROM json_each(?2)))"
@@ -172,14 +173,14 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
-        tx.execute(
+        tx.execute_cached(
             "INSERT INTO written_sets (session, count, bytes, full) VALUES (?1, 0, 0, 0)
              ON CONFLICT (session) DO NOTHING",
             params![session],
         )
         .map_err(sql)?;
         let (mut n, mut bytes, mut full): (i64, i64, bool) = tx
-            .query_row(
+            .query_row_cached(
                 "SELECT count, bytes, full FROM written_sets WHERE session = ?1",
                 params![session],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -190,7 +191,7 @@ impl SqliteStore {
                 break;
             }
             let known = tx
-                .query_row(
+                .query_row_cached(
                     "SELECT 1 FROM written_values WHERE session = ?1 AND digest = ?2",
                     params![session, v.digest],
                     |_| Ok(()),
@@ -209,7 +210,7 @@ impl SqliteStore {
             let sealed = seal_written(&self.keys, session, v)?;
             n += 1;
             bytes += size;
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO written_values (session, seq, digest, kid, nonce, ciphertext)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
@@ -223,7 +224,7 @@ impl SqliteStore {
             )
             .map_err(sql)?;
         }
-        tx.execute(
+        tx.execute_cached(
             "UPDATE written_sets SET count = ?2, bytes = ?3, full = ?4 WHERE session = ?1",
             params![session, n, bytes, full],
         )
@@ -238,7 +239,7 @@ impl SqliteStore {
     /// [`StoreError::Unavailable`].
     pub fn mark_written_full(&self, session: &str) -> Result<(), StoreError> {
         let conn = self.conn()?;
-        conn.execute(
+        conn.execute_cached(
             "INSERT INTO written_sets (session, count, bytes, full) VALUES (?1, 0, 0, 1)
              ON CONFLICT (session) DO UPDATE SET full = 1",
             params![session],
@@ -261,7 +262,7 @@ impl SqliteStore {
     fn written_full(&self, session: &str) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let full: Option<bool> = conn
-            .query_row(
+            .query_row_cached(
                 "SELECT full FROM written_sets WHERE session = ?1",
                 params![session],
                 |r| r.get(0),
@@ -280,7 +281,7 @@ impl SqliteStore {
         let full = self.written_full(session)?;
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare(
+            .prepare_cached(
                 "SELECT seq, digest, kid, nonce, ciphertext FROM written_values
                  WHERE session = ?1 AND seq > ?2 ORDER BY seq",
             )

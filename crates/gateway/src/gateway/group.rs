@@ -162,7 +162,7 @@ async fn drain(store: Arc<dyn Store>, queue: Arc<Mutex<Queue>>) {
     };
     let mut jobs = take(&mut lock(&queue));
     loop {
-        let answers = commit(store.as_ref(), jobs).await;
+        let answers = commit(&store, jobs).await;
         // Decide what comes next before answering: once a caller has its answer this task
         // has either stopped or holds the next group, so nothing ever waits on a writer that
         // is parked between groups (which matters when its runtime is no longer driven).
@@ -204,12 +204,33 @@ fn take(q: &mut Queue) -> Vec<Job> {
 
 type Answer = (Job, Result<GroupOutcome, StoreError>);
 
+/// One [`EffectStore::apply_group`](secureclaw_core::store::EffectStore::apply_group) call,
+/// run on a blocking thread: the SQLite store commits (and waits for its fsync) inline in its
+/// async methods, which would otherwise hold up every other task of the runtime's thread for
+/// the fsync — on the single-thread runtime of `wrap` (BENCHMARKS.md §12) that is the answer
+/// to the read whose record is being committed. The future is driven there with
+/// [`tokio::runtime::Handle::block_on`], so a store that does I/O on the runtime (PostgreSQL)
+/// works the same.
+///
+/// # Errors
+/// The store's error, or [`StoreError::Unavailable`] if the blocking thread could not run.
+async fn apply(
+    store: &Arc<dyn Store>,
+    writes: Vec<GroupWrite>,
+) -> Result<GroupOutcome, StoreError> {
+    let store = Arc::clone(store);
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(store.apply_group(&writes)))
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("group commit thread failed: {e}")))?
+}
+
 /// Commit `jobs` as one group; if that fails, each job alone. Returns each job's answer.
-async fn commit(store: &dyn Store, jobs: Vec<Job>) -> Vec<Answer> {
+async fn commit(store: &Arc<dyn Store>, jobs: Vec<Job>) -> Vec<Answer> {
     let mut answers = Vec::with_capacity(jobs.len());
     if jobs.len() > 1 {
         let all: Vec<GroupWrite> = jobs.iter().flat_map(|j| j.writes.iter().cloned()).collect();
-        if let Ok(outcome) = store.apply_group(&all).await {
+        if let Ok(outcome) = apply(store, all).await {
             let mut records = outcome.audit.into_iter();
             for job in jobs {
                 let audits = job
@@ -236,7 +257,7 @@ async fn commit(store: &dyn Store, jobs: Vec<Job>) -> Vec<Answer> {
         let result = if job.writes.is_empty() {
             Ok(GroupOutcome::default())
         } else {
-            store.apply_group(&job.writes).await
+            apply(store, job.writes.clone()).await
         };
         answers.push((job, result));
     }

@@ -672,10 +672,11 @@ impl Gateway {
     /// The text the runtime supplied for this call (F1): every string and key of its
     /// arguments (as sent and normalized, handle ids aside) and the values the session wrote
     /// before; `fresh_all` when the arguments hold anything address-like.
-    async fn runtime_text(
+    fn runtime_text(
         &self,
-        session: &SessionRecord,
         arguments: &Map<String, Value>,
+        written: Vec<String>,
+        written_full: bool,
     ) -> crate::declassify::RuntimeText {
         fn strings(v: &Value, out: &mut Vec<String>) {
             match v {
@@ -704,7 +705,6 @@ impl Gateway {
         out.retain(|s| !s.trim().is_empty());
         // A full written set stands for "anything may be the session's own text": every value
         // of the result gets a fresh handle (fail closed, like its reads being unanchored).
-        let (written, written_full) = self.written_values(session).await;
         out.extend(written);
         // Past this much text a substring test per vaulted value costs too much: treat every
         // value of the result as the runtime's (fresh handles only).
@@ -741,14 +741,16 @@ impl Gateway {
         // too, whatever its letter case, wherever it comes back (a channel read, a sent
         // folder, an echo): after D, so that what a detector finds is vaulted as usual and
         // only what none finds is replaced here (D never sees our own handle ids as text).
-        let released = self.released_values(session).await;
+        // The written set is read once for both uses below (it was read twice per result).
+        let (written, written_full) = self.written_values(session).await;
+        let released = self.released_values(session, &written).await;
         // After an effect ran, a failure here must not claim that nothing was executed.
         let failed = if action.is_some() {
             ReasonCode::ResultWithheld
         } else {
             ReasonCode::StoreUnavailable
         };
-        let runtime = self.runtime_text(session, runtime_args).await;
+        let runtime = self.runtime_text(runtime_args, written, written_full);
         let d = Declassifier {
             keys: &self.inner.keys,
             runtime: &runtime,

@@ -565,8 +565,12 @@ impl Gateway {
     /// The plaintexts of the handles this session released into egress effects
     /// ([`Self::note_released`]), each with its handle: (plaintext, handle). Handles whose
     /// record or value is gone are skipped (their plaintext is no longer known here).
-    pub(super) async fn released_values(&self, session: &SessionRecord) -> Vec<(String, HandleId)> {
-        let (written, _) = self.written_values(session).await;
+    /// `written` is the session's written set ([`Self::written_values`]), read once per result.
+    pub(super) async fn released_values(
+        &self,
+        session: &SessionRecord,
+        written: &[String],
+    ) -> Vec<(String, HandleId)> {
         let mut out = Vec::new();
         for value in written {
             let Some(id) = value.strip_prefix(RELEASED_HANDLE) else {

@@ -18,6 +18,10 @@ use secureclaw_core::policy::{EffectClass, HandleFact, PolicyRequest, Provenance
 use secureclaw_core::recovery::ReasonCode;
 use secureclaw_core::store::SessionRecord;
 use serde_json::{Map, Value};
+
+/// Arguments up to this many bytes (serialized) have their targets collected on the calling
+/// task rather than on a blocking thread (see [`Gateway::prepare`]).
+const INLINE_TARGET_BYTES: usize = 8 * 1024;
 use std::collections::BTreeMap;
 
 /// The store's use counter for a session's unanchored searches (beside the task's grants; a
@@ -101,9 +105,19 @@ impl Gateway {
             .collect();
         // Target collection runs the detectors over every argument: linear, bounded by
         // `max_targets_per_call`, and off the async workers so a large call cannot stall other
-        // sessions (red-team F13).
+        // sessions (red-team F13). Arguments of at most `INLINE_TARGET_BYTES` serialized are
+        // scanned in place: the hand-off to a blocking thread and back cost more than such a
+        // scan (issue 14, BENCHMARKS.md §12), and a scan that small cannot stall anything.
         let found = if entry.targets_declared && entry.targets.is_empty() {
             Vec::new()
+        } else if size <= INLINE_TARGET_BYTES {
+            collect_targets_bounded(
+                arguments,
+                &entry.targets,
+                entry.egress_targets,
+                self.inner.config.limits.max_targets_per_call,
+            )
+            .map_err(|_| ReasonCode::TooManyTargets)?
         } else {
             let (args, fields) = (arguments.clone(), entry.targets.clone());
             let egress = entry.egress_targets;

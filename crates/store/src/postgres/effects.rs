@@ -6,7 +6,7 @@
 //! does, so every replica's appends still form one gap-free chain. The lock is taken last,
 //! after the action and ledger rows, so it is held only for the audit inserts and the commit.
 
-use super::{AUDIT_LOCK, PgError, PgStore, db, get};
+use super::{AUDIT_LOCK, PgCached, PgError, PgStore, db, get};
 use crate::audit::chain_next;
 use crate::{int, uint};
 use async_trait::async_trait;
@@ -33,13 +33,13 @@ pub(super) const MARK_OUTCOME_UNKNOWN: &str =
 /// Take the audit lock and read the chain head: `(seq, mac)` of the last record; with no
 /// record, the latest checkpoint's last archived `(seq, mac)`; else `(0, GENESIS)`.
 pub(super) async fn lock_head(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
 ) -> Result<(u64, String), StoreError> {
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&AUDIT_LOCK])
+    tx.execute_c("SELECT pg_advisory_xact_lock($1)", &[&AUDIT_LOCK])
         .await
         .map_err(db)?;
     let last = tx
-        .query_opt("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1", &[])
+        .query_opt_c("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1", &[])
         .await
         .map_err(db)?;
     if let Some(row) = last {
@@ -50,7 +50,7 @@ pub(super) async fn lock_head(
     }
     // No record: a new log, or every record archived (chain after the latest checkpoint).
     let archived = tx
-        .query_opt(
+        .query_opt_c(
             "SELECT seq, mac FROM audit_checkpoints ORDER BY seq DESC LIMIT 1",
             &[],
         )
@@ -72,7 +72,7 @@ pub(super) async fn insert_action<C: deadpool_postgres::GenericClient>(
     action: &ActionRecord,
 ) -> Result<(), StoreError> {
     let inserted = c
-        .execute(
+        .execute_c(
             "INSERT INTO actions (action_id, session, caller, tool, binding_kid, binding,
                                   needs_confirmation, created_at, request_json, display)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -110,7 +110,7 @@ pub(super) async fn insert_reservation<C: deadpool_postgres::GenericClient>(
     at: UnixMillis,
     replica: &str,
 ) -> Result<u64, PgError> {
-    c.execute(
+    c.execute_c(
         "INSERT INTO ledger (action_id, binding_kid, binding, state, reserved_at, replica)
          VALUES ($1, $2, $3, 'reserved', $4, $5)
          ON CONFLICT (action_id) DO NOTHING",
@@ -123,12 +123,12 @@ impl PgStore {
     /// Chain `event` after `head` and insert it; `head` becomes the new record's.
     pub(super) async fn append_in(
         &self,
-        tx: &tokio_postgres::Transaction<'_>,
+        tx: &deadpool_postgres::Transaction<'_>,
         head: &mut (u64, String),
         event: AuditEvent,
     ) -> Result<AuditRecord, StoreError> {
         let next = chain_next(&self.keys, head, event)?;
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO audit (seq, kid, prev, mac, kind, at, event)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
@@ -208,16 +208,17 @@ impl EffectStore for PgStore {
                     at,
                 } => (
                     id,
-                    tx.execute(MARK_EXECUTED, &[&id.0, &int(at.0), result_digest])
+                    tx.execute_c(MARK_EXECUTED, &[&id.0, &int(at.0), result_digest])
                         .await,
                 ),
                 GroupWrite::Failed { id, reason, at } => (
                     id,
-                    tx.execute(MARK_FAILED, &[&id.0, &int(at.0), reason]).await,
+                    tx.execute_c(MARK_FAILED, &[&id.0, &int(at.0), reason])
+                        .await,
                 ),
                 GroupWrite::OutcomeUnknown { id, reason, at } => (
                     id,
-                    tx.execute(MARK_OUTCOME_UNKNOWN, &[&id.0, &int(at.0), reason])
+                    tx.execute_c(MARK_OUTCOME_UNKNOWN, &[&id.0, &int(at.0), reason])
                         .await,
                 ),
             };

@@ -1,7 +1,7 @@
 //! Standing grants on PostgreSQL ([`StandingGrantStore`]; issue 15 item 1): a use is one
 //! conditional `UPDATE`, atomic across every replica.
 
-use super::{PgStore, db, get};
+use super::{PgCached, PgStore, db, get};
 use crate::grants::GRANT_COLUMNS;
 use crate::{int, uint};
 use async_trait::async_trait;
@@ -45,7 +45,7 @@ impl PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 &format!(
                     "SELECT {GRANT_COLUMNS} FROM standing_grants {clause} ORDER BY created_at, id"
                 ),
@@ -63,7 +63,7 @@ impl StandingGrantStore for PgStore {
         let inserted = self
             .client()
             .await?
-            .execute(
+            .execute_c(
                 &format!(
                     "INSERT INTO standing_grants ({GRANT_COLUMNS})
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, NULL, NULL)
@@ -100,7 +100,7 @@ impl StandingGrantStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {GRANT_COLUMNS} FROM standing_grants WHERE id = $1"),
                 &[&id],
             )
@@ -139,7 +139,7 @@ impl StandingGrantStore for PgStore {
         let n = self
             .client()
             .await?
-            .execute(
+            .execute_c(
                 &format!(
                     "UPDATE standing_grants SET used = used + 1 WHERE id = $1 AND {}",
                     live(2)
@@ -159,7 +159,7 @@ impl StandingGrantStore for PgStore {
     ) -> Result<Option<StandingGrant>, StoreError> {
         self.client()
             .await?
-            .execute(
+            .execute_c(
                 "UPDATE standing_grants SET revoked_by = $2, revoked_at = $3
                  WHERE id = $1 AND revoked_at IS NULL",
                 &[&id, &by, &int(now.0)],

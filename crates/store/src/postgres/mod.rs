@@ -111,6 +111,56 @@ pub(crate) fn db(e: PgError) -> StoreError {
     }
 }
 
+/// Statements through the connection's prepared-statement cache (issue 14 item 4).
+///
+/// Each pooled connection keeps the statements it has prepared (deadpool-postgres'
+/// `StatementCache`, one per connection, living as long as the connection; the pool recycles
+/// with [`RecyclingMethod::Fast`], which never runs `DISCARD ALL`), so a statement of the call
+/// path is parsed and planned by the server once per connection instead of on every call —
+/// the plain `execute("SQL", …)` of tokio-postgres prepares an unnamed statement first, one
+/// more round trip each time. Same parameters, same results and errors as the uncached
+/// methods of the same name; the statement text must be a single statement.
+#[async_trait]
+pub(crate) trait PgCached: deadpool_postgres::GenericClient {
+    /// `execute`, with `sql` prepared once per connection.
+    async fn execute_c(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, PgError> {
+        let stmt = self.prepare_cached(sql).await?;
+        self.execute(&stmt, params).await
+    }
+
+    /// `query`, with `sql` prepared once per connection.
+    async fn query_c(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, PgError> {
+        let stmt = self.prepare_cached(sql).await?;
+        self.query(&stmt, params).await
+    }
+
+    /// `query_opt`, with `sql` prepared once per connection.
+    async fn query_opt_c(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<tokio_postgres::Row>, PgError> {
+        let stmt = self.prepare_cached(sql).await?;
+        self.query_opt(&stmt, params).await
+    }
+
+    /// `query_one`, with `sql` prepared once per connection.
+    async fn query_one_c(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row, PgError> {
+        let stmt = self.prepare_cached(sql).await?;
+        self.query_one(&stmt, params).await
+    }
+}
+
+impl<C: deadpool_postgres::GenericClient + ?Sized> PgCached for C {}
+
 fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
     StoreError::Unavailable(format!("postgres pool: {}", with_causes(&e)))
 }
@@ -205,7 +255,7 @@ impl PgStore {
         pool.get()
             .await
             .map_err(pool_error)?
-            .execute(
+            .execute_c(
                 "INSERT INTO replicas (id, lease_until)
                  VALUES ($1, now() + make_interval(secs => $2::bigint))",
                 &[&replica, &lease_secs],
@@ -257,7 +307,7 @@ async fn renew_once(pool: &Pool, replica: &str) -> Result<(), StoreError> {
     pool.get()
         .await
         .map_err(pool_error)?
-        .execute(
+        .execute_c(
             "INSERT INTO replicas (id, lease_until)
              VALUES ($1, now() + make_interval(secs => $2::bigint))
              ON CONFLICT (id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
@@ -439,7 +489,7 @@ impl SessionStore for PgStore {
         let inserted = self
             .client()
             .await?
-            .execute(
+            .execute_c(
                 "INSERT INTO sessions (id, caller, envelope, created_at, expires_at)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
                 &[
@@ -465,7 +515,7 @@ impl SessionStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
                 &[&id],
             )
@@ -500,7 +550,7 @@ impl PgStore {
         }
         self.client()
             .await?
-            .execute(
+            .execute_c(
                 &format!(
                     "INSERT INTO {table} (session, {column})
                      SELECT $1, k FROM unnest($2::text[]) AS k
@@ -527,7 +577,7 @@ impl PgStore {
         }
         self.client()
             .await?
-            .query_one(
+            .query_one_c(
                 &format!(
                     "SELECT EXISTS (SELECT 1 FROM {table}
                                     WHERE session = $1 AND {column} = ANY($2::text[]))"
@@ -555,7 +605,7 @@ impl VaultStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         let used = tx
-            .query_opt(
+            .query_opt_c(
                 "SELECT 1 FROM vault_objects WHERE kid = $1 AND nonce = $2",
                 &[&sealed.kid.0, &sealed.nonce],
             )
@@ -569,7 +619,7 @@ impl VaultStore for PgStore {
             )));
         }
         let inserted = tx
-            .execute(
+            .execute_c(
                 "INSERT INTO vault_objects (object_id, version, kid, nonce, ciphertext)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (object_id, version) DO NOTHING",
                 &[
@@ -615,7 +665,7 @@ impl VaultStore for PgStore {
         let inserted = self
             .client()
             .await?
-            .execute(
+            .execute_c(
                 &format!(
                     "INSERT INTO handles ({HANDLE_COLUMNS}, reuse_key)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
@@ -653,7 +703,7 @@ impl VaultStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {HANDLE_COLUMNS} FROM handles WHERE id = $1"),
                 &[&id.0],
             )
@@ -671,7 +721,7 @@ impl VaultStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!(
                     "SELECT {HANDLE_COLUMNS} FROM handles
                      WHERE session = $1 AND reuse_key = $2 AND NOT revoked AND expires_at >= $3
@@ -688,7 +738,7 @@ impl VaultStore for PgStore {
         let changed = self
             .client()
             .await?
-            .execute(
+            .execute_c(
                 "UPDATE handles SET revoked = TRUE WHERE id = $1 AND NOT revoked",
                 &[&id.0],
             )
@@ -701,7 +751,7 @@ impl VaultStore for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 &format!(
                     "SELECT {HANDLE_COLUMNS} FROM handles WHERE session = $1
                      ORDER BY created_at, id"
@@ -723,7 +773,7 @@ impl PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT version, kid, nonce, ciphertext FROM vault_objects
                  WHERE object_id = $1 AND ($2::bigint IS NULL OR version = $2)
                  ORDER BY version DESC LIMIT 1",
@@ -752,7 +802,7 @@ impl ActionStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {ACTION_COLUMNS} FROM actions a WHERE a.action_id = $1"),
                 &[&id.0],
             )
@@ -765,14 +815,14 @@ impl ActionStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         let known = tx
-            .query_opt("SELECT 1 FROM actions WHERE action_id = $1", &[&id.0])
+            .query_opt_c("SELECT 1 FROM actions WHERE action_id = $1", &[&id.0])
             .await
             .map_err(db)?
             .is_some();
         if !known {
             return Err(StoreError::NotFound(format!("action `{id}`")));
         }
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO approvals (action_id, state, created_at) VALUES ($1, 'pending', $2)
              ON CONFLICT (action_id) DO NOTHING",
             &[&id.0, &int(at.0)],
@@ -786,7 +836,7 @@ impl ActionStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = $1"),
                 &[&id.0],
             )
@@ -804,7 +854,7 @@ impl ActionStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT a.action_id FROM actions a JOIN approvals p ON p.action_id = a.action_id
                  WHERE a.session = $1 AND a.binding_kid = $2 AND a.binding = $3
                    AND p.state = 'approved' AND p.decided_at >= $4
@@ -851,7 +901,7 @@ impl ActionStore for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 &format!(
                     "SELECT {APPROVAL_COLUMNS}, {ACTION_COLUMNS}
                      FROM approvals p JOIN actions a ON a.action_id = p.action_id
@@ -889,7 +939,7 @@ impl ActionStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         let changed = tx
-            .execute(
+            .execute_c(
                 "UPDATE approvals SET state = $2, decided_at = $3, decided_by = $4,
                                       confirmation = $5
                  WHERE action_id = $1 AND state = 'pending'",
@@ -898,7 +948,7 @@ impl ActionStore for PgStore {
             .await
             .map_err(db)?;
         let row = tx
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {APPROVAL_COLUMNS} FROM approvals p WHERE p.action_id = $1"),
                 &[&id.0],
             )
@@ -949,12 +999,12 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        let changed = tx.execute(update, params).await.map_err(db)?;
+        let changed = tx.execute_c(update, params).await.map_err(db)?;
         if changed == 1 {
             return tx.commit().await.map_err(db);
         }
         let state: Option<String> = match tx
-            .query_opt("SELECT state FROM ledger WHERE action_id = $1", &[&id.0])
+            .query_opt_c("SELECT state FROM ledger WHERE action_id = $1", &[&id.0])
             .await
             .map_err(db)?
         {
@@ -1014,7 +1064,7 @@ impl LedgerStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 &format!("SELECT {LEDGER_COLUMNS} FROM ledger WHERE action_id = $1"),
                 &[&id.0],
             )
@@ -1027,7 +1077,7 @@ impl LedgerStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT 1 FROM ledger l JOIN actions a ON a.action_id = l.action_id
                  WHERE a.session = $1 AND a.tool = $2
                    AND l.state = 'outcome_unknown' LIMIT 1",
@@ -1044,7 +1094,7 @@ impl LedgerStore for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 &format!(
                     "SELECT {LEDGER_COLUMNS} FROM ledger l
                      WHERE l.state = 'reserved'
@@ -1084,7 +1134,7 @@ impl AuditSink for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 &format!("SELECT {AUDIT_COLUMNS} FROM audit WHERE seq >= $1 ORDER BY seq LIMIT $2"),
                 &[&from, &limit],
             )
@@ -1106,7 +1156,7 @@ impl AuditSink for PgStore {
             .map_err(db)?;
         let cps = checkpoints(&tx).await?;
         let rows = tx
-            .query(
+            .query_c(
                 &format!("SELECT {AUDIT_COLUMNS} FROM audit ORDER BY seq"),
                 &[],
             )
@@ -1129,7 +1179,7 @@ impl AuditSink for PgStore {
         let tx = client.transaction().await.map_err(db)?;
         effects::lock_head(&tx).await?;
         let latest = tx
-            .query_opt(
+            .query_opt_c(
                 &format!(
                     "SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq DESC LIMIT 1"
                 ),
@@ -1141,7 +1191,7 @@ impl AuditSink for PgStore {
             .transpose()?;
         let (first, last) = (int(segment.first_seq), int(segment.seq));
         let found = tx
-            .query_one(
+            .query_one_c(
                 "SELECT count(*), (SELECT mac FROM audit WHERE seq = $2)
                  FROM audit WHERE seq >= $1 AND seq <= $2",
                 &[&first, &last],
@@ -1156,7 +1206,7 @@ impl AuditSink for PgStore {
             (u64::try_from(rows).unwrap_or(0), mac.as_deref()),
         )?;
         let cp = audit::seal_checkpoint(&self.keys, latest.as_ref(), segment.clone())?;
-        tx.execute(
+        tx.execute_c(
             &format!(
                 "INSERT INTO audit_checkpoints ({CHECKPOINT_COLUMNS})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
@@ -1176,7 +1226,7 @@ impl AuditSink for PgStore {
         )
         .await
         .map_err(db)?;
-        tx.execute(
+        tx.execute_c(
             "DELETE FROM audit WHERE seq >= $1 AND seq <= $2",
             &[&first, &last],
         )
@@ -1212,7 +1262,7 @@ fn checkpoint_row(r: &tokio_postgres::Row) -> Result<AuditCheckpoint, StoreError
 async fn checkpoints<C: deadpool_postgres::GenericClient>(
     c: &C,
 ) -> Result<Vec<AuditCheckpoint>, StoreError> {
-    c.query(
+    c.query_c(
         &format!("SELECT {CHECKPOINT_COLUMNS} FROM audit_checkpoints ORDER BY seq"),
         &[],
     )
@@ -1234,7 +1284,7 @@ impl SpeculationStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT spent FROM speculation_budget WHERE session = $1",
                 &[&session],
             )
@@ -1256,7 +1306,7 @@ impl SpeculationStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "INSERT INTO speculation_budget AS b (session, spent) VALUES ($1, 1)
                  ON CONFLICT (session) DO UPDATE SET spent = b.spent + 1 WHERE b.spent < $2
                  RETURNING spent",
@@ -1274,7 +1324,7 @@ impl SpeculationStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT state FROM spec_branches WHERE session = $1 AND branch = $2",
                 &[&session, &branch],
             )
@@ -1309,14 +1359,14 @@ impl SpeculationStore for PgStore {
         }
         let seq = last.saturating_add(1);
         let sealed = crate::held::seal_held(&self.keys, session, branch, seq, call)?;
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO spec_branches (session, branch, state) VALUES ($1, $2, 'pending')
              ON CONFLICT (session, branch) DO NOTHING",
             &[&session, &branch],
         )
         .await
         .map_err(db)?;
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO held_calls (session, seq, branch, bytes, kid, nonce, ciphertext)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
@@ -1331,7 +1381,7 @@ impl SpeculationStore for PgStore {
         )
         .await
         .map_err(db)?;
-        tx.execute(
+        tx.execute_c(
             "UPDATE held_sessions SET calls = calls + 1, bytes = bytes + $2, next_seq = $3
              WHERE session = $1",
             &[&session, &size, &seq],
@@ -1358,7 +1408,7 @@ impl SpeculationStore for PgStore {
         if !crate::held::settle_check(branch, cur, to)? {
             return Ok(Vec::new());
         }
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO spec_branches (session, branch, state) VALUES ($1, $2, $3)
              ON CONFLICT (session, branch) DO UPDATE SET state = EXCLUDED.state",
             &[&session, &branch, &to.as_str()],
@@ -1366,7 +1416,7 @@ impl SpeculationStore for PgStore {
         .await
         .map_err(db)?;
         let rows = tx
-            .query(
+            .query_c(
                 "DELETE FROM held_calls WHERE session = $1 AND branch = $2
                  RETURNING seq, bytes, kid, nonce, ciphertext",
                 &[&session, &branch],
@@ -1389,7 +1439,7 @@ impl SpeculationStore for PgStore {
         taken.sort_by_key(|c| c.seq);
         if !taken.is_empty() {
             let n = i64::try_from(taken.len()).unwrap_or(i64::MAX);
-            tx.execute(
+            tx.execute_c(
                 "UPDATE held_sessions SET calls = calls - $2, bytes = bytes - $3
                  WHERE session = $1",
                 &[&session, &n, &freed],
@@ -1405,7 +1455,7 @@ impl SpeculationStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT calls, bytes FROM held_sessions WHERE session = $1",
                 &[&session],
             )
@@ -1424,10 +1474,10 @@ impl SpeculationStore for PgStore {
 /// Create (if absent) and lock the `held_sessions` row of `session`; its calls, bytes and
 /// last sequence number.
 async fn lock_held_session(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session: &str,
 ) -> Result<(i64, i64, i64), StoreError> {
-    tx.execute(
+    tx.execute_c(
         "INSERT INTO held_sessions (session, calls, bytes, next_seq) VALUES ($1, 0, 0, 0)
          ON CONFLICT (session) DO NOTHING",
         &[&session],
@@ -1435,7 +1485,7 @@ async fn lock_held_session(
     .await
     .map_err(db)?;
     let row = tx
-        .query_one(
+        .query_one_c(
             "SELECT calls, bytes, next_seq FROM held_sessions WHERE session = $1 FOR UPDATE",
             &[&session],
         )
@@ -1450,12 +1500,12 @@ async fn lock_held_session(
 
 /// The state of `branch` inside a transaction.
 async fn tx_branch_state(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session: &str,
     branch: &str,
 ) -> Result<BranchState, StoreError> {
     let row = tx
-        .query_opt(
+        .query_opt_c(
             "SELECT state FROM spec_branches WHERE session = $1 AND branch = $2",
             &[&session, &branch],
         )
@@ -1469,14 +1519,14 @@ async fn tx_branch_state(
 
 /// Create a bucket row (full, at `now`) if absent and lock it; the stored bucket.
 async fn lock_bucket(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session: &str,
     scope: &str,
     burst: u32,
     now: UnixMillis,
 ) -> Result<TokenBucket, StoreError> {
     let full = TokenBucket::full(burst, now);
-    tx.execute(
+    tx.execute_c(
         "INSERT INTO rate_buckets (session, scope, milli_tokens, at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (session, scope) DO NOTHING",
         &[
@@ -1489,7 +1539,7 @@ async fn lock_bucket(
     .await
     .map_err(db)?;
     let row = tx
-        .query_one(
+        .query_one_c(
             "SELECT milli_tokens, at FROM rate_buckets
              WHERE session = $1 AND scope = $2 FOR UPDATE",
             &[&session, &scope],
@@ -1523,7 +1573,7 @@ impl RateLimitStore for PgStore {
         let all = lock_bucket(&tx, session, SESSION_SCOPE, rates.session_burst, now).await?;
         let one = lock_bucket(&tx, session, &scope, rates.tool_burst, now).await?;
         let (all, one, decision) = take_tokens(Some(all), Some(one), rates, now);
-        tx.execute(
+        tx.execute_c(
             "UPDATE rate_buckets AS b SET milli_tokens = v.m, at = v.at
              FROM (VALUES ($2::text, $3::bigint, $4::bigint), ($5::text, $6::bigint, $7::bigint))
                   AS v (scope, m, at)
@@ -1551,7 +1601,7 @@ impl TaskStateStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "SELECT used FROM grant_uses WHERE session = $1 AND grant_key = $2",
                 &[&session, &grant],
             )
@@ -1578,7 +1628,7 @@ impl TaskStateStore for PgStore {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_c(
                 "INSERT INTO grant_uses AS g (session, grant_key, used) VALUES ($1, $2, 1)
                  ON CONFLICT (session, grant_key) DO UPDATE SET used = g.used + 1
                  WHERE g.used < $3
@@ -1611,7 +1661,7 @@ impl TaskStateStore for PgStore {
         use crate::task_state::{len, past_bounds, seal_written};
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        tx.execute(
+        tx.execute_c(
             "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, FALSE)
              ON CONFLICT (session) DO NOTHING",
             &[&session],
@@ -1619,7 +1669,7 @@ impl TaskStateStore for PgStore {
         .await
         .map_err(db)?;
         let row = tx
-            .query_one(
+            .query_one_c(
                 "SELECT count, bytes, is_full FROM written_sets WHERE session = $1 FOR UPDATE",
                 &[&session],
             )
@@ -1633,7 +1683,7 @@ impl TaskStateStore for PgStore {
                 break;
             }
             let known = tx
-                .query_opt(
+                .query_opt_c(
                     "SELECT 1 FROM written_values WHERE session = $1 AND digest = $2",
                     &[&session, &v.digest],
                 )
@@ -1651,7 +1701,7 @@ impl TaskStateStore for PgStore {
             let sealed = seal_written(&self.keys, session, v)?;
             n += 1;
             bytes += size;
-            tx.execute(
+            tx.execute_c(
                 "INSERT INTO written_values (session, seq, digest, kid, nonce, ciphertext)
                  VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
@@ -1666,7 +1716,7 @@ impl TaskStateStore for PgStore {
             .await
             .map_err(db)?;
         }
-        tx.execute(
+        tx.execute_c(
             "UPDATE written_sets SET count = $2, bytes = $3, is_full = $4 WHERE session = $1",
             &[&session, &n, &bytes, &full],
         )
@@ -1679,7 +1729,7 @@ impl TaskStateStore for PgStore {
     async fn mark_written_full(&self, session: &str) -> Result<(), StoreError> {
         self.client()
             .await?
-            .execute(
+            .execute_c(
                 "INSERT INTO written_sets (session, count, bytes, is_full) VALUES ($1, 0, 0, TRUE)
                  ON CONFLICT (session) DO UPDATE SET is_full = TRUE",
                 &[&session],
@@ -1692,7 +1742,7 @@ impl TaskStateStore for PgStore {
     async fn wrote_any(&self, session: &str, digests: &[String]) -> Result<bool, StoreError> {
         self.client()
             .await?
-            .query_one(
+            .query_one_c(
                 "SELECT EXISTS (SELECT 1 FROM written_sets WHERE session = $1 AND is_full)
                      OR EXISTS (SELECT 1 FROM written_values
                                 WHERE session = $1 AND digest = ANY($2::text[]))",
@@ -1711,7 +1761,7 @@ impl TaskStateStore for PgStore {
     ) -> Result<WrittenRows, StoreError> {
         let client = self.client().await?;
         let full = client
-            .query_opt(
+            .query_opt_c(
                 "SELECT is_full FROM written_sets WHERE session = $1",
                 &[&session],
             )
@@ -1721,7 +1771,7 @@ impl TaskStateStore for PgStore {
             .transpose()?
             .unwrap_or(false);
         let rows = client
-            .query(
+            .query_c(
                 "SELECT seq, digest, kid, nonce, ciphertext FROM written_values
                  WHERE session = $1 AND seq > $2 ORDER BY seq",
                 &[&session, &crate::task_state::bound(after_seq)],

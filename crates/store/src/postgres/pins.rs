@@ -1,6 +1,6 @@
 //! Tool-definition pins on PostgreSQL ([`ToolPinStore`]; issue 16 item 4).
 
-use super::{PgStore, db, get};
+use super::{PgCached, PgStore, db, get};
 use crate::{int, uint};
 use async_trait::async_trait;
 use secureclaw_core::UnixMillis;
@@ -12,7 +12,7 @@ impl ToolPinStore for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 "SELECT tool, digest, definition, pinned_at FROM tool_pins
                  WHERE upstream = $1 ORDER BY tool",
                 &[&upstream],
@@ -36,7 +36,7 @@ impl ToolPinStore for PgStore {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_c(
                 "SELECT DISTINCT upstream FROM tool_pins ORDER BY upstream",
                 &[],
             )
@@ -56,7 +56,7 @@ impl ToolPinStore for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
         for pin in pins {
-            tx.execute(
+            tx.execute_c(
                 "INSERT INTO tool_pins (upstream, tool, digest, definition, pinned_at)
                  VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (upstream, tool) DO UPDATE SET digest = excluded.digest,
@@ -73,7 +73,7 @@ impl ToolPinStore for PgStore {
             .map_err(db)?;
         }
         for tool in unpin {
-            tx.execute(
+            tx.execute_c(
                 "DELETE FROM tool_pins WHERE upstream = $1 AND tool = $2",
                 &[&upstream, tool],
             )
