@@ -8,8 +8,8 @@
 //! ticketing system) keeps and shows what it is sent to people who are not all approvers, so
 //! the values stay on the approvals page, behind the operator token.
 //!
-//! A pending action is announced once (a re-issue of a call still pending is not announced
-//! again). Delivery never holds up a call: each notice is posted by its own task, at most
+//! A pending action is announced once (a re-issue naming the pending action, as a retrying
+//! client sends it, is not announced again). Delivery never holds up a call: each notice is posted by its own task, at most
 //! [`MAX_DELIVERIES`] at once and [`MAX_SESSION_DELIVERIES`] of one session (beyond that a
 //! notice is dropped with a warning; the approvals page and `approvals list` still show
 //! the action), each attempt
@@ -36,8 +36,8 @@ pub const MAX_DELIVERIES: usize = 64;
 /// receiver is slow (red-team F4 of 2026-12-04: 40 pending calls of one session had the
 /// victim session's notices dropped).
 pub const MAX_SESSION_DELIVERIES: usize = 8;
-/// Pending actions remembered as notified, so a re-issue of a still-pending call (a client
-/// retrying, a runtime flooding) is not announced again; the oldest is forgotten first.
+/// Pending actions remembered as notified, so a re-issue naming a still-pending action (a
+/// client retrying, a runtime flooding) is not announced again; the oldest is forgotten first.
 const NOTIFIED_MEMORY: usize = 4096;
 /// Attempts per notice and webhook (the first and two retries).
 const ATTEMPTS: u32 = 3;
@@ -414,7 +414,7 @@ async fn deliver(request: reqwest::RequestBuilder, body: String, shown: &str, ac
                 // reqwest's error names the URL; print only its kind.
                 let kind = if e.is_timeout() {
                     "timed out"
-                } else if is_tls_failure(&e) {
+                } else if is_tls_failure(e) {
                     "TLS handshake failed (is the receiver's certificate trusted by this machine?)"
                 } else if e.is_connect() {
                     "could not connect"
@@ -502,7 +502,7 @@ impl Gateway {
 
     /// Tell the webhooks that `action` of `caller` in session `session` (raw id) went pending
     /// (called where the decision is logged). Announced once per action and process: a
-    /// re-issue of a call still pending is not announced again.
+    /// re-issue naming the still-pending action is not announced again.
     pub(crate) fn notify_pending(
         &self,
         caller: &str,
