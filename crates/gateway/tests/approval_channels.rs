@@ -241,16 +241,8 @@ async fn a_timeout_of_zero_never_denies() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_webhook_url_from_an_unset_environment_variable_stops_start_up() {
-    let mut c = test_config();
-    c.approvals.webhooks = vec![WebhookConfig {
-        url: None,
-        url_env: Some("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET".into()),
-        secret_env: None,
-        format: WebhookFormat::Slack,
-        timeout_ms: 5_000,
-    }];
+/// The error `Gateway::start` gives for configuration `c` (it must refuse to start).
+async fn start_up_error(c: secureclaw_gateway::GatewayConfig) -> String {
     let dir = tempfile::tempdir().unwrap();
     let keys = keys();
     let store = Arc::new(SqliteStore::open(&dir.path().join("s.db"), keys.clone()).unwrap());
@@ -265,11 +257,24 @@ async fn a_webhook_url_from_an_unset_environment_variable_stops_start_up() {
     )
     .await;
     let Err(err) = started else {
-        panic!("started with an unset webhook URL variable");
+        panic!("started although the configuration should stop start-up");
     };
+    err.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_webhook_url_from_an_unset_environment_variable_stops_start_up() {
+    let mut c = test_config();
+    c.approvals.webhooks = vec![WebhookConfig {
+        url: None,
+        url_env: Some("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET".into()),
+        secret_env: None,
+        format: WebhookFormat::Slack,
+        timeout_ms: 5_000,
+    }];
+    let err = start_up_error(c).await;
     assert!(
-        err.to_string()
-            .contains("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET"),
+        err.contains("SECURECLAW_TEST_WEBHOOK_URL_NEVER_SET"),
         "{err}"
     );
 }
@@ -397,33 +402,15 @@ async fn notices_are_signed_with_the_configured_secret() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unset_signing_secret_stops_start_up() {
-    {
-        let var = "SECURECLAW_TEST_WEBHOOK_SECRET_NEVER_SET";
-        let mut c = test_config();
-        c.approvals.webhooks = vec![WebhookConfig {
-            url: Some("http://127.0.0.1:9/hook".into()),
-            url_env: None,
-            secret_env: Some(var.into()),
-            format: WebhookFormat::Json,
-            timeout_ms: 5_000,
-        }];
-        let dir = tempfile::tempdir().unwrap();
-        let keys = keys();
-        let store = Arc::new(SqliteStore::open(&dir.path().join("s.db"), keys.clone()).unwrap());
-        let started = Gateway::start(
-            keys,
-            store,
-            Arc::new(CedarPolicy::load(&[]).unwrap()),
-            c,
-            vec![],
-            &in_process(vec![]).1,
-            TestClock::new(T0).clock(),
-        )
-        .await;
-        let Err(err) = started else {
-            panic!("started with an unset signing secret variable");
-        };
-        let err = err.to_string();
-        assert!(err.contains("secret_env") && err.contains(var), "{err}");
-    }
+    let var = "SECURECLAW_TEST_WEBHOOK_SECRET_NEVER_SET";
+    let mut c = test_config();
+    c.approvals.webhooks = vec![WebhookConfig {
+        url: Some("http://127.0.0.1:9/hook".into()),
+        url_env: None,
+        secret_env: Some(var.into()),
+        format: WebhookFormat::Json,
+        timeout_ms: 5_000,
+    }];
+    let err = start_up_error(c).await;
+    assert!(err.contains("secret_env") && err.contains(var), "{err}");
 }
