@@ -157,6 +157,10 @@ enum Command {
         /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8790).
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        /// Load tests: append each effect as a JSON line to PATH and keep the state in memory
+        /// instead of rewriting the state file per effect (stdio only).
+        #[arg(long, value_name = "PATH", conflicts_with = "http")]
+        journal: Option<PathBuf>,
     },
     /// Serve one research provider of the speculative demo on stdio (used by `demo --speculative`).
     #[command(hide = true)]
@@ -393,9 +397,13 @@ fn main() -> ExitCode {
             }
             Command::Bypass(args) => bypass::run(&state_dir, args).await,
             Command::Eval(c) => eval::run(c).await,
-            Command::DemoTools { state, http } => match http {
+            Command::DemoTools {
+                state,
+                http,
+                journal,
+            } => match http {
                 Some(addr) => secureclaw_demo_tools::serve_http(state, &addr).await,
-                None => secureclaw_demo_tools::serve_stdio(state).await,
+                None => secureclaw_demo_tools::serve_stdio(state, journal).await,
             }
             .map_err(Into::into)
             .map(|()| ExitCode::SUCCESS),

@@ -126,7 +126,8 @@ pub async fn serve_http(state_path: PathBuf, addr: &str) -> Result<(), DemoTools
 }
 
 /// Serves [`DemoTools`] over the state file `state_path` on stdin/stdout until the client
-/// closes stdin (EOF) or the session is cancelled.
+/// closes stdin (EOF) or the session is cancelled; with `journal`, effects are journaled
+/// ([`DemoTools::with_journal`]).
 ///
 /// Must run inside a Tokio runtime with I/O enabled (`#[tokio::main]` does): when stdin and
 /// stdout are pipes, they are driven by the runtime's reactor.
@@ -135,8 +136,11 @@ pub async fn serve_http(state_path: PathBuf, addr: &str) -> Result<(), DemoTools
 ///
 /// The state-file errors of [`DemoTools::new`]; [`DemoToolsError::Initialize`] if no MCP
 /// session is established; [`DemoToolsError::Service`] if the session task fails.
-pub async fn serve_stdio(state_path: PathBuf) -> Result<(), DemoToolsError> {
-    let server = DemoTools::new(state_path)?;
+pub async fn serve_stdio(
+    state_path: PathBuf,
+    journal: Option<PathBuf>,
+) -> Result<(), DemoToolsError> {
+    let server = DemoTools::with_journal(state_path, journal)?;
     let running = server
         .serve(rmcp::transport::stdio_pipes())
         .await

@@ -29,7 +29,7 @@ async fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    match secureclaw_demo_tools::serve_stdio(path).await {
+    match secureclaw_demo_tools::serve_stdio(path, None).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             let mut message = error.to_string();

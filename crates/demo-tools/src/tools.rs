@@ -45,6 +45,8 @@ struct Inner {
     state_path: PathBuf,
     state: Mutex<DemoState>,
     tools: Vec<Tool>,
+    /// [`DemoTools::with_journal`]: effects append here instead of rewriting the state file.
+    journal: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 impl DemoTools {
@@ -56,12 +58,40 @@ impl DemoTools {
     /// [`DemoToolsError::ReadState`] / [`DemoToolsError::ParseState`] if an existing file
     /// cannot be read or parsed, [`DemoToolsError::WriteState`] if a new one cannot be written.
     pub fn new(state_path: PathBuf) -> Result<Self, DemoToolsError> {
+        Self::with_journal(state_path, None)
+    }
+
+    /// [`DemoTools::new`], and with `journal` set, a server for load tests: each effect
+    /// appends one JSON line `{"tool", "arguments", "result"}` to the `journal` file (created
+    /// if missing, never truncated, not fsynced) and changes the state in memory only; the
+    /// state file keeps what it held at start. The cost of an effect then stays flat however
+    /// many have run (without a journal every effect rewrites the whole state file).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`DemoTools::new`]; [`DemoToolsError::WriteState`] if the journal cannot be
+    /// opened.
+    pub fn with_journal(
+        state_path: PathBuf,
+        journal: Option<PathBuf>,
+    ) -> Result<Self, DemoToolsError> {
         let state = load_or_seed(&state_path)?;
+        let journal = match journal {
+            Some(path) => Some(std::sync::Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|source| DemoToolsError::WriteState { path, source })?,
+            )),
+            None => None,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 state_path,
                 state: Mutex::new(state),
                 tools: tool_definitions(),
+                journal,
             }),
         })
     }
@@ -124,11 +154,12 @@ impl DemoTools {
                 Ok(structured(&json!({ "messages": messages })))
             }
             "send_email" => {
+                let entry = self.journal_entry(name, &arguments);
                 let args: SendEmailArgs = match parse(name, arguments) {
                     Ok(args) => args,
                     Err(result) => return Ok(result),
                 };
-                self.effect(|state| {
+                self.effect(entry, |state| {
                     let message_id = format!("SENT-{}", state.sent.len() + 1);
                     state.sent.push(SentEmail {
                         message_id: message_id.clone(),
@@ -142,11 +173,12 @@ impl DemoTools {
                 .await
             }
             "save_draft" => {
+                let entry = self.journal_entry(name, &arguments);
                 let args: SaveDraftArgs = match parse(name, arguments) {
                     Ok(args) => args,
                     Err(result) => return Ok(result),
                 };
-                self.effect(|state| {
+                self.effect(entry, |state| {
                     let draft_id = format!("DRAFT-{}", state.drafts.len() + 1);
                     state.drafts.push(Draft {
                         draft_id: draft_id.clone(),
@@ -159,6 +191,7 @@ impl DemoTools {
                 .await
             }
             "pay_invoice" => {
+                let entry = self.journal_entry(name, &arguments);
                 let args: PayInvoiceArgs = match parse(name, arguments) {
                     Ok(args) => args,
                     Err(result) => return Ok(result),
@@ -166,7 +199,7 @@ impl DemoTools {
                 if args.amount_cents > MAX_AMOUNT_CENTS {
                     return Ok(tool_error("amount_cents is too large".to_owned()));
                 }
-                self.effect(|state| {
+                self.effect(entry, |state| {
                     let Some(currency) = state
                         .invoice(&args.invoice_id)
                         .map(|invoice| invoice.currency.clone())
@@ -198,14 +231,41 @@ impl DemoTools {
         }
     }
 
+    /// The journal line of an effect (`None` without a journal): its tool and arguments.
+    fn journal_entry(&self, name: &str, arguments: &JsonObject) -> Option<Value> {
+        self.inner
+            .journal
+            .as_ref()
+            .map(|_| json!({ "tool": name, "arguments": arguments }))
+    }
+
     /// Applies `change` to a copy of the state, persists the copy, then makes it current, so
     /// memory and file never disagree. `change` returns the structured result, or a tool error
     /// result that leaves the state untouched.
     async fn effect(
         &self,
+        entry: Option<Value>,
         change: impl FnOnce(&mut DemoState) -> Result<Value, CallToolResult>,
     ) -> Result<CallToolResult, McpError> {
         let mut state = self.inner.state.lock().await;
+        if let (Some(journal), Some(mut entry)) = (&self.inner.journal, entry) {
+            // Every `change` validates before it mutates, so an error leaves the state as is.
+            let value = match change(&mut state) {
+                Ok(value) => value,
+                Err(result) => return Ok(result),
+            };
+            if let Some(e) = entry.as_object_mut() {
+                e.insert("result".to_owned(), value.clone());
+            }
+            let mut line = entry.to_string();
+            line.push('\n');
+            let mut file = journal
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::io::Write::write_all(&mut *file, line.as_bytes())
+                .map_err(|error| McpError::internal_error(error.to_string(), None))?;
+            return Ok(structured(&value));
+        }
         let mut next = state.clone();
         let value = match change(&mut next) {
             Ok(value) => value,

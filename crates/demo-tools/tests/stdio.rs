@@ -323,3 +323,48 @@ async fn serves_stdio_as_a_child_process() -> TestResult {
     assert_eq!(load_state(&path)?.sent.len(), 1);
     Ok(())
 }
+
+/// With a journal (load tests), each effect appends one line naming its tool, arguments and
+/// result, a refused effect appends nothing, and the state file is not rewritten; reads still
+/// see the effects made (in memory).
+#[tokio::test]
+async fn journaled_effects_append_one_line_each_and_leave_the_state_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state_path = dir.path().join("state.json");
+    let journal = dir.path().join("journal.jsonl");
+    let server = DemoTools::with_journal(state_path.clone(), Some(journal.clone()))?;
+    let seeded = std::fs::read(&state_path)?;
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client: Client = ().serve(client_io).await?;
+    for n in 0..3 {
+        let sent = call(
+            &client,
+            "send_email",
+            json!({"to": "a@example.com", "subject": format!("s{n}"), "body": "b"}),
+        )
+        .await?;
+        assert_ne!(sent.is_error, Some(true), "{sent:?}");
+    }
+    let refused = call(
+        &client,
+        "pay_invoice",
+        json!({"invoice_id": "INV-404", "iban": "DE89370400440532013000", "amount_cents": 1}),
+    )
+    .await?;
+    assert_eq!(refused.is_error, Some(true), "an unknown invoice is a tool error");
+    let lines: Vec<Value> = std::fs::read_to_string(&journal)?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[2]["tool"], "send_email");
+    assert_eq!(lines[2]["arguments"]["subject"], "s2");
+    assert_eq!(lines[2]["result"]["message_id"], "SENT-3");
+    assert_eq!(std::fs::read(&state_path)?, seeded, "the state file is not rewritten");
+    Ok(())
+}

@@ -22,7 +22,7 @@ use secureclaw_core::handle::{HandleId, HandleRecord, SinkKind, find_handles};
 use secureclaw_core::keys::KeyId;
 use secureclaw_core::policy::EffectClass;
 use secureclaw_core::recovery::{ActionClass, ReasonCode};
-use secureclaw_core::store::{ApprovalState, GroupWrite, SessionRecord};
+use secureclaw_core::store::{ApprovalState, GroupWrite, SessionRecord, StoreError};
 use secureclaw_core::time::UnixMillis;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -65,6 +65,40 @@ impl SingleUseLedger for PreEffect<'_> {
             .await
             .map(|_| true)
             .map_err(|e| LedgerError(e.to_string()))
+    }
+}
+
+/// The single-use ledger of the acceptance predicate for an explicit commit (issue 14 item
+/// 3): the reservation is queued through the group writer, so the reservations of concurrent
+/// commits share one transaction and one fsync. `Ok(true)` only once the transaction holding
+/// it committed. A reservation refused because the ledger already holds the id (an earlier or
+/// concurrent commit of the same action, on this gateway or another replica) is `Ok(false)`,
+/// which the predicate answers with `replay`, as a single-statement
+/// [`SingleUseLedger::reserve`] would: the group writer retries a failed group's jobs alone,
+/// and a job that is nothing but this reservation can only conflict on its ledger key. Any
+/// other failure is an error (fail closed: nothing is dispatched).
+struct GroupedReservation<'a> {
+    writer: &'a group::GroupWriter,
+}
+
+#[async_trait::async_trait]
+impl SingleUseLedger for GroupedReservation<'_> {
+    async fn reserve(
+        &self,
+        action_id: &ActionId,
+        binding: &BindingDigest,
+        at: UnixMillis,
+    ) -> Result<bool, LedgerError> {
+        let write = GroupWrite::Reserve {
+            id: action_id.clone(),
+            binding: binding.clone(),
+            at,
+        };
+        match self.writer.write(vec![write]).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict(_)) => Ok(false),
+            Err(e) => Err(LedgerError(e.to_string())),
+        }
     }
 }
 
@@ -332,7 +366,10 @@ impl Gateway {
                     .await
             }
             None => {
-                accept(&self.inner.keys, self.inner.store.as_ref(), &attempt)
+                let ledger = GroupedReservation {
+                    writer: &self.inner.writer,
+                };
+                accept(&self.inner.keys, &ledger, &attempt)
                     .instrument(accept_span.clone())
                     .await
             }

@@ -423,6 +423,49 @@ mod tests {
         assert_eq!(store.verify_audit().unwrap(), 4);
     }
 
+    /// Reservations of concurrent callers share groups (explicit commits, issue 14 item 3):
+    /// of many callers reserving one id exactly one succeeds and every other gets
+    /// `Conflict` (the group holding two of them fails and its jobs are retried alone), while
+    /// callers reserving fresh ids in the same groups all succeed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_reservations_of_one_id_succeed_once() {
+        let (_dir, store) = store();
+        let writer = Arc::new(GroupWriter::new(store.clone()));
+        let contested = ActionId("act_contested".into());
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..32u64 {
+            let writer = Arc::clone(&writer);
+            let id = if t % 2 == 0 {
+                contested.clone()
+            } else {
+                ActionId(format!("act_fresh_{t}"))
+            };
+            tasks.spawn(async move {
+                let reserve = GroupWrite::Reserve {
+                    id: id.clone(),
+                    binding: binding(),
+                    at: UnixMillis(t),
+                };
+                (id, writer.write(vec![reserve]).await)
+            });
+        }
+        let (mut won, mut conflicts, mut fresh) = (0, 0, 0);
+        while let Some(done) = tasks.join_next().await {
+            let (id, result) = done.unwrap();
+            match (id == contested, result) {
+                (true, Ok(_)) => won += 1,
+                (true, Err(StoreError::Conflict(_))) => conflicts += 1,
+                (false, Ok(_)) => fresh += 1,
+                (c, other) => panic!("contested {c}: {other:?}"),
+            }
+        }
+        assert_eq!((won, conflicts, fresh), (1, 15, 16));
+        assert_eq!(
+            store.ledger_entry(&contested).unwrap().unwrap().state,
+            LedgerState::Reserved
+        );
+    }
+
     /// A write nobody waits for is still committed (by the running writer).
     #[tokio::test]
     async fn submitted_writes_are_committed() {
