@@ -14,15 +14,33 @@
 //!   stemmer ([`stem`]: plural, `-ing`, `-ed`, `-ion`, `-ive`, `-ment`, `-ness`, `-ly`, final
 //!   `-e`), so "abuse" matches "abused", "abusive" and "abuses". Stems shorter than four letters
 //!   are not used ("raped" must not match "rap").
+//! - **Sourced name vocabularies**: 25,319 medicine and substance names and 8,595 words of
+//!   disease names (`data/vocab-drugs.txt`, `data/vocab-conditions.txt`, generated from two
+//!   MIT-licensed PyPI packages built on DrugBank's open vocabulary and MeSH; every word that
+//!   is common English or a SCOWL proper name left out) are sensitive wherever they occur,
+//!   also in the plural.
 //! - **Misspelling tolerance**: a word of at least six letters that is not a lexicon word
 //!   matches a lexicon word of at least six letters at Damerau edit distance 1 with the same
-//!   first letter, unless it is an English word itself (`data/dictionary.txt`, from Debian's
-//!   `wamerican` list). Lookup is by hashed single-deletion neighbourhoods.
+//!   first letter, and one of eight or more at distance 2, unless it is an English word itself
+//!   (`data/dictionary.txt`, from Debian's `wamerican` list). A word of seven letters or more
+//!   matches a sourced name the same way. Distance 2, and the names, are not tried for a word
+//!   one slip from a common English word ("plumer", "trainning": that word misspelt). Lookup
+//!   is by hashed single-deletion neighbourhoods; distance 2 by a bounded dynamic programme
+//!   over the candidates with the same first letter, filtered by length and letter set.
 //! - **The rare-word rule**: in a text that has a strong sensitive span, every word that is not
 //!   in that dictionary (a brand, a rare disease, an abbreviation, a misspelling) is part of a
 //!   sensitive span too; and **context terms** (`data/lexicon-weak.txt`: "terminated",
 //!   "husband", "pills") count only next to a strong span. What a rewrite leaves of a
 //!   sensitive field counts as having one (`Matcher::spans_in`, issue 18 item 2).
+//! - **The context rule**: a text in the first person ("i", "my", "me", not "near me") that
+//!   holds a context term other than a person of the user's life ("i took too many pills",
+//!   "weed in my car"), or a word that is not common English and not one slip from it ("my
+//!   grandpa takes zorvexa", "thinking about unaliving, i…"), counts as having a strong span;
+//!   so does a context term next to a word that is not common English ("implantaion
+//!   bleeding"). Then the rare-word rule applies.
+//! - **Harm verbs with a personal object** ("hits my mom", "beat me", "burning my arm",
+//!   "hurting my self") and **words written as two** ("foodstamps", "selfharm": two common
+//!   words that make a two-word lexicon entry) are spans.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
 //!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
 //!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
@@ -34,9 +52,10 @@
 //!   card", "carbon dating") do not count.
 //!
 //! What it cannot do (see README "Labeler"): euphemism and slang it has no word for, names it
-//! has no rule for (most brand names, rare diseases without a clinical suffix, statute numbers),
-//! and meaning carried by ordinary words ("my husband hits me" is caught by the phrase "hits
-//! me", "he comes home angry" is not).
+//! has no word or rule for when no first-person or context word stands beside them (religious
+//! observances, statute numbers, visa abbreviations), misspellings further than two letters or
+//! of words that are common English, and meaning carried by ordinary words ("living in my
+//! car", "got the axe", "he comes home angry").
 
 use crate::contract::ArgLabel;
 use std::collections::{HashMap, HashSet};
