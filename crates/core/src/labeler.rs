@@ -10,7 +10,8 @@
 //!   ([`crate::topics`]: a hand-written lexicon of about 2,000 terms over health, medicines,
 //!   legal and immigration, financial distress, employment, sexuality and identity, self-harm,
 //!   abuse and addiction, religion and security incidents, matched in any word form and with
-//!   one-letter misspellings, plus name rules, context terms and a rare-word rule) or an
+//!   one- and two-letter misspellings, 34,000 sourced medicine and condition names, plus name
+//!   rules, context terms, a rare-word rule and a first-person context rule) or an
 //!   operator term makes it `sensitive`, and `intent-revealing` when the field also speaks in
 //!   the first person or asks what to do ("my", "should I", "how to", …); otherwise `public`.
 //!   Handles (`hdl_…`) are `personal`: the executor may resolve them for the provider.
@@ -156,6 +157,13 @@ pub struct LabelerConfig {
 /// other word forms, misspellings and names by rule: [`crate::topics`]).
 pub fn builtin_lexicon() -> impl Iterator<Item = &'static str> {
     crate::topics::builtin_terms().map(|(_, t)| t)
+}
+
+/// Every word of the built-in name vocabularies (medicines and conditions from public
+/// sources, `crates/core/data/vocab-*.txt`, lower case), which the content-aware labeler also
+/// labels `sensitive`.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    crate::topics::sourced_names()
 }
 
 /// First-person and what-should-I cues that turn a sensitive topic into intent.
@@ -794,6 +802,8 @@ mod speed {
         for q in [
             "my neurologist thinks I have multiple system atrophy, what are the side effects of the medication they want to start and should I tell my employer before my medical leave starts next month or wait",
             "best hiking trails near Lake Tahoe for a family with two kids in early October, with parking, picnic areas and a short loop under five miles that is open after the rain in the late afternoon hours",
+            // misspelt and rare words: every fuzzy path (lexicon, names, distance 2, near-common)
+            "my nuerologist perscribed trintelx and gabapentinn for the neuropathie, what are the side efects and should i tell my employer before my medical leave starts next month or wait abit",
         ] {
             let mut a = Map::new();
             a.insert("q".into(), Value::String(q.into()));
@@ -850,11 +860,11 @@ mod independent_dev {
     use super::*;
     use crate::contract::{Budget, Verdict};
 
-    /// The maintainer's loop on the independent query set's development half (odd lines of
-    /// `crates/eval/data/ghost/independent/*.tsv`): prints every leak and every altered neutral
-    /// query. `secureclaw eval ghost` reports both halves; this never prints the test half.
+    /// The maintainer's loop on the two development sets (every line of
+    /// `crates/eval/data/ghost/independent/*.tsv` and `…/heldout-2026-12-04/*.tsv`, both already
+    /// measured and now tuned on): prints every leak and every altered neutral query.
     #[test]
-    #[ignore = "prints development-half misses for the labeler's maintainer"]
+    #[ignore = "prints development-set misses for the labeler's maintainer"]
     fn dev_misses() {
         let l = Labeler::new(LabelerConfig {
             destinations: vec![DestinationRule {
@@ -864,10 +874,6 @@ mod independent_dev {
             ..LabelerConfig::default()
         });
         let k = Contract::paper_web_search();
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../eval/data/ghost/independent/"
-        );
         let send = |q: &str| {
             let mut a = Map::new();
             a.insert("query".into(), Value::String(q.into()));
@@ -890,45 +896,49 @@ mod independent_dev {
                 _ => None,
             }
         };
-        let (mut n, mut leaks) = (0, 0);
-        for (i, line) in std::fs::read_to_string(format!("{dir}sensitive.tsv"))
-            .unwrap_or_default()
-            .lines()
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 0)
-        {
-            let f: Vec<&str> = line.split('\t').collect();
-            let (Some(cat), Some(q), Some(span)) = (f.first(), f.get(1), f.get(2)) else {
-                continue;
-            };
-            n += 1;
-            let sent = send(q);
-            if sent
-                .as_deref()
-                .is_some_and(|s| s.to_lowercase().contains(&span.trim().to_lowercase()))
+        for set in ["independent", "heldout-2026-12-04"] {
+            let dir = format!("{}/../eval/data/ghost/{set}/", env!("CARGO_MANIFEST_DIR"));
+            let (mut n, mut leaks) = (0, 0);
+            for (i, line) in std::fs::read_to_string(format!("{dir}sensitive.tsv"))
+                .unwrap_or_default()
+                .lines()
+                .enumerate()
             {
-                leaks += 1;
-                println!("LEAK {} [{cat}] {q:?} span {span:?} sent {sent:?}", i + 1);
+                let f: Vec<&str> = line.split('\t').collect();
+                let (Some(cat), Some(q), Some(span)) = (f.first(), f.get(1), f.get(2)) else {
+                    continue;
+                };
+                n += 1;
+                let sent = send(q);
+                if sent
+                    .as_deref()
+                    .is_some_and(|s| s.to_lowercase().contains(&span.trim().to_lowercase()))
+                {
+                    leaks += 1;
+                    println!(
+                        "LEAK {set}:{} [{cat}] {q:?} span {span:?} sent {sent:?}",
+                        i + 1
+                    );
+                }
             }
-        }
-        let (mut m, mut altered) = (0, 0);
-        for (i, line) in std::fs::read_to_string(format!("{dir}neutral.tsv"))
-            .unwrap_or_default()
-            .lines()
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 0)
-        {
-            let f: Vec<&str> = line.split('\t').collect();
-            let (Some(cat), Some(q)) = (f.first(), f.get(1)) else {
-                continue;
-            };
-            m += 1;
-            let sent = send(q);
-            if sent.as_deref() != Some(*q) {
-                altered += 1;
-                println!("ALTERED {} [{cat}] {q:?} sent {sent:?}", i + 1);
+            let (mut m, mut altered) = (0, 0);
+            for (i, line) in std::fs::read_to_string(format!("{dir}neutral.tsv"))
+                .unwrap_or_default()
+                .lines()
+                .enumerate()
+            {
+                let f: Vec<&str> = line.split('\t').collect();
+                let (Some(cat), Some(q)) = (f.first(), f.get(1)) else {
+                    continue;
+                };
+                m += 1;
+                let sent = send(q);
+                if sent.as_deref() != Some(*q) {
+                    altered += 1;
+                    println!("ALTERED {set}:{} [{cat}] {q:?} sent {sent:?}", i + 1);
+                }
             }
+            println!("{set}: sensitive leaked {leaks}/{n}, neutral altered {altered}/{m}");
         }
-        println!("dev: sensitive leaked {leaks}/{n}, neutral altered {altered}/{m}");
     }
 }

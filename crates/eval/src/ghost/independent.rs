@@ -322,8 +322,12 @@ mod tests {
     #[test]
     fn lexicon_is_not_the_taxonomy() {
         use super::super::taxonomy::DOMAINS;
-        use secureclaw_core::labeler::builtin_lexicon;
-        let lexicon: HashSet<String> = builtin_lexicon().map(str::to_lowercase).collect();
+        use secureclaw_core::labeler::{builtin_lexicon, builtin_names};
+        // the hand-written lexicon and the sourced name vocabularies alike
+        let lexicon: HashSet<String> = builtin_lexicon()
+            .chain(builtin_names())
+            .map(str::to_lowercase)
+            .collect();
         let vocab: HashSet<String> = DOMAINS
             .iter()
             .flat_map(|d| {
