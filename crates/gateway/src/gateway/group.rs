@@ -17,6 +17,12 @@
 //! - **Fail closed.** Every caller gets the store's answer for its own writes; a writer task
 //!   that dies (its runtime shut down) drops its callers' answers, which they see as
 //!   [`StoreError::Unavailable`]; the queue keeps the rest for the next writer.
+//! - **Linger.** A group holding only records nobody waits for ([`GroupWriter::submit`]: a
+//!   read's `read` record, an effect's post-effect records) waits up to [`SUBMIT_LINGER`] for
+//!   more before it commits, so that one client's back-to-back calls share a transaction and
+//!   an fsync instead of paying one each (BENCHMARKS.md §13). A caller that waits
+//!   ([`GroupWriter::write`], [`GroupWriter::flush`]) ends the wait at once and joins the
+//!   group: nobody who waits is delayed by it.
 //! - **Audit chain.** The store reads the chain head inside each group's transaction (under
 //!   its audit lock), so the chain stays one gap-free chain with every other appender (the
 //!   CLI, other processes, other replicas).
@@ -24,10 +30,16 @@
 use secureclaw_core::store::{GroupOutcome, GroupWrite, Store, StoreError};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tokio::sync::oneshot;
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
 
 /// Most writes one group commit takes (a single caller's writes are never split).
 pub(crate) const MAX_GROUP: usize = 512;
+
+/// How long a group of records nobody waits for waits for more before it commits: 10 ms. A
+/// crash (SIGKILL, power loss) can lose the records queued in that window, which README "What
+/// survives a crash" allows for these records only.
+pub(crate) const SUBMIT_LINGER: Duration = Duration::from_millis(10);
 
 type Reply = oneshot::Sender<Result<GroupOutcome, StoreError>>;
 
@@ -70,14 +82,25 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 pub(crate) struct GroupWriter {
     store: Arc<dyn Store>,
     queue: Arc<Mutex<Queue>>,
+    /// Signalled when a caller that waits queues something: ends a linger at once.
+    waiter: Arc<Notify>,
+    linger: Duration,
 }
 
 impl GroupWriter {
-    /// A writer for `store`; no task runs until something is queued.
+    /// A writer for `store` with the [`SUBMIT_LINGER`]; no task runs until something is queued.
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self::with_linger(store, SUBMIT_LINGER)
+    }
+
+    /// A writer whose groups of records nobody waits for wait `linger` for more
+    /// (`Duration::ZERO`: commit at once).
+    pub(crate) fn with_linger(store: Arc<dyn Store>, linger: Duration) -> Self {
         Self {
             store,
             queue: Arc::default(),
+            waiter: Arc::new(Notify::new()),
+            linger,
         }
     }
 
@@ -127,13 +150,22 @@ impl GroupWriter {
     fn enqueue(&self, job: Job) -> Result<(), StoreError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Unavailable("no async runtime for the group writer".into()))?;
+        let waits = job.reply.is_some();
         let start = {
             let mut q = lock(&self.queue);
             q.jobs.push_back(job);
             !std::mem::replace(&mut q.writing, true)
         };
         if start {
-            runtime.spawn(drain(Arc::clone(&self.store), Arc::clone(&self.queue)));
+            runtime.spawn(drain(
+                Arc::clone(&self.store),
+                Arc::clone(&self.queue),
+                Arc::clone(&self.waiter),
+                self.linger,
+            ));
+        } else if waits {
+            // A writer lingering over records nobody waits for commits now, with this job.
+            self.waiter.notify_one();
         }
         Ok(())
     }
@@ -155,20 +187,36 @@ impl Drop for Writing {
 }
 
 /// The writer task: commit groups until the queue is empty.
-async fn drain(store: Arc<dyn Store>, queue: Arc<Mutex<Queue>>) {
+async fn drain(
+    store: Arc<dyn Store>,
+    queue: Arc<Mutex<Queue>>,
+    waiter: Arc<Notify>,
+    linger: Duration,
+) {
     let mut guard = Writing {
         queue: Arc::clone(&queue),
         finished: false,
     };
-    let mut jobs = take(&mut lock(&queue));
+    let mut jobs = take(&mut lock(&queue), MAX_GROUP);
     loop {
+        let writes: usize = jobs.iter().map(|j| j.writes.len()).sum();
+        if !linger.is_zero() && writes < MAX_GROUP && jobs.iter().all(|j| j.reply.is_none()) {
+            // Nobody waits for this group: let it gather the next records (or a caller that
+            // waits, which ends the linger) before paying a transaction and an fsync.
+            tokio::select! {
+                () = tokio::time::sleep(linger) => {}
+                () = waiter.notified() => {}
+            }
+            let more = take(&mut lock(&queue), MAX_GROUP.saturating_sub(writes));
+            jobs.extend(more);
+        }
         let answers = commit(&store, jobs).await;
         // Decide what comes next before answering: once a caller has its answer this task
         // has either stopped or holds the next group, so nothing ever waits on a writer that
         // is parked between groups (which matters when its runtime is no longer driven).
         let next = {
             let mut q = lock(&queue);
-            let next = take(&mut q);
+            let next = take(&mut q, MAX_GROUP);
             if next.is_empty() {
                 // Decided under the lock: a caller queueing after this starts a new writer.
                 q.writing = false;
@@ -186,12 +234,14 @@ async fn drain(store: Arc<dyn Store>, queue: Arc<Mutex<Queue>>) {
     }
 }
 
-/// The next group: queued jobs in order, up to [`MAX_GROUP`] writes (at least one job).
-fn take(q: &mut Queue) -> Vec<Job> {
+/// The next group: queued jobs in order, up to `limit` writes (at least one job when `limit`
+/// is [`MAX_GROUP`]; none that would pass a smaller `limit`).
+fn take(q: &mut Queue, limit: usize) -> Vec<Job> {
     let mut jobs = Vec::new();
     let mut writes = 0usize;
     while let Some(next) = q.jobs.front() {
-        if !jobs.is_empty() && writes.saturating_add(next.writes.len()) > MAX_GROUP {
+        let first = jobs.is_empty() && limit == MAX_GROUP;
+        if !first && writes.saturating_add(next.writes.len()) > limit {
             break;
         }
         writes = writes.saturating_add(next.writes.len());
@@ -480,6 +530,51 @@ mod tests {
         let records = store.audit_records(0, 10).unwrap();
         assert_eq!(records.len(), 2);
         assert_eq!(records[0].event, event(1));
+    }
+
+    /// Records nobody waits for linger, and a caller that waits ends the linger at once:
+    /// with a linger of an hour, a lone `read` record is still uncommitted after the writer
+    /// task has run, and a waiting write then returns (well before the hour: the test's
+    /// 60 s bound is a hang guard, not a timing threshold), landing after it in one group.
+    #[tokio::test]
+    async fn submitted_records_linger_and_a_waiting_caller_ends_the_linger() {
+        let (_dir, store) = store();
+        let writer = GroupWriter::with_linger(store.clone(), Duration::from_secs(3600));
+        writer.submit(vec![GroupWrite::Audit(event(1))]).unwrap();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.verify_audit().unwrap(), 0, "committed without lingering");
+        writer.submit(vec![GroupWrite::Audit(event(2))]).unwrap();
+        let waited = tokio::time::timeout(
+            Duration::from_secs(60),
+            writer.write(vec![GroupWrite::Audit(event(3))]),
+        )
+        .await
+        .expect("a waiting caller waited for the linger")
+        .unwrap();
+        assert_eq!(waited.audit.len(), 1);
+        let records = store.audit_records(0, 10).unwrap();
+        let events: Vec<_> = records.iter().map(|r| r.event.clone()).collect();
+        assert_eq!(events, vec![event(1), event(2), event(3)], "queue order");
+    }
+
+    /// Positive controls: a lone submitted record is committed without anyone waiting, with
+    /// the default linger and without one.
+    #[tokio::test]
+    async fn submitted_records_commit_without_a_waiting_caller() {
+        for linger in [SUBMIT_LINGER, Duration::ZERO] {
+            let (_dir, store) = store();
+            let writer = GroupWriter::with_linger(store.clone(), linger);
+            writer.submit(vec![GroupWrite::Audit(event(1))]).unwrap();
+            let committed = tokio::time::timeout(Duration::from_secs(60), async {
+                while store.verify_audit().unwrap() == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+            .await;
+            assert!(committed.is_ok(), "never committed (linger {linger:?})");
+        }
     }
 
     /// `record_and_reserve` is all or nothing: an id already reserved stores nothing.
