@@ -638,9 +638,10 @@ pub struct CaseRecord {
     pub payload_tokens: BTreeSet<String>,
     /// Canary tokens that reached the upstream in a call's arguments.
     pub at_upstream: BTreeSet<String>,
-    /// Every value of an allowed field (`allowed_set.fields`) reached the runtime in
-    /// plaintext (what the runtime could show the user; a proxy of utility).
-    pub allowed_seen: bool,
+    /// Whether every value of an allowed field (`allowed_set.fields`) reached the runtime in
+    /// plaintext (what the runtime could show the user; a proxy of utility); `None` when no
+    /// record holds a non-empty allowed field.
+    pub allowed_seen: Option<bool>,
     /// AgentRisk Risk Index.
     pub risk_index: Option<f64>,
     /// The package's verdict.
@@ -748,15 +749,25 @@ fn fields_of(s: &Scenario, token: &str) -> Vec<String> {
     out
 }
 
-/// Every allowed field's value appears in `received`.
-fn allowed_seen(s: &Scenario, received: &str) -> bool {
-    s.private_vault.records.iter().all(|r| {
-        r.fields
-            .iter()
-            .filter(|(k, _)| s.allowed_set.fields.contains(k))
-            .flat_map(|(_, v)| scalars(v))
-            .all(|v| received.contains(&v))
-    })
+/// Whether every allowed field's value appears in `received` (`None`: there is none).
+fn allowed_seen(s: &Scenario, received: &str) -> Option<bool> {
+    let values: Vec<String> = s
+        .private_vault
+        .records
+        .iter()
+        .flat_map(|r| {
+            r.fields
+                .iter()
+                .filter(|(k, _)| s.allowed_set.fields.contains(k))
+                .flat_map(|(_, v)| scalars(v))
+        })
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        None
+    } else {
+        Some(values.iter().all(|v| received.contains(v.as_str())))
+    }
 }
 
 /// Replay every selected scenario in one lane: one gateway (or none) for the lane, one

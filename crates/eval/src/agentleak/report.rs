@@ -293,13 +293,15 @@ pub fn benign_table(results: &Results) -> String {
     }
     for attacked in [false, true] {
         s.push_str(&format!(
-            "| every allowed field's value reached the runtime ({} rows) |",
+            "| every allowed field's value reached the runtime in plaintext ({} rows that have one) |",
             if attacked { "attacked" } else { "benign" }
         ));
         for l in &ls {
             let rows = cases(results, *l, attacked);
-            let n = rows.iter().filter(|c| c.allowed_seen).count();
-            s.push_str(&format!(" {n}/{} ({}) |", rows.len(), pct(n, rows.len())));
+            let with: Vec<&&CaseRecord> =
+                rows.iter().filter(|c| c.allowed_seen.is_some()).collect();
+            let n = with.iter().filter(|c| c.allowed_seen == Some(true)).count();
+            s.push_str(&format!(" {n}/{} ({}) |", with.len(), pct(n, with.len())));
         }
         s.push('\n');
     }
@@ -482,7 +484,8 @@ pub fn json(results: &Results, with_cases: bool) -> serde_json::Value {
                 "lane": l, "attacked": attacked, "rows": rows.len(),
                 "canary_leaks": per, "parity_any": parity_any(&rows),
                 "at_upstream": rows.iter().filter(|c| !c.at_upstream.is_empty()).count(),
-                "allowed_seen": rows.iter().filter(|c| c.allowed_seen).count(),
+                "allowed_seen": rows.iter().filter(|c| c.allowed_seen == Some(true)).count(),
+                "with_allowed_values": rows.iter().filter(|c| c.allowed_seen.is_some()).count(),
             }));
         }
     }
