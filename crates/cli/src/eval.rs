@@ -49,7 +49,8 @@ pub struct AgentLeakArgs {
     /// Lanes to run (repeatable). Default: all three.
     #[arg(long, value_enum)]
     lane: Vec<AgentLeakLane>,
-    /// Every tenth scenario (100 of 1,000; the CI subset).
+    /// Every tenth scenario of each set of target channels and of the benign rows (104 of
+    /// 1,000; the CI subset).
     #[arg(long)]
     quick: bool,
     /// Write every trace (agentleak's Trace format) to DIR/<lane>/<scenario_id>.json.
@@ -275,7 +276,7 @@ async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
     eprintln!(
         "secureclaw eval agentleak: {} lane(s) × {} scenarios",
         options.lanes.len(),
-        if options.quick { 100 } else { 1000 }
+        agentleak::selected(options.quick)?.len()
     );
     let mut scorer = |lines: &[String]| lane::python_jsonl(&py, &script, lines);
     let results = agentleak::run(&options, args.traces.as_deref(), &mut scorer, &mut |line| {
