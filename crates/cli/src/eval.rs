@@ -1,7 +1,9 @@
 //! `secureclaw eval`: drivers for external benchmarks. Thin: the AgentDojo lane is Python
 //! (`eval/agentdojo/`); this creates its virtualenv when missing or stale and runs its driver
 //! with this binary as the gateway. The ghost-call lane is `secureclaw_eval::ghost`, the ASB
-//! lane `secureclaw_eval::asb` (in process, through the gateway's MCP front end).
+//! lane `secureclaw_eval::asb` (in process, through the gateway's MCP front end), the
+//! AgentLeak lane `secureclaw_eval::agentleak` (in process, scored by the pip package
+//! `agentleak` from `eval/agentleak/`).
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -23,6 +25,65 @@ pub enum EvalCommand {
     /// variants (a) as shipped, (b) attacker tool on the agent's list, (c) mimic names, and a
     /// no-policy control. Scored as ASB does: attacker tool ran; expected achievements reached.
     Asb(AsbArgs),
+    /// AgentLeak: 1,000 scenarios (504 benign, 496 attacked) replayed by a deterministic
+    /// runtime that relays what it received to the channels the attack targets, without the
+    /// gateway and through it; traces scored by the pip package agentleak 0.17.0 per channel
+    /// (C1–C6), with the paper's Table 10/11 numbers beside.
+    Agentleak(AgentLeakArgs),
+}
+
+/// Which AgentLeak lanes to run (`eval agentleak --lane`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentLeakLane {
+    /// The runtime calls the upstream itself (control).
+    NoGateway,
+    /// The gateway with its default classification (detectors only).
+    Detectors,
+    /// The gateway with the records rule (every record field protected).
+    Records,
+}
+
+/// Flags of `secureclaw eval agentleak`.
+#[derive(Debug, Args)]
+pub struct AgentLeakArgs {
+    /// Lanes to run (repeatable). Default: all three.
+    #[arg(long, value_enum)]
+    lane: Vec<AgentLeakLane>,
+    /// Every tenth scenario of each set of target channels and of the benign rows (104 of
+    /// 1,000; the CI subset).
+    #[arg(long)]
+    quick: bool,
+    /// Write every trace (agentleak's Trace format) to DIR/<lane>/<scenario_id>.json.
+    #[arg(long, value_name = "DIR")]
+    traces: Option<PathBuf>,
+    /// Write the per-lane counts and the checks as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// With --json: include every case (leaks by channel and field, findings, calls).
+    #[arg(long, requires = "json")]
+    cases: bool,
+    /// Print the markdown tables and checks to stdout.
+    #[arg(long)]
+    markdown: bool,
+    /// Regenerate the AgentLeak results in EVALUATION.md (or PATH) between its markers.
+    #[arg(
+        long,
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "EVALUATION.md",
+        conflicts_with_all = ["quick", "lane"]
+    )]
+    write_evaluation: Option<PathBuf>,
+    /// Exit 1 if the records lane put a canary on a structural channel (C2–C6) or into a
+    /// tool's input, or if the no-gateway control leaks nothing on some channel.
+    #[arg(long)]
+    check: bool,
+    /// Directory of the scorer (default: ./eval/agentleak, else the one in the source tree).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Python used to create the virtualenv (3.11 or newer).
+    #[arg(long, default_value = "python3.11")]
+    python: String,
 }
 
 /// Which ASB variants to run (`eval asb --variant`).
@@ -182,7 +243,80 @@ pub async fn run(command: EvalCommand) -> Result<ExitCode> {
         EvalCommand::Agentdojo(args) => agentdojo(args),
         EvalCommand::Ghost(args) => ghost(&args),
         EvalCommand::Asb(args) => asb(&args).await,
+        EvalCommand::Agentleak(args) => agentleak(&args).await,
     }
+}
+
+async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
+    use secureclaw_eval::agentleak::{self, Lane, Options, report};
+    use secureclaw_eval::lane;
+    let mut options = Options::full();
+    options.quick = args.quick;
+    if !args.lane.is_empty() {
+        options.lanes = args
+            .lane
+            .iter()
+            .map(|l| match l {
+                AgentLeakLane::NoGateway => Lane::NoGateway,
+                AgentLeakLane::Detectors => Lane::Detectors,
+                AgentLeakLane::Records => Lane::Records,
+            })
+            .collect();
+    }
+    let document = match &args.write_evaluation {
+        Some(doc) => Some(
+            std::fs::read_to_string(doc)
+                .with_context(|| format!("--write-evaluation: cannot read `{}`", doc.display()))?,
+        ),
+        None => None,
+    };
+    let dir = harness_dir(args.dir.clone(), "agentleak", "score.py")?;
+    let py = lane::ensure_venv(&dir, &args.python, "agentleak")?;
+    let script = dir.join("score.py");
+    eprintln!(
+        "secureclaw eval agentleak: {} lane(s) × {} scenarios",
+        options.lanes.len(),
+        agentleak::selected(options.quick)?.len()
+    );
+    let mut scorer = |lines: &[String]| lane::python_jsonl(&py, &script, lines);
+    let results = agentleak::run(&options, args.traces.as_deref(), &mut scorer, &mut |line| {
+        eprintln!("  {line}")
+    })
+    .await?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report::json(&results, args.cases))
+            .context("cannot serialize results")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let (Some(doc), Some(old)) = (&args.write_evaluation, document) {
+        std::fs::write(doc, report::splice(&old, &report::markdown(&results)))
+            .with_context(|| format!("cannot write `{}`", doc.display()))?;
+        eprintln!("updated {}", doc.display());
+    }
+    if args.markdown {
+        println!("{}", report::markdown(&results));
+    } else {
+        print!("{}", report::summary(&results));
+    }
+    let checks = report::checks(&results);
+    let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
+    eprintln!(
+        "secureclaw eval agentleak: {} of {} checks hold; {} traces (replay {:.1} s, scoring {:.1} s)",
+        checks.len() - failed.len(),
+        checks.len(),
+        results.cases.len(),
+        results.replay_seconds,
+        results.score_seconds
+    );
+    for c in &failed {
+        eprintln!("  FAILED {}: {}", c.name, c.detail);
+    }
+    Ok(if args.check && !failed.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn asb(args: &AsbArgs) -> Result<ExitCode> {
@@ -404,73 +538,32 @@ fn ghost(args: &GhostArgs) -> Result<ExitCode> {
     })
 }
 
-fn harness_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
+/// The harness directory `eval/<name>` (holding `marker`): `explicit`, else under the current
+/// directory, else in the source tree.
+fn harness_dir(explicit: Option<PathBuf>, name: &str, marker: &str) -> Result<PathBuf> {
     let candidates = match explicit {
         Some(d) => vec![d],
         None => vec![
-            PathBuf::from("eval/agentdojo"),
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/agentdojo"),
+            Path::new("eval").join(name),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../eval")
+                .join(name),
         ],
     };
     candidates
         .into_iter()
-        .find(|d| d.join("driver.py").is_file())
-        .context(
-            "cannot find eval/agentdojo/driver.py (run from the repository root or pass --dir)",
-        )
+        .find(|d| d.join(marker).is_file())
+        .with_context(|| {
+            format!("cannot find eval/{name}/{marker} (run from the repository root or pass --dir)")
+        })
         .and_then(|d| {
             std::fs::canonicalize(&d).with_context(|| format!("cannot resolve `{}`", d.display()))
         })
 }
 
-fn status(cmd: &mut Command, what: &str) -> Result<()> {
-    let st = cmd.status().with_context(|| format!("cannot run {what}"))?;
-    if !st.success() {
-        bail!("{what} failed ({st})");
-    }
-    Ok(())
-}
-
-/// Create `dir/.venv` from `requirements.lock` unless it already holds exactly that lock.
-fn ensure_venv(dir: &Path, python: &str) -> Result<PathBuf> {
-    let venv = dir.join(".venv");
-    let py = venv.join("bin/python");
-    let lock = std::fs::read_to_string(dir.join("requirements.lock"))
-        .context("cannot read eval/agentdojo/requirements.lock")?;
-    let stamp = venv.join("secureclaw-requirements.lock");
-    if py.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(lock.as_str()) {
-        return Ok(py);
-    }
-    eprintln!(
-        "secureclaw eval: creating {} (agentdojo, mcp; pinned)",
-        venv.display()
-    );
-    if !py.is_file() {
-        status(
-            Command::new(python).arg("-m").arg("venv").arg(&venv),
-            &format!("`{python} -m venv`"),
-        )?;
-    }
-    status(
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(dir.join("requirements.lock")),
-        "pip install -r requirements.lock",
-    )?;
-    std::fs::write(&stamp, lock).context("cannot write the virtualenv stamp")?;
-    Ok(py)
-}
-
 fn agentdojo(args: AgentDojoArgs) -> Result<ExitCode> {
-    let dir = harness_dir(args.dir)?;
-    let py = ensure_venv(&dir, &args.python)?;
+    let dir = harness_dir(args.dir, "agentdojo", "driver.py")?;
+    let py = secureclaw_eval::lane::ensure_venv(&dir, &args.python, "agentdojo, mcp")?;
     let me = std::env::current_exe().context("cannot locate the secureclaw binary")?;
     let mut cmd = Command::new(&py);
     cmd.arg(dir.join("driver.py"))

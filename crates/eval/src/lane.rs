@@ -11,8 +11,16 @@
 //! behind the approval API. Nothing here mocks the trusted path; the store is SQLite in a
 //! temporary directory and the policy set is the shipped default plus the lane's files.
 //!
+//! A lane without a gateway (the control) calls the same upstream through [`Direct`], which
+//! answers in the same [`CallResult`] shape.
+//!
+//! A lane scored by a Python package keeps its glue under `eval/<lane>/` with a
+//! `requirements.lock`: [`ensure_venv`] creates `eval/<lane>/.venv` from it (again whenever
+//! the lock changes) and [`python_jsonl`] runs a script over JSON lines (one case in, one
+//! score out). [`splice`] regenerates a lane's section of EVALUATION.md between its markers.
+//!
 //! The AgentDojo lane (`eval/agentdojo`) has the same shape with its driver in Python and a
-//! `secureclaw serve` process, because its scoring is AgentDojo's own Python package.
+//! `secureclaw serve` process, because its runtime is AgentDojo's own Python package.
 
 use crate::stack::{ManualClock, StackError, T0, fresh_keys};
 use rmcp::ServiceExt;
@@ -28,6 +36,9 @@ use secureclaw_server::{McpFrontEnd, SessionSource};
 use secureclaw_store::SqliteStore;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 /// Errors of the lane plumbing.
@@ -42,6 +53,12 @@ pub enum LaneError {
     /// The MCP connection between runtime and front end failed.
     #[error("MCP: {0}")]
     Mcp(String),
+    /// The control's direct call to an upstream failed.
+    #[error("upstream: {0}")]
+    Upstream(String),
+    /// Creating the virtualenv or running a Python scorer failed.
+    #[error("python: {0}")]
+    Python(String),
 }
 
 /// An in-process upstream of a lane, with its id and whether its tools are namespaced
@@ -333,5 +350,167 @@ impl Runtime {
     /// Close the MCP connection.
     pub async fn close(self) {
         let _ = self.client.cancel().await;
+    }
+}
+
+/// The no-gateway control of a lane: the runtime calls the upstream itself, with nothing in
+/// between. Answers in the gateway runtime's shape ([`CallResult::Ran`] with the text blocks).
+#[derive(Clone)]
+pub struct Direct {
+    server: Arc<dyn Upstream>,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct").finish_non_exhaustive()
+    }
+}
+
+impl Direct {
+    /// A control runtime over `server`.
+    #[must_use]
+    pub fn new(server: Arc<dyn Upstream>) -> Self {
+        Self { server }
+    }
+
+    /// Call `tool` (the upstream's own name) with `arguments`.
+    ///
+    /// # Errors
+    /// [`LaneError::Upstream`] if the upstream fails (a tool error is a result).
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CallResult, LaneError> {
+        let out = self
+            .server
+            .call_tool(tool.to_owned(), arguments)
+            .await
+            .map_err(|e| LaneError::Upstream(e.to_string()))?;
+        let text: Vec<&str> = out
+            .content
+            .iter()
+            .filter(|c| str_at(c, "type") == Some("text"))
+            .filter_map(|c| str_at(c, "text"))
+            .collect();
+        Ok(CallResult::Ran {
+            text: text.join("\n"),
+            tool_error: out.is_error,
+        })
+    }
+}
+
+fn python_error(what: &str, e: impl std::fmt::Display) -> LaneError {
+    LaneError::Python(format!("{what}: {e}"))
+}
+
+fn run_status(cmd: &mut Command, what: &str) -> Result<(), LaneError> {
+    let st = cmd.status().map_err(|e| python_error(what, e))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(python_error(what, st))
+    }
+}
+
+/// The Python of `dir/.venv`, created with `python -m venv` and `pip install -r
+/// dir/requirements.lock` unless it already holds exactly that lock (a copy of the lock in the
+/// virtualenv is the stamp). `what` names the lane in the one progress line on stderr.
+///
+/// # Errors
+/// [`LaneError::Python`] if the lock cannot be read, or `venv` or `pip` fails.
+pub fn ensure_venv(dir: &Path, python: &str, what: &str) -> Result<PathBuf, LaneError> {
+    let venv = dir.join(".venv");
+    let py = venv.join("bin/python");
+    let lock_path = dir.join("requirements.lock");
+    let lock = std::fs::read_to_string(&lock_path)
+        .map_err(|e| python_error(&format!("cannot read `{}`", lock_path.display()), e))?;
+    let stamp = venv.join("secureclaw-requirements.lock");
+    if py.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(lock.as_str()) {
+        return Ok(py);
+    }
+    eprintln!(
+        "secureclaw eval: creating {} ({what}; pinned)",
+        venv.display()
+    );
+    if !py.is_file() {
+        run_status(
+            Command::new(python).arg("-m").arg("venv").arg(&venv),
+            &format!("`{python} -m venv`"),
+        )?;
+    }
+    run_status(
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&lock_path),
+        "pip install -r requirements.lock",
+    )?;
+    std::fs::write(&stamp, lock).map_err(|e| python_error("cannot write the stamp", e))?;
+    Ok(py)
+}
+
+/// Run `python script` with `lines` on stdin (one JSON object each) and return its stdout's
+/// non-empty lines. The script's stderr passes through.
+///
+/// # Errors
+/// [`LaneError::Python`] if it cannot start, exits unsuccessfully, or writes non-UTF-8.
+pub fn python_jsonl(
+    python: &Path,
+    script: &Path,
+    lines: &[String],
+) -> Result<Vec<String>, LaneError> {
+    let what = format!("`{}`", script.display());
+    let mut child = Command::new(python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| python_error(&what, e))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| python_error(&what, "no stdin"))?;
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    // Written from another thread: the script answers while it reads.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| python_error(&what, e))?;
+    match writer.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(python_error(&what, e)),
+        Err(_) => return Err(python_error(&what, "the writer thread failed")),
+    }
+    if !out.status.success() {
+        return Err(python_error(&what, out.status));
+    }
+    let text = String::from_utf8(out.stdout).map_err(|e| python_error(&what, e))?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// `document` with the text between `begin` and `end` replaced by `section` (appended with
+/// its markers when the markers are missing): how a lane regenerates its part of
+/// EVALUATION.md.
+#[must_use]
+pub fn splice(document: &str, begin: &str, end: &str, section: &str) -> String {
+    let block = format!("{begin}\n{section}\n{end}");
+    match (document.find(begin), document.find(end)) {
+        (Some(a), Some(b)) if a < b => format!(
+            "{}{block}{}",
+            document.get(..a).unwrap_or(""),
+            document.get(b + end.len()..).unwrap_or("")
+        ),
+        _ => format!("{}\n\n{block}\n", document.trim_end()),
     }
 }

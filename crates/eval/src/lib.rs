@@ -18,8 +18,11 @@
 //! - [`ghost`]: the Ghost Tool Calls evaluation (`secureclaw eval ghost`);
 //! - [`lane`]: the shared shape of the in-process benchmark lanes (trusted driver, untrusted
 //!   runtime over MCP, the benchmark's own scoring);
-//! - [`asb`]: Agent Security Bench through the gateway (`secureclaw eval asb`).
+//! - [`asb`]: Agent Security Bench through the gateway (`secureclaw eval asb`);
+//! - [`agentleak`]: AgentLeak's 1,000 scenarios through the gateway, scored by the pip
+//!   package `agentleak` (`secureclaw eval agentleak`).
 
+pub mod agentleak;
 pub mod asb;
 pub mod attack;
 pub mod bypass;

@@ -233,13 +233,5 @@ pub fn markdown(results: &Results) -> String {
 /// with its markers when the markers are missing).
 #[must_use]
 pub fn splice(document: &str, section: &str) -> String {
-    let block = format!("{BEGIN}\n{section}\n{END}");
-    match (document.find(BEGIN), document.find(END)) {
-        (Some(a), Some(b)) if a < b => format!(
-            "{}{block}{}",
-            document.get(..a).unwrap_or(""),
-            document.get(b + END.len()..).unwrap_or("")
-        ),
-        _ => format!("{}\n\n{block}\n", document.trim_end()),
-    }
+    crate::lane::splice(document, BEGIN, END, section)
 }
