@@ -17,8 +17,9 @@
 //! - **Fail closed.** Every caller gets the store's answer for its own writes; a writer task
 //!   that dies (its runtime shut down) drops its callers' answers, which they see as
 //!   [`StoreError::Unavailable`]; the queue keeps the rest for the next writer.
-//! - **Linger.** A group holding only records nobody waits for ([`GroupWriter::submit`]: a
-//!   read's `read` record, an effect's post-effect records) waits up to [`SUBMIT_LINGER`] for
+//! - **Linger.** A group holding only audit records nobody waits for ([`GroupWriter::submit`]:
+//!   a read's `read` record; not an effect's post-effect ledger outcome, which the next call's
+//!   decisions read) waits up to [`SUBMIT_LINGER`] for
 //!   more before it commits, so that one client's back-to-back calls share a transaction and
 //!   an fsync instead of paying one each (BENCHMARKS.md §13). A caller that waits
 //!   ([`GroupWriter::write`], [`GroupWriter::flush`]) ends the wait at once and joins the
@@ -62,6 +63,19 @@ impl Job {
             }
             (None, Ok(_)) => {}
         }
+    }
+}
+
+impl Job {
+    /// Whether a group of such jobs may wait for more: nobody waits for it and it is audit
+    /// records only. A ledger outcome (`executed`, `failed`, …) never waits: the next call's
+    /// decisions read it (an entry still `reserved` is an outcome unknown to them).
+    fn may_linger(&self) -> bool {
+        self.reply.is_none()
+            && self
+                .writes
+                .iter()
+                .all(|w| matches!(w, GroupWrite::Audit(_)))
     }
 }
 
@@ -200,7 +214,7 @@ async fn drain(
     let mut jobs = take(&mut lock(&queue), MAX_GROUP);
     loop {
         let writes: usize = jobs.iter().map(|j| j.writes.len()).sum();
-        if !linger.is_zero() && writes < MAX_GROUP && jobs.iter().all(|j| j.reply.is_none()) {
+        if !linger.is_zero() && writes < MAX_GROUP && jobs.iter().all(Job::may_linger) {
             // Nobody waits for this group: let it gather the next records (or a caller that
             // waits, which ends the linger) before paying a transaction and an fsync.
             tokio::select! {
@@ -557,6 +571,37 @@ mod tests {
         let records = store.audit_records(0, 10).unwrap();
         let events: Vec<_> = records.iter().map(|r| r.event.clone()).collect();
         assert_eq!(events, vec![event(1), event(2), event(3)], "queue order");
+    }
+
+    /// A ledger outcome queued without waiting (an effect's `commit` + `executed`) never
+    /// lingers: the next call's decisions read it, and an entry left `reserved` for the
+    /// linger would be taken for an outcome unknown (found by the bypass suite). With a
+    /// one-hour linger it is still committed at once (the 60 s bound is a hang guard).
+    #[tokio::test]
+    async fn ledger_outcomes_do_not_linger() {
+        let (_dir, store) = store();
+        let writer = GroupWriter::with_linger(store.clone(), Duration::from_secs(3600));
+        let id = ActionId("act_no_linger".into());
+        assert!(
+            store
+                .record_and_reserve(&action(&id), &[event(1)], &binding(), UnixMillis(1))
+                .unwrap()
+        );
+        let executed = GroupWrite::Executed {
+            id: id.clone(),
+            result_digest: "d".into(),
+            at: UnixMillis(2),
+        };
+        writer
+            .submit(vec![GroupWrite::Audit(event(2)), executed])
+            .unwrap();
+        let committed = tokio::time::timeout(Duration::from_secs(60), async {
+            while store.ledger_entry(&id).unwrap().unwrap().state != LedgerState::Executed {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(committed.is_ok(), "the executed mark lingered");
     }
 
     /// Positive controls: a lone submitted record is committed without anyone waiting, with
