@@ -164,7 +164,7 @@ impl GroupWriter {
     fn enqueue(&self, job: Job) -> Result<(), StoreError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Unavailable("no async runtime for the group writer".into()))?;
-        let waits = job.reply.is_some();
+        let urgent = !job.may_linger();
         let start = {
             let mut q = lock(&self.queue);
             q.jobs.push_back(job);
@@ -177,8 +177,9 @@ impl GroupWriter {
                 Arc::clone(&self.waiter),
                 self.linger,
             ));
-        } else if waits {
-            // A writer lingering over records nobody waits for commits now, with this job.
+        } else if urgent {
+            // A writer lingering over audit records nobody waits for commits now, with this
+            // job: a caller waits for it, or it is a ledger outcome the next call reads.
             self.waiter.notify_one();
         }
         Ok(())
@@ -602,6 +603,39 @@ mod tests {
         })
         .await;
         assert!(committed.is_ok(), "the executed mark lingered");
+    }
+
+    /// A ledger outcome queued while a group of read records lingers ends the linger: it is
+    /// not held back behind them (found by `tests/pins.rs`, whose restart saw the entry
+    /// still `reserved`).
+    #[tokio::test]
+    async fn a_ledger_outcome_ends_a_linger() {
+        let (_dir, store) = store();
+        let writer = GroupWriter::with_linger(store.clone(), Duration::from_secs(3600));
+        let id = ActionId("act_ends_linger".into());
+        assert!(
+            store
+                .record_and_reserve(&action(&id), &[event(1)], &binding(), UnixMillis(1))
+                .unwrap()
+        );
+        writer.submit(vec![GroupWrite::Audit(event(2))]).unwrap();
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let executed = GroupWrite::Executed {
+            id: id.clone(),
+            result_digest: "d".into(),
+            at: UnixMillis(2),
+        };
+        writer.submit(vec![executed]).unwrap();
+        let committed = tokio::time::timeout(Duration::from_secs(60), async {
+            while store.ledger_entry(&id).unwrap().unwrap().state != LedgerState::Executed {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(committed.is_ok(), "the executed mark waited for the linger");
+        assert_eq!(store.verify_audit().unwrap(), 2, "the lingering record went with it");
     }
 
     /// Positive controls: a lone submitted record is committed without anyone waiting, with
