@@ -133,7 +133,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
     if o.bins.is_empty() {
         bail!("at least one --bin NAME=PATH is needed\n\n{USAGE}");
     }
-    if o.clients == 0 || o.rounds == 0 || !(o.secs > 0.0) {
+    if o.clients == 0 || o.rounds == 0 || !o.secs.is_finite() || o.secs <= 0.0 {
         bail!("--clients, --rounds and --secs must be above 0");
     }
     Ok(o)
