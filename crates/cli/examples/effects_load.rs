@@ -154,7 +154,11 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
 /// The children of `pid` (the office under `serve`).
 fn children(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -188,7 +192,12 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> Result<(u16, Value)> {
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &Value,
+) -> Result<(u16, Value)> {
     let resp = http
         .post(url)
         .bearer_auth(token)
@@ -206,7 +215,12 @@ async fn post(http: &reqwest::Client, url: &str, token: &str, body: &Value) -> R
 /// Empty the PostgreSQL scratch database `url` (schema `public`) with `psql`.
 fn reset_postgres(url: &str) -> Result<()> {
     let out = std::process::Command::new("psql")
-        .args([url, "-q", "-c", "DROP SCHEMA public CASCADE; CREATE SCHEMA public;"])
+        .args([
+            url,
+            "-q",
+            "-c",
+            "DROP SCHEMA public CASCADE; CREATE SCHEMA public;",
+        ])
         .output()
         .context("cannot run psql to empty the scratch database")?;
     if !out.status.success() {
@@ -227,7 +241,13 @@ struct Server {
 }
 
 impl Server {
-    async fn start(run: &Path, exe: &Path, row: &str, clients: usize, store: Option<&str>) -> Result<Self> {
+    async fn start(
+        run: &Path,
+        exe: &Path,
+        row: &str,
+        clients: usize,
+        store: Option<&str>,
+    ) -> Result<Self> {
         let dir = run.join(row);
         std::fs::create_dir_all(&dir)?;
         let port = free_port()?;
@@ -296,7 +316,10 @@ impl Server {
             let body = json!({"caller": format!("bench-{k}"),
                               "task": {"request": TASK, "trusted_targets": [RECIPIENT]}});
             let (status, v) = post(&http, &format!("{base}/v1/sessions"), OPERATOR, &body).await?;
-            let Some(token) = v.get("session_id").and_then(Value::as_str).filter(|_| status == 200)
+            let Some(token) = v
+                .get("session_id")
+                .and_then(Value::as_str)
+                .filter(|_| status == 200)
             else {
                 bail!("POST /v1/sessions: {status} {v}");
             };
@@ -332,7 +355,9 @@ impl Server {
     async fn stop(mut self) -> Result<()> {
         if let Some(pid) = self.child.id() {
             // SIGTERM: a graceful shutdown (flushes queued records).
-            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
         }
         if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
@@ -357,7 +382,13 @@ async fn one_effect(
     let t = Instant::now();
     let (status, v) = match mode {
         Mode::Call => {
-            post(http, &format!("{base}/v1/call"), token, &json!({"tool": SEND, "arguments": args})).await?
+            post(
+                http,
+                &format!("{base}/v1/call"),
+                token,
+                &json!({"tool": SEND, "arguments": args}),
+            )
+            .await?
         }
         Mode::TwoPhase => {
             let (status, p) = post(
@@ -485,7 +516,9 @@ async fn main() -> Result<()> {
         o.tmp.display(),
         o.clients,
         o.secs,
-        o.store.as_deref().map_or("SQLite (WAL, synchronous=FULL)", |_| "PostgreSQL")
+        o.store
+            .as_deref()
+            .map_or("SQLite (WAL, synchronous=FULL)", |_| "PostgreSQL")
     );
     println!(
         "| round | binary | mode | effects | effects/s | p50 µs | p99 µs | gateway CPU µs/effect | office CPU µs/effect | driver CPU µs/effect | distinct e-mails | double | load before |"
@@ -515,7 +548,10 @@ async fn main() -> Result<()> {
                 let n = r.completed.max(1) as f64;
                 let per = |ticks: u64| ticks as f64 / hz * 1e6 / n;
                 let rate = r.completed as f64 / r.secs;
-                rates.entry((name.clone(), mode.name())).or_default().push(rate);
+                rates
+                    .entry((name.clone(), mode.name()))
+                    .or_default()
+                    .push(rate);
                 println!(
                     "| {round} | {name} | {} | {} | {rate:.0} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {load} |",
                     mode.name(),
@@ -549,7 +585,11 @@ async fn main() -> Result<()> {
         let mut v = v.clone();
         v.sort_by(f64::total_cmp);
         let mid = v.len() / 2;
-        let median = match (v.len() % 2, v.get(mid), mid.checked_sub(1).and_then(|i| v.get(i))) {
+        let median = match (
+            v.len() % 2,
+            v.get(mid),
+            mid.checked_sub(1).and_then(|i| v.get(i)),
+        ) {
             (1, Some(m), _) => *m,
             (_, Some(hi), Some(lo)) => (hi + lo) / 2.0,
             _ => 0.0,

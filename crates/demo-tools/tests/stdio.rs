@@ -356,7 +356,11 @@ async fn journaled_effects_append_one_line_each_and_leave_the_state_file() -> Te
         json!({"invoice_id": "INV-404", "iban": "DE89370400440532013000", "amount_cents": 1}),
     )
     .await?;
-    assert_eq!(refused.is_error, Some(true), "an unknown invoice is a tool error");
+    assert_eq!(
+        refused.is_error,
+        Some(true),
+        "an unknown invoice is a tool error"
+    );
     let lines: Vec<Value> = std::fs::read_to_string(&journal)?
         .lines()
         .map(serde_json::from_str)
@@ -365,6 +369,10 @@ async fn journaled_effects_append_one_line_each_and_leave_the_state_file() -> Te
     assert_eq!(lines[2]["tool"], "send_email");
     assert_eq!(lines[2]["arguments"]["subject"], "s2");
     assert_eq!(lines[2]["result"]["message_id"], "SENT-3");
-    assert_eq!(std::fs::read(&state_path)?, seeded, "the state file is not rewritten");
+    assert_eq!(
+        std::fs::read(&state_path)?,
+        seeded,
+        "the state file is not rewritten"
+    );
     Ok(())
 }

@@ -559,7 +559,11 @@ mod tests {
         for _ in 0..100 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(store.verify_audit().unwrap(), 0, "committed without lingering");
+        assert_eq!(
+            store.verify_audit().unwrap(),
+            0,
+            "committed without lingering"
+        );
         writer.submit(vec![GroupWrite::Audit(event(2))]).unwrap();
         let waited = tokio::time::timeout(
             Duration::from_secs(60),
@@ -635,7 +639,11 @@ mod tests {
         })
         .await;
         assert!(committed.is_ok(), "the executed mark waited for the linger");
-        assert_eq!(store.verify_audit().unwrap(), 2, "the lingering record went with it");
+        assert_eq!(
+            store.verify_audit().unwrap(),
+            2,
+            "the lingering record went with it"
+        );
     }
 
     /// Positive controls: a lone submitted record is committed without anyone waiting, with
