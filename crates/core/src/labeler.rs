@@ -713,7 +713,7 @@ mod tests {
             // the user speaks of their own matter
             (
                 "I got arrested for shoplifting last night",
-                "I got [topic] last night",
+                "I [topic] last night",
                 ArgLabel::IntentRevealing,
             ),
         ] {
@@ -860,9 +860,10 @@ mod independent_dev {
     use super::*;
     use crate::contract::{Budget, Verdict};
 
-    /// The maintainer's loop on the two development sets (every line of
-    /// `crates/eval/data/ghost/independent/*.tsv` and `…/heldout-2026-12-04/*.tsv`, both already
-    /// measured and now tuned on): prints every leak and every altered neutral query.
+    /// The maintainer's loop on the three spent query sets (every line of
+    /// `crates/eval/data/ghost/{independent,heldout-2026-12-04,heldout3-2026-12-04}/*.tsv`, all
+    /// already measured and now tuned on): prints every leak and every altered neutral query.
+    /// `secureclaw eval ghost --queries DIR` measures any set the same way.
     #[test]
     #[ignore = "prints development-set misses for the labeler's maintainer"]
     fn dev_misses() {
@@ -896,7 +897,7 @@ mod independent_dev {
                 _ => None,
             }
         };
-        for set in ["independent", "heldout-2026-12-04"] {
+        for set in ["independent", "heldout-2026-12-04", "heldout3-2026-12-04"] {
             let dir = format!("{}/../eval/data/ghost/{set}/", env!("CARGO_MANIFEST_DIR"));
             let (mut n, mut leaks) = (0, 0);
             for (i, line) in std::fs::read_to_string(format!("{dir}sensitive.tsv"))
@@ -939,6 +940,12 @@ mod independent_dev {
                 }
             }
             println!("{set}: sensitive leaked {leaks}/{n}, neutral altered {altered}/{m}");
+        }
+        // Texts given by hand (`LABELER_PROBE="text 1|text 2"`): what is sent.
+        for q in std::env::var("LABELER_PROBE").unwrap_or_default().split('|') {
+            if !q.trim().is_empty() {
+                println!("PROBE {q:?} → {:?} spans {:?}", send(q.trim()), l.transform(q.trim()));
+            }
         }
     }
 }

@@ -396,10 +396,6 @@ const HARM_VERBS: &[&str] = &[
     "starve",
     "starving",
     "starved",
-    "bite",
-    "bit",
-    "bites",
-    "biting",
 ];
 
 /// Personal objects of a harm verb: reflexive and object pronouns of the first person.
@@ -474,6 +470,184 @@ const PEOPLE: &[&str] = &[
     "pastor",
     "imam",
 ];
+
+/// Phrase patterns (`data/phrases.txt`): plain statements of sensitive events and states
+/// ("i owe", "2 months behind on", "got let go", "cant stop drinking", "missed my period"),
+/// one category at a time. See that file's header for the pattern syntax.
+const PHRASES: &str = include_str!("../data/phrases.txt");
+
+/// Words a number slot (`<n>`) takes besides numerals.
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "few", "couple", "several",
+];
+
+/// One element of a phrase pattern.
+#[derive(Debug, Clone, Default)]
+struct PhraseElem {
+    /// Lower-case words the token may be (apostrophes dropped, as the tokenizer does).
+    words: Vec<String>,
+    /// Prefixes the token may start with (`drink*`).
+    prefixes: Vec<String>,
+    /// Any one word (`*`).
+    any: bool,
+    /// A number: digits or a number word (`<n>`).
+    number: bool,
+    /// The element may be skipped (`?`).
+    optional: bool,
+}
+
+impl PhraseElem {
+    fn matches(&self, t: &Token) -> bool {
+        let w = t.lower.as_str();
+        self.any
+            || (self.number
+                && (w.starts_with(|c: char| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w)))
+            || self.words.iter().any(|x| x == w)
+            || self.prefixes.iter().any(|p| w.starts_with(p.as_str()))
+    }
+
+    /// Parse one element (`?a|b|pre*`, `*`, `<n>`); `None` for an empty one.
+    fn parse(src: &str) -> Option<Self> {
+        let (optional, body) = match src.strip_prefix('?') {
+            Some(b) => (true, b),
+            None => (false, src),
+        };
+        let mut e = PhraseElem {
+            optional,
+            ..PhraseElem::default()
+        };
+        for alt in body.split('|').filter(|a| !a.is_empty()) {
+            match alt {
+                "*" => e.any = true,
+                "<n>" => e.number = true,
+                _ => {
+                    let a: String = alt.chars().filter(|&c| c != '\'').collect();
+                    match a.strip_suffix('*') {
+                        Some(p) if !p.is_empty() => e.prefixes.push(p.to_owned()),
+                        _ => e.words.push(a),
+                    }
+                }
+            }
+        }
+        (e.any || e.number || !e.words.is_empty() || !e.prefixes.is_empty()).then_some(e)
+    }
+}
+
+/// The compiled phrase patterns, indexed by the words a pattern must start with.
+#[derive(Debug, Clone, Default)]
+struct Phrases {
+    list: Vec<Vec<PhraseElem>>,
+    /// A required first word → patterns starting with it.
+    by_first: FnvMap<String, Vec<u32>>,
+    /// Patterns whose first element is optional, a prefix, a number or any word: tried at
+    /// every token.
+    general: Vec<u32>,
+}
+
+impl Phrases {
+    fn parse(text: &str) -> Self {
+        let mut p = Phrases::default();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with("# ") || line == "#" {
+                continue;
+            }
+            let Some(elems) = line
+                .split_whitespace()
+                .map(PhraseElem::parse)
+                .collect::<Option<Vec<_>>>()
+            else {
+                continue;
+            };
+            if elems.iter().all(|e| e.optional || e.any) {
+                continue;
+            }
+            let id = u32::try_from(p.list.len()).unwrap_or(u32::MAX);
+            match elems.first() {
+                Some(f) if !f.optional && !f.any && !f.number && f.prefixes.is_empty() => {
+                    for w in &f.words {
+                        p.by_first.entry(w.clone()).or_default().push(id);
+                    }
+                }
+                _ => p.general.push(id),
+            }
+            p.list.push(elems);
+        }
+        p
+    }
+
+    /// Length of the longest pattern match starting at token `i` (at least one token).
+    fn longest_at(&self, tokens: &[Token], i: usize) -> Option<usize> {
+        let first = tokens.get(i)?;
+        self.by_first
+            .get(first.lower.as_str())
+            .into_iter()
+            .flatten()
+            .chain(&self.general)
+            .filter_map(|&id| {
+                let elems = self.list.get(id as usize)?;
+                phrase_match(elems, tokens, i).filter(|&end| end > i)
+            })
+            .max()
+            .map(|end| end - i)
+    }
+}
+
+/// One past the last token of a match of `elems` at token `j` (greedy: an optional element
+/// is taken when the rest still matches).
+fn phrase_match(elems: &[PhraseElem], tokens: &[Token], j: usize) -> Option<usize> {
+    let Some((e, rest)) = elems.split_first() else {
+        return Some(j);
+    };
+    let taken = tokens
+        .get(j)
+        .filter(|t| e.matches(t))
+        .and_then(|_| phrase_match(rest, tokens, j + 1));
+    if taken.is_some() || !e.optional {
+        return taken;
+    }
+    phrase_match(rest, tokens, j)
+}
+
+/// Auxiliaries that make a following "i" a how-to question ("can i freeze …", "do i need …")
+/// rather than a statement about the user.
+const QUESTION_AUX: &[&str] = &[
+    "can", "could", "should", "would", "will", "do", "did", "may", "might", "shall", "must",
+];
+
+/// Largest distance in words between a first-person word and a rare word for the context rule.
+const RARE_WINDOW: usize = 4;
+
+/// Prefixes that make a new word of a common one ("unbaked", "overproofed").
+const DERIVING_PREFIXES: &[&str] = &[
+    "un", "re", "pre", "non", "over", "under", "mis", "out", "semi", "sub", "super", "mini",
+    "micro", "multi", "co", "de", "dis", "inter", "counter",
+];
+
+/// Suffixes that make a new word of a common one ("bakeable", "greenish").
+const DERIVING_SUFFIXES: &[&str] = &[
+    "able", "ible", "ish", "less", "ful", "er", "ers", "est", "y", "ly", "ness", "ism", "ist",
+    "ize", "ized", "ing", "ed", "s",
+];
+
+/// Whether `lower` is a common English word of four letters or more with a deriving prefix or
+/// suffix: an ordinary word the dictionary happens not to list, not a name.
+fn derived_common(lower: &str) -> bool {
+    let common = |w: &str| w.len() >= 4 && COMMON.contains(w);
+    DERIVING_PREFIXES
+        .iter()
+        .any(|p| lower.strip_prefix(p).is_some_and(common))
+        || DERIVING_SUFFIXES.iter().any(|x| {
+            lower
+                .strip_suffix(x)
+                .is_some_and(|r| common(r) || (r.len() >= 3 && COMMON.contains(format!("{r}e").as_str())))
+        })
+}
+
+/// Whether `lower` is a Roman numeral ("viii", "xiv"): a king's or a sequel's number.
+fn is_roman_numeral(lower: &str) -> bool {
+    !lower.is_empty() && lower.len() <= 6 && lower.bytes().all(|b| b"ivxlcdm".contains(&b))
+}
 
 /// First-person words: with one of them in a text, a word that is not common English is
 /// treated as identifying (the context rule of [`Matcher::spans_in`]).
@@ -563,6 +737,7 @@ const SUFFIX_WORDS: &[&str] = &[
     "magazine",
     "magazines",
     "metamorphosis",
+    "meiosis",
     "mitosis",
     "nostalgia",
     "oklahoma",
@@ -1123,6 +1298,8 @@ pub(crate) struct Matcher {
     /// Name suffixes (condition and drug) and their distinct lengths.
     suffixes: FnvSet<&'static str>,
     suffix_lengths: Vec<usize>,
+    /// Phrase patterns ([`PHRASES`]).
+    phrases: Phrases,
 }
 
 /// The built-in lexicon's terms, domain by domain (lower case, comments dropped).
@@ -1168,6 +1345,7 @@ impl Matcher {
                 .copied()
                 .collect(),
             suffix_lengths: Vec::new(),
+            phrases: Phrases::parse(PHRASES),
         };
         let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
         lengths.sort_unstable();
@@ -1450,6 +1628,16 @@ impl Matcher {
                     .map(|e| (e.words.len(), e.label, !e.weak))
                     .max()
             });
+            // A phrase pattern ("behind on my rent", "got let go") longer than the lexicon
+            // entry wins.
+            let phrase = self
+                .phrases
+                .longest_at(tokens, i)
+                .map(|len| (len, ArgLabel::Sensitive, true));
+            let best = match (best, phrase) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
             let best = best
                 .or_else(|| {
                     (self.by_suffix(&tok.lower) || self.is_name(&tok.lower)).then_some((
@@ -1566,13 +1754,34 @@ impl Matcher {
                         .is_some_and(|t| !PEOPLE.contains(&t.lower.as_str()))
                 })
             });
+        // For a rare word, the first person must speak of the user ("my", "me", "i have"),
+        // not ask how to do something ("can i freeze …", "do i need …"), and stand within
+        // [`RARE_WINDOW`] words of it: a how-to question or a long technical query with an
+        // "i" in it is not a disclosure.
+        let disclosing: Vec<usize> = tokens
+            .iter()
+            .enumerate()
+            .filter(|&(k, t)| {
+                FIRST_PERSON.contains(&t.lower.as_str())
+                    && !(k > 0
+                        && tokens.get(k - 1).is_some_and(|p| {
+                            (t.lower == "me" && p.lower == "near")
+                                || (t.lower == "i" && QUESTION_AUX.contains(&p.lower.as_str()))
+                        }))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let telling_rare =
+            |t: &Token| self.is_rare_word(t) && !derived_common(&t.lower) && !is_roman_numeral(&t.lower);
         if !any_strong
             && (personal_context
-                || (first_person
-                    && tokens
-                        .iter()
-                        .any(|t| self.is_rare_word(t) && !near_common(&t.lower)))
-                || (!out.is_empty() && tokens.iter().any(|t| self.is_rare_word(t))))
+                || tokens.iter().enumerate().any(|(k, t)| {
+                    telling_rare(t)
+                        && !near_common(&t.lower)
+                        && disclosing.iter().any(|&p| p.abs_diff(k) <= RARE_WINDOW)
+                })
+                || (!out.is_empty()
+                    && tokens.iter().any(telling_rare)))
         {
             any_strong = true;
         }
