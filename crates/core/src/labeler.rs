@@ -166,6 +166,13 @@ pub fn builtin_names() -> impl Iterator<Item = &'static str> {
     crate::topics::sourced_names()
 }
 
+/// Whether a phrase pattern of the content-aware labeler (`crates/core/data/phrases.txt`:
+/// plain statements such as "behind on my rent", "got laid off") matches the whole of `text`.
+#[must_use]
+pub fn builtin_phrase_covers(text: &str) -> bool {
+    crate::topics::phrase_covers(text)
+}
+
 /// First-person and what-should-I cues that turn a sensitive topic into intent.
 const INTENT_CUES: &[&str] = &[
     "my",

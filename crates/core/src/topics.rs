@@ -593,6 +593,29 @@ impl Phrases {
     }
 }
 
+/// Whether some phrase pattern of `data/phrases.txt` matches the whole of `text` (every word,
+/// nothing more): for the check that the patterns are not the evaluation generator's
+/// vocabulary (issue 18 item 4).
+pub fn phrase_covers(text: &str) -> bool {
+    static PARSED: std::sync::LazyLock<Phrases> =
+        std::sync::LazyLock::new(|| Phrases::parse(PHRASES));
+    let tokens = tokenize(text);
+    !tokens.is_empty()
+        && PARSED
+            .list
+            .iter()
+            .any(|elems| phrase_match_exact(elems, &tokens, 0))
+}
+
+/// Whether `elems` match exactly `tokens[j..]` (every way of skipping optional elements tried).
+fn phrase_match_exact(elems: &[PhraseElem], tokens: &[Token], j: usize) -> bool {
+    let Some((e, rest)) = elems.split_first() else {
+        return j == tokens.len();
+    };
+    (tokens.get(j).is_some_and(|t| e.matches(t)) && phrase_match_exact(rest, tokens, j + 1))
+        || (e.optional && phrase_match_exact(rest, tokens, j))
+}
+
 /// One past the last token of a match of `elems` at token `j` (greedy: an optional element
 /// is taken when the rest still matches).
 fn phrase_match(elems: &[PhraseElem], tokens: &[Token], j: usize) -> Option<usize> {
@@ -2094,6 +2117,9 @@ mod tests {
             }
         }
         assert!(missed.is_empty(), "{missed:#?}");
+        // whole-text coverage, used by the evaluation's independence check
+        assert!(phrase_covers("got laid off") && phrase_covers("three months behind on rent"));
+        assert!(!phrase_covers("got laid") && !phrase_covers("got laid off today"));
     }
 
     /// The context rule's trims (issue 18): a how-to question with "i", a word derived from a

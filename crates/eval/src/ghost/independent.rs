@@ -484,12 +484,13 @@ mod tests {
 
     /// Issue 18 item 4: the shipped lexicon is not built from the generator's vocabulary. Of
     /// the taxonomy's label names, paraphrases and domain lexicon terms, only a small share may
-    /// appear verbatim as a term of the built-in lexicon (everyday words such as "divorce"
-    /// are bound to be shared; copying would share most).
+    /// appear verbatim as a term of the built-in lexicon or be matched whole by one of its
+    /// phrase patterns (everyday words such as "divorce" are bound to be shared; copying would
+    /// share most).
     #[test]
     fn lexicon_is_not_the_taxonomy() {
         use super::super::taxonomy::DOMAINS;
-        use secureclaw_core::labeler::{builtin_lexicon, builtin_names};
+        use secureclaw_core::labeler::{builtin_lexicon, builtin_names, builtin_phrase_covers};
         // the hand-written lexicon and the sourced name vocabularies alike
         let lexicon: HashSet<String> = builtin_lexicon()
             .chain(builtin_names())
@@ -505,7 +506,13 @@ mod tests {
             })
             .map(str::to_lowercase)
             .collect();
-        let shared = vocab.iter().filter(|t| lexicon.contains(*t)).count();
+        // a term a phrase pattern matches whole counts as shared too
+        let by_phrase = vocab
+            .iter()
+            .filter(|t| !lexicon.contains(*t) && builtin_phrase_covers(t))
+            .count();
+        println!("of which matched whole by a phrase pattern: {by_phrase}");
+        let shared = vocab.iter().filter(|t| lexicon.contains(*t)).count() + by_phrase;
         let share = shared as f64 / vocab.len().max(1) as f64;
         println!(
             "taxonomy vocabulary in the shipped lexicon: {shared} of {} ({share:.3})",
