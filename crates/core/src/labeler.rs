@@ -11,7 +11,8 @@
 //!   legal and immigration, financial distress, employment, sexuality and identity, self-harm,
 //!   abuse and addiction, religion and security incidents, matched in any word form and with
 //!   one- and two-letter misspellings, 34,000 sourced medicine and condition names, plus name
-//!   rules, context terms, a rare-word rule and a first-person context rule) or an
+//!   rules, context terms, a rare-word rule, a first-person context rule and phrase patterns
+//!   of plain statements per category) or an
 //!   operator term makes it `sensitive`, and `intent-revealing` when the field also speaks in
 //!   the first person or asks what to do ("my", "should I", "how to", …); otherwise `public`.
 //!   Handles (`hdl_…`) are `personal`: the executor may resolve them for the provider.

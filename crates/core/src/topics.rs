@@ -38,9 +38,20 @@
 //!   grandpa takes zorvexa", "thinking about unaliving, i…"), counts as having a strong span;
 //!   so does a context term next to a word that is not common English ("implantaion
 //!   bleeding"). Then the rare-word rule applies.
+//!   For the rare word, the first person must disclose ("my", "me", "i have"; not the "i" of
+//!   "can i …", "do i …") within four words of it, and a common word with a deriving prefix or
+//!   suffix ("unbaked", "refinance") or a Roman numeral is not rare.
 //! - **Harm verbs with a personal object** ("hits my mom", "beat me", "burning my arm",
 //!   "hurting my self") and **words written as two** ("foodstamps", "selfharm": two common
 //!   words that make a two-word lexicon entry) are spans.
+//! - **Phrase patterns** (`data/phrases.txt`, one section per sensitive category): plain
+//!   statements of events and states in ordinary words ("got laid off", "2 months behind on
+//!   my rent", "cant stop drinking", "threw a chair at me", "wish i was never born", "missed
+//!   my period"), with alternatives, word prefixes, number and any-word slots and optional
+//!   words; indexed by their first word, the longest match at a word wins over a shorter
+//!   lexicon entry.
+//! - **Veterinary questions**: a health or harm lexicon term said of an animal (an animal word
+//!   before it in the clause and no person word between: "my dog has anxiety") is not a span.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
 //!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
 //!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
@@ -54,8 +65,8 @@
 //! What it cannot do (see README "Labeler"): euphemism and slang it has no word for, names it
 //! has no word or rule for when no first-person or context word stands beside them (religious
 //! observances, statute numbers, visa abbreviations), misspellings further than two letters or
-//! of words that are common English, and meaning carried by ordinary words ("living in my
-//! car", "got the axe", "he comes home angry").
+//! of words that are common English, and meaning carried by ordinary words that no phrase
+//! pattern foresees ("canned today no warning", "he comes home angry").
 
 use crate::contract::ArgLabel;
 use std::collections::{HashMap, HashSet};
