@@ -43,7 +43,10 @@ fn eval_ghost_measures_a_query_directory() {
     );
     // a markdown table with every split and the decoy rows
     assert!(stdout.contains("| split | set | n | leaked |"), "{stdout}");
-    assert!(stdout.contains("| all | neutral/non-decoy | 1 |"), "{stdout}");
+    assert!(
+        stdout.contains("| all | neutral/non-decoy | 1 |"),
+        "{stdout}"
+    );
     assert!(stdout.contains("| all | sensitive | 2 |"), "{stdout}");
     // the neutral-looking "sensitive" query is sent as is: a leak, listed with its line
     assert!(

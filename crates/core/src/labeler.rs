@@ -950,9 +950,16 @@ mod independent_dev {
             println!("{set}: sensitive leaked {leaks}/{n}, neutral altered {altered}/{m}");
         }
         // Texts given by hand (`LABELER_PROBE="text 1|text 2"`): what is sent.
-        for q in std::env::var("LABELER_PROBE").unwrap_or_default().split('|') {
+        for q in std::env::var("LABELER_PROBE")
+            .unwrap_or_default()
+            .split('|')
+        {
             if !q.trim().is_empty() {
-                println!("PROBE {q:?} → {:?} spans {:?}", send(q.trim()), l.transform(q.trim()));
+                println!(
+                    "PROBE {q:?} → {:?} spans {:?}",
+                    send(q.trim()),
+                    l.transform(q.trim())
+                );
             }
         }
     }

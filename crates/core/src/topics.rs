@@ -489,8 +489,8 @@ const PHRASES: &str = include_str!("../data/phrases.txt");
 
 /// Words a number slot (`<n>`) takes besides numerals.
 const NUMBER_WORDS: &[&str] = &[
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "few", "couple", "several",
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "few", "couple", "several",
 ];
 
 /// One element of a phrase pattern.
@@ -649,12 +649,12 @@ const BODILY_DOMAINS: &[&str] = &["health", "harm"];
 
 /// Animals people ask about: a health term said of one is a veterinary question.
 const ANIMALS: &[&str] = &[
-    "dog", "dogs", "puppy", "puppies", "pup", "pups", "cat", "cats", "kitten", "kittens",
-    "kitty", "hamster", "hamsters", "rabbit", "rabbits", "bunny", "horse", "horses", "pony",
-    "bird", "birds", "parrot", "budgie", "fish", "goldfish", "guinea", "ferret", "chicken",
-    "chickens", "hen", "hens", "cow", "cows", "goat", "goats", "sheep", "pig", "pigs", "gerbil",
-    "rat", "rats", "mouse", "mice", "lizard", "gecko", "snake", "tortoise", "turtle", "pet",
-    "pets", "canine", "feline", "mare", "calf", "lamb",
+    "dog", "dogs", "puppy", "puppies", "pup", "pups", "cat", "cats", "kitten", "kittens", "kitty",
+    "hamster", "hamsters", "rabbit", "rabbits", "bunny", "horse", "horses", "pony", "bird",
+    "birds", "parrot", "budgie", "fish", "goldfish", "guinea", "ferret", "chicken", "chickens",
+    "hen", "hens", "cow", "cows", "goat", "goats", "sheep", "pig", "pigs", "gerbil", "rat", "rats",
+    "mouse", "mice", "lizard", "gecko", "snake", "tortoise", "turtle", "pet", "pets", "canine",
+    "feline", "mare", "calf", "lamb",
 ];
 
 /// Words that make a person the subject again between an animal and a term ("my dog sensed
@@ -715,9 +715,9 @@ fn derived_common(lower: &str) -> bool {
         .iter()
         .any(|p| lower.strip_prefix(p).is_some_and(common))
         || DERIVING_SUFFIXES.iter().any(|x| {
-            lower
-                .strip_suffix(x)
-                .is_some_and(|r| common(r) || (r.len() >= 3 && COMMON.contains(format!("{r}e").as_str())))
+            lower.strip_suffix(x).is_some_and(|r| {
+                common(r) || (r.len() >= 3 && COMMON.contains(format!("{r}e").as_str()))
+            })
         })
 }
 
@@ -1867,8 +1867,9 @@ impl Matcher {
             })
             .map(|(k, _)| k)
             .collect();
-        let telling_rare =
-            |t: &Token| self.is_rare_word(t) && !derived_common(&t.lower) && !is_roman_numeral(&t.lower);
+        let telling_rare = |t: &Token| {
+            self.is_rare_word(t) && !derived_common(&t.lower) && !is_roman_numeral(&t.lower)
+        };
         if !any_strong
             && (personal_context
                 || tokens.iter().enumerate().any(|(k, t)| {
@@ -1876,8 +1877,7 @@ impl Matcher {
                         && !near_common(&t.lower)
                         && disclosing.iter().any(|&p| p.abs_diff(k) <= RARE_WINDOW)
                 })
-                || (!out.is_empty()
-                    && tokens.iter().any(telling_rare)))
+                || (!out.is_empty() && tokens.iter().any(telling_rare)))
         {
             any_strong = true;
         }
@@ -2078,7 +2078,10 @@ mod tests {
             ("tired of being alive honestly", "tired of being alive"),
             // abuse
             ("she threw a plate at me again", "threw a plate at me"),
-            ("been getting slapped by my dad since june", "getting slapped by my dad"),
+            (
+                "been getting slapped by my dad since june",
+                "getting slapped by my dad",
+            ),
             // addiction
             ("cant stop gambling on my phone", "cant stop gambling"),
             ("how to beat a urine test by friday", "beat a urine test"),
@@ -2087,13 +2090,19 @@ mod tests {
             ("boss is not paying my overtime", "not paying my overtime"),
             // finance
             ("we owe the irs from 2023", "we owe the irs"),
-            ("three months behind on the mortgage", "three months behind on the mortgage"),
+            (
+                "three months behind on the mortgage",
+                "three months behind on the mortgage",
+            ),
             ("landlord kicked us out", "kicked us out"),
             // health, death and loss
             ("coughing up blood after a cold", "coughing up blood"),
             ("my grandpa passed away last week", "my grandpa passed away"),
             // pregnancy
-            ("period is a week late and cramping", "period is a week late"),
+            (
+                "period is a week late and cramping",
+                "period is a week late",
+            ),
             ("12 weeks pregnant and spotting", "12 weeks pregnant"),
             // sexuality and identity
             ("how to start coming out to my parents", "coming out to my"),
@@ -2104,7 +2113,10 @@ mod tests {
             // legal
             ("caught shoplifting at target at 16", "caught shoplifting"),
             // security
-            ("someone logged into my bank from ohio", "someone logged into my"),
+            (
+                "someone logged into my bank from ohio",
+                "someone logged into my",
+            ),
         ] {
             let got = spans_of(&m, text);
             if !got.iter().any(|s| s.to_lowercase().contains(span)) {
@@ -2150,7 +2162,10 @@ mod tests {
             .is_empty()
         );
         assert_eq!(spans_of(&m, "my grandpa just started zorvexa"), ["zorvexa"]);
-        assert_eq!(spans_of(&m, "can i take zorvexa with my pills"), ["zorvexa", "pills"]);
+        assert_eq!(
+            spans_of(&m, "can i take zorvexa with my pills"),
+            ["zorvexa", "pills"]
+        );
         // a health term said of an animal is a veterinary question; said of the user, or a
         // medicine the animal found, it is not
         assert!(spans_of(&m, "my cat has asthma what helps").is_empty());

@@ -437,11 +437,7 @@ mod tests {
             "weather\tweather tomorrow chicago\t\ncooking\tdrunken noodles recipe\t\n",
         )
         .unwrap();
-        std::fs::write(
-            dir.path().join("neutral_decoys.txt"),
-            "# decoys\n2\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("neutral_decoys.txt"), "# decoys\n2\n").unwrap();
         let set = QuerySet::load(dir.path()).unwrap();
         assert_eq!(set.sensitive.len(), 1);
         assert_eq!(set.bad_spans, vec![3]);
