@@ -167,6 +167,18 @@ pub struct GhostArgs {
     /// Exit 1 unless every property that holds by construction held.
     #[arg(long)]
     check: bool,
+    /// Instead of the 150-task replay, measure the default labeler on the query set in DIR
+    /// (`sensitive.tsv`: category, query, sensitive span; `neutral.tsv`: category, query;
+    /// optional `neutral_decoys.txt`: 1-based line numbers of decoy neutral queries), each
+    /// query sent as a speculative `web_search` under the paper's contract. Prints leaked,
+    /// altered (all and non-decoy), withheld and survived shares per split and category, then
+    /// every miss. With --json PATH, writes the rows and misses.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["quick", "plot", "frontiers", "write_evaluation", "check"]
+    )]
+    queries: Option<PathBuf>,
 }
 
 /// Flags of `secureclaw eval agentdojo` (passed through to `eval/agentdojo/driver.py`).
@@ -453,6 +465,9 @@ fn preflight(args: &GhostArgs) -> Result<Option<String>> {
 
 fn ghost(args: &GhostArgs) -> Result<ExitCode> {
     use secureclaw_eval::ghost::{self, Options, corpus, report};
+    if let Some(dir) = &args.queries {
+        return ghost_queries(dir, args.json.as_deref(), args.markdown);
+    }
     let options = if args.quick {
         Options::quick()
     } else {
@@ -536,6 +551,37 @@ fn ghost(args: &GhostArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `eval ghost --queries DIR`: the default labeler on a query set (see [`GhostArgs::queries`]).
+fn ghost_queries(dir: &Path, json: Option<&Path>, markdown: bool) -> Result<ExitCode> {
+    use secureclaw_eval::ghost::independent::{QuerySet, measure};
+    use secureclaw_eval::ghost::replay::LabelerKind;
+    let set = QuerySet::load(dir)
+        .with_context(|| format!("cannot read the query set in `{}`", dir.display()))?;
+    if set.sensitive.is_empty() && set.neutral.is_empty() {
+        bail!("`{}` holds no queries", dir.display());
+    }
+    let m = measure(LabelerKind::Content, &set);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&m).context("cannot serialize results")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    println!(
+        "Default labeler on `{}`: {} sensitive queries ({} excluded: span not in the query), {} neutral ({} decoys)\n",
+        set.name,
+        set.sensitive.len(),
+        set.bad_spans.len(),
+        set.neutral.len(),
+        set.decoys.len()
+    );
+    println!("{}", ghost_report::query_table(&m.rows, markdown));
+    println!("Misses ({}):", m.misses.len());
+    for line in &m.misses {
+        println!("  {line}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The harness directory `eval/<name>` (holding `marker`): `explicit`, else under the current

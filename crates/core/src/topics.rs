@@ -38,9 +38,20 @@
 //!   grandpa takes zorvexa", "thinking about unaliving, i…"), counts as having a strong span;
 //!   so does a context term next to a word that is not common English ("implantaion
 //!   bleeding"). Then the rare-word rule applies.
+//!   For the rare word, the first person must disclose ("my", "me", "i have"; not the "i" of
+//!   "can i …", "do i …") within four words of it, and a common word with a deriving prefix or
+//!   suffix ("unbaked", "refinance") or a Roman numeral is not rare.
 //! - **Harm verbs with a personal object** ("hits my mom", "beat me", "burning my arm",
 //!   "hurting my self") and **words written as two** ("foodstamps", "selfharm": two common
 //!   words that make a two-word lexicon entry) are spans.
+//! - **Phrase patterns** (`data/phrases.txt`, one section per sensitive category): plain
+//!   statements of events and states in ordinary words ("got laid off", "2 months behind on
+//!   my rent", "cant stop drinking", "threw a chair at me", "wish i was never born", "missed
+//!   my period"), with alternatives, word prefixes, number and any-word slots and optional
+//!   words; indexed by their first word, the longest match at a word wins over a shorter
+//!   lexicon entry.
+//! - **Veterinary questions**: a health or harm lexicon term said of an animal (an animal word
+//!   before it in the clause and no person word between: "my dog has anxiety") is not a span.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
 //!   `-pathy`, `-ectomy`, …) or an international nonproprietary drug-name stem (`-statin`,
 //!   `-pril`, `-mab`, `-vir`, …) is a condition or a medicine unless listed as an everyday word.
@@ -54,8 +65,8 @@
 //! What it cannot do (see README "Labeler"): euphemism and slang it has no word for, names it
 //! has no word or rule for when no first-person or context word stands beside them (religious
 //! observances, statute numbers, visa abbreviations), misspellings further than two letters or
-//! of words that are common English, and meaning carried by ordinary words ("living in my
-//! car", "got the axe", "he comes home angry").
+//! of words that are common English, and meaning carried by ordinary words that no phrase
+//! pattern foresees ("canned today no warning", "he comes home angry").
 
 use crate::contract::ArgLabel;
 use std::collections::{HashMap, HashSet};
@@ -396,10 +407,6 @@ const HARM_VERBS: &[&str] = &[
     "starve",
     "starving",
     "starved",
-    "bite",
-    "bit",
-    "bites",
-    "biting",
 ];
 
 /// Personal objects of a harm verb: reflexive and object pronouns of the first person.
@@ -474,6 +481,250 @@ const PEOPLE: &[&str] = &[
     "pastor",
     "imam",
 ];
+
+/// Phrase patterns (`data/phrases.txt`): plain statements of sensitive events and states
+/// ("i owe", "2 months behind on", "got let go", "cant stop drinking", "missed my period"),
+/// one category at a time. See that file's header for the pattern syntax.
+const PHRASES: &str = include_str!("../data/phrases.txt");
+
+/// Words a number slot (`<n>`) takes besides numerals.
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "few", "couple", "several",
+];
+
+/// One element of a phrase pattern.
+#[derive(Debug, Clone, Default)]
+struct PhraseElem {
+    /// Lower-case words the token may be (apostrophes dropped, as the tokenizer does).
+    words: Vec<String>,
+    /// Prefixes the token may start with (`drink*`).
+    prefixes: Vec<String>,
+    /// Any one word (`*`).
+    any: bool,
+    /// A number: digits or a number word (`<n>`).
+    number: bool,
+    /// The element may be skipped (`?`).
+    optional: bool,
+}
+
+impl PhraseElem {
+    fn matches(&self, t: &Token) -> bool {
+        let w = t.lower.as_str();
+        self.any
+            || (self.number
+                && (w.starts_with(|c: char| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w)))
+            || self.words.iter().any(|x| x == w)
+            || self.prefixes.iter().any(|p| w.starts_with(p.as_str()))
+    }
+
+    /// Parse one element (`?a|b|pre*`, `*`, `<n>`); `None` for an empty one.
+    fn parse(src: &str) -> Option<Self> {
+        let (optional, body) = match src.strip_prefix('?') {
+            Some(b) => (true, b),
+            None => (false, src),
+        };
+        let mut e = PhraseElem {
+            optional,
+            ..PhraseElem::default()
+        };
+        for alt in body.split('|').filter(|a| !a.is_empty()) {
+            match alt {
+                "*" => e.any = true,
+                "<n>" => e.number = true,
+                _ => {
+                    let a: String = alt.chars().filter(|&c| c != '\'').collect();
+                    match a.strip_suffix('*') {
+                        Some(p) if !p.is_empty() => e.prefixes.push(p.to_owned()),
+                        _ => e.words.push(a),
+                    }
+                }
+            }
+        }
+        (e.any || e.number || !e.words.is_empty() || !e.prefixes.is_empty()).then_some(e)
+    }
+}
+
+/// The compiled phrase patterns, indexed by the words a pattern must start with.
+#[derive(Debug, Clone, Default)]
+struct Phrases {
+    list: Vec<Vec<PhraseElem>>,
+    /// A required first word → patterns starting with it.
+    by_first: FnvMap<String, Vec<u32>>,
+    /// Patterns whose first element is optional, a prefix, a number or any word: tried at
+    /// every token.
+    general: Vec<u32>,
+}
+
+impl Phrases {
+    fn parse(text: &str) -> Self {
+        let mut p = Phrases::default();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with("# ") || line == "#" {
+                continue;
+            }
+            let Some(elems) = line
+                .split_whitespace()
+                .map(PhraseElem::parse)
+                .collect::<Option<Vec<_>>>()
+            else {
+                continue;
+            };
+            if elems.iter().all(|e| e.optional || e.any) {
+                continue;
+            }
+            let id = u32::try_from(p.list.len()).unwrap_or(u32::MAX);
+            match elems.first() {
+                Some(f) if !f.optional && !f.any && !f.number && f.prefixes.is_empty() => {
+                    for w in &f.words {
+                        p.by_first.entry(w.clone()).or_default().push(id);
+                    }
+                }
+                _ => p.general.push(id),
+            }
+            p.list.push(elems);
+        }
+        p
+    }
+
+    /// Length of the longest pattern match starting at token `i` (at least one token).
+    fn longest_at(&self, tokens: &[Token], i: usize) -> Option<usize> {
+        let first = tokens.get(i)?;
+        self.by_first
+            .get(first.lower.as_str())
+            .into_iter()
+            .flatten()
+            .chain(&self.general)
+            .filter_map(|&id| {
+                let elems = self.list.get(id as usize)?;
+                phrase_match(elems, tokens, i).filter(|&end| end > i)
+            })
+            .max()
+            .map(|end| end - i)
+    }
+}
+
+/// Whether some phrase pattern of `data/phrases.txt` matches the whole of `text` (every word,
+/// nothing more): for the check that the patterns are not the evaluation generator's
+/// vocabulary (issue 18 item 4).
+pub fn phrase_covers(text: &str) -> bool {
+    static PARSED: std::sync::LazyLock<Phrases> =
+        std::sync::LazyLock::new(|| Phrases::parse(PHRASES));
+    let tokens = tokenize(text);
+    !tokens.is_empty()
+        && PARSED
+            .list
+            .iter()
+            .any(|elems| phrase_match_exact(elems, &tokens, 0))
+}
+
+/// Whether `elems` match exactly `tokens[j..]` (every way of skipping optional elements tried).
+fn phrase_match_exact(elems: &[PhraseElem], tokens: &[Token], j: usize) -> bool {
+    let Some((e, rest)) = elems.split_first() else {
+        return j == tokens.len();
+    };
+    (tokens.get(j).is_some_and(|t| e.matches(t)) && phrase_match_exact(rest, tokens, j + 1))
+        || (e.optional && phrase_match_exact(rest, tokens, j))
+}
+
+/// One past the last token of a match of `elems` at token `j` (greedy: an optional element
+/// is taken when the rest still matches).
+fn phrase_match(elems: &[PhraseElem], tokens: &[Token], j: usize) -> Option<usize> {
+    let Some((e, rest)) = elems.split_first() else {
+        return Some(j);
+    };
+    let taken = tokens
+        .get(j)
+        .filter(|t| e.matches(t))
+        .and_then(|_| phrase_match(rest, tokens, j + 1));
+    if taken.is_some() || !e.optional {
+        return taken;
+    }
+    phrase_match(rest, tokens, j)
+}
+
+/// Lexicon domains whose terms, said of an animal, are not about the user.
+/// Medicines are left out: a dog that ate pills found them in the user's home.
+const BODILY_DOMAINS: &[&str] = &["health", "harm"];
+
+/// Animals people ask about: a health term said of one is a veterinary question.
+const ANIMALS: &[&str] = &[
+    "dog", "dogs", "puppy", "puppies", "pup", "pups", "cat", "cats", "kitten", "kittens", "kitty",
+    "hamster", "hamsters", "rabbit", "rabbits", "bunny", "horse", "horses", "pony", "bird",
+    "birds", "parrot", "budgie", "fish", "goldfish", "guinea", "ferret", "chicken", "chickens",
+    "hen", "hens", "cow", "cows", "goat", "goats", "sheep", "pig", "pigs", "gerbil", "rat", "rats",
+    "mouse", "mice", "lizard", "gecko", "snake", "tortoise", "turtle", "pet", "pets", "canine",
+    "feline", "mare", "calf", "lamb",
+];
+
+/// Words that make a person the subject again between an animal and a term ("my dog sensed
+/// my depression", "the cat and i").
+const PERSON_WORDS: &[&str] = &[
+    "i", "im", "ive", "id", "my", "me", "myself", "he", "she", "him", "her", "his", "we", "us",
+    "our", "they", "them", "you", "your",
+];
+
+/// Whether the term at token `i` is said of an animal: an animal word comes before it in the
+/// same clause with no person word in between ("my dog has anxiety", "dog arthritis
+/// supplements", "signs my rabbit is pregnant"; not "can my dog sense my anxiety").
+fn said_of_an_animal(tokens: &[Token], i: usize) -> bool {
+    let mut k = i;
+    while k > 0 {
+        if tokens.get(k).is_some_and(|t| t.brk) {
+            return false;
+        }
+        k -= 1;
+        let Some(t) = tokens.get(k) else { return false };
+        let w = t.lower.as_str();
+        if ANIMALS.contains(&w) || w.strip_suffix('s').is_some_and(|x| ANIMALS.contains(&x)) {
+            return true;
+        }
+        if PERSON_WORDS.contains(&w) || PEOPLE.contains(&w) || HARM_MY_OBJECTS.contains(&w) {
+            return false;
+        }
+    }
+    false
+}
+
+/// Auxiliaries that make a following "i" a how-to question ("can i freeze …", "do i need …")
+/// rather than a statement about the user.
+const QUESTION_AUX: &[&str] = &[
+    "can", "could", "should", "would", "will", "do", "did", "may", "might", "shall", "must",
+];
+
+/// Largest distance in words between a first-person word and a rare word for the context rule.
+const RARE_WINDOW: usize = 4;
+
+/// Prefixes that make a new word of a common one ("unbaked", "overproofed").
+const DERIVING_PREFIXES: &[&str] = &[
+    "un", "re", "pre", "non", "over", "under", "mis", "out", "semi", "sub", "super", "mini",
+    "micro", "multi", "co", "de", "dis", "inter", "counter",
+];
+
+/// Suffixes that make a new word of a common one ("bakeable", "greenish").
+const DERIVING_SUFFIXES: &[&str] = &[
+    "able", "ible", "ish", "less", "ful", "er", "ers", "est", "y", "ly", "ness", "ism", "ist",
+    "ize", "ized", "ing", "ed", "s",
+];
+
+/// Whether `lower` is a common English word of four letters or more with a deriving prefix or
+/// suffix: an ordinary word the dictionary happens not to list, not a name.
+fn derived_common(lower: &str) -> bool {
+    let common = |w: &str| w.len() >= 4 && COMMON.contains(w);
+    DERIVING_PREFIXES
+        .iter()
+        .any(|p| lower.strip_prefix(p).is_some_and(common))
+        || DERIVING_SUFFIXES.iter().any(|x| {
+            lower.strip_suffix(x).is_some_and(|r| {
+                common(r) || (r.len() >= 3 && COMMON.contains(format!("{r}e").as_str()))
+            })
+        })
+}
+
+/// Whether `lower` is a Roman numeral ("viii", "xiv"): a king's or a sequel's number.
+fn is_roman_numeral(lower: &str) -> bool {
+    !lower.is_empty() && lower.len() <= 6 && lower.bytes().all(|b| b"ivxlcdm".contains(&b))
+}
 
 /// First-person words: with one of them in a text, a word that is not common English is
 /// treated as identifying (the context rule of [`Matcher::spans_in`]).
@@ -563,6 +814,7 @@ const SUFFIX_WORDS: &[&str] = &[
     "magazine",
     "magazines",
     "metamorphosis",
+    "meiosis",
     "mitosis",
     "nostalgia",
     "oklahoma",
@@ -1083,6 +1335,9 @@ struct Entry {
     label: ArgLabel,
     /// Counts only next to a strong span in the same text.
     weak: bool,
+    /// A health or harm term (not a medicine): said of an animal ("my dog has anxiety") it is
+    /// not about the user.
+    bodily: bool,
 }
 
 /// A sensitive span of a text: token indexes `[first, last]` and its label.
@@ -1123,6 +1378,8 @@ pub(crate) struct Matcher {
     /// Name suffixes (condition and drug) and their distinct lengths.
     suffixes: FnvSet<&'static str>,
     suffix_lengths: Vec<usize>,
+    /// Phrase patterns ([`PHRASES`]).
+    phrases: Phrases,
 }
 
 /// The built-in lexicon's terms, domain by domain (lower case, comments dropped).
@@ -1168,6 +1425,7 @@ impl Matcher {
                 .copied()
                 .collect(),
             suffix_lengths: Vec::new(),
+            phrases: Phrases::parse(PHRASES),
         };
         let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
         lengths.sort_unstable();
@@ -1177,12 +1435,19 @@ impl Matcher {
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(|t| (t.to_owned(), ArgLabel::Sensitive, true));
+            .map(|t| (t.to_owned(), ArgLabel::Sensitive, true, false));
         let terms = builtin_terms()
-            .map(|(_, t)| (t.to_owned(), ArgLabel::Sensitive, false))
+            .map(|(d, t)| {
+                (
+                    t.to_owned(),
+                    ArgLabel::Sensitive,
+                    false,
+                    BODILY_DOMAINS.contains(&d),
+                )
+            })
             .chain(weak_terms)
-            .chain(extra.iter().map(|(t, l)| (t.clone(), *l, false)));
-        for (term, label, weak) in terms {
+            .chain(extra.iter().map(|(t, l)| (t.clone(), *l, false, false)));
+        for (term, label, weak, bodily) in terms {
             let toks = tokenize(&term);
             if toks.is_empty() {
                 continue;
@@ -1198,6 +1463,7 @@ impl Matcher {
                     words: words.clone(),
                     label,
                     weak,
+                    bodily,
                 });
             }
         }
@@ -1447,25 +1713,43 @@ impl Matcher {
                                 })
                             })
                     })
-                    .map(|e| (e.words.len(), e.label, !e.weak))
+                    .map(|e| (e.words.len(), e.label, !e.weak, e.bodily))
                     .max()
             });
+            // A phrase pattern ("behind on my rent", "got let go") longer than the lexicon
+            // entry wins.
+            let phrase = self
+                .phrases
+                .longest_at(tokens, i)
+                .map(|len| (len, ArgLabel::Sensitive, true, false));
+            let best = match (best, phrase) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
             let best = best
                 .or_else(|| {
                     (self.by_suffix(&tok.lower) || self.is_name(&tok.lower)).then_some((
                         1,
                         ArgLabel::Sensitive,
                         true,
+                        false,
                     ))
                 })
-                .or_else(|| harm_object(tokens, i).map(|len| (len, ArgLabel::Sensitive, true)))
-                .or_else(|| self.compound(&tok.lower));
-            let Some((len, label, strong)) = best else {
+                .or_else(|| {
+                    harm_object(tokens, i).map(|len| (len, ArgLabel::Sensitive, true, false))
+                })
+                .or_else(|| {
+                    self.compound(&tok.lower)
+                        .map(|(len, label, strong)| (len, label, strong, false))
+                });
+            let Some((len, label, strong, bodily)) = best else {
                 i += 1;
                 continue;
             };
             let last = i + len - 1;
-            if (i..=last).all(|k| excluded.get(k).copied().unwrap_or(false)) {
+            if (i..=last).all(|k| excluded.get(k).copied().unwrap_or(false))
+                || (bodily && said_of_an_animal(tokens, i))
+            {
                 i += len;
                 continue;
             }
@@ -1566,13 +1850,34 @@ impl Matcher {
                         .is_some_and(|t| !PEOPLE.contains(&t.lower.as_str()))
                 })
             });
+        // For a rare word, the first person must speak of the user ("my", "me", "i have"),
+        // not ask how to do something ("can i freeze …", "do i need …"), and stand within
+        // [`RARE_WINDOW`] words of it: a how-to question or a long technical query with an
+        // "i" in it is not a disclosure.
+        let disclosing: Vec<usize> = tokens
+            .iter()
+            .enumerate()
+            .filter(|&(k, t)| {
+                FIRST_PERSON.contains(&t.lower.as_str())
+                    && !(k > 0
+                        && tokens.get(k - 1).is_some_and(|p| {
+                            (t.lower == "me" && p.lower == "near")
+                                || (t.lower == "i" && QUESTION_AUX.contains(&p.lower.as_str()))
+                        }))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let telling_rare = |t: &Token| {
+            self.is_rare_word(t) && !derived_common(&t.lower) && !is_roman_numeral(&t.lower)
+        };
         if !any_strong
             && (personal_context
-                || (first_person
-                    && tokens
-                        .iter()
-                        .any(|t| self.is_rare_word(t) && !near_common(&t.lower)))
-                || (!out.is_empty() && tokens.iter().any(|t| self.is_rare_word(t))))
+                || tokens.iter().enumerate().any(|(k, t)| {
+                    telling_rare(t)
+                        && !near_common(&t.lower)
+                        && disclosing.iter().any(|&p| p.abs_diff(k) <= RARE_WINDOW)
+                })
+                || (!out.is_empty() && tokens.iter().any(telling_rare)))
         {
             any_strong = true;
         }
@@ -1758,5 +2063,117 @@ mod tests {
         assert_eq!(spans_of(&m, "started lisinopril last week"), ["lisinopril"]);
         assert!(spans_of(&m, "history of the great depression").is_empty());
         assert!(spans_of(&m, "weather in Paris tomorrow").is_empty());
+    }
+
+    /// Issue 18: plain statements of sensitive events and states, one example per category of
+    /// `data/phrases.txt` (written for this test, not taken from a query set), each with an
+    /// everyday sentence that shares its words and must stay untouched.
+    #[test]
+    fn phrase_patterns_per_category() {
+        let m = Matcher::new(&[]);
+        let mut missed = Vec::new();
+        for (text, span) in [
+            // self-harm
+            ("some days i wish i was never born", "wish i was never born"),
+            ("tired of being alive honestly", "tired of being alive"),
+            // abuse
+            ("she threw a plate at me again", "threw a plate at me"),
+            (
+                "been getting slapped by my dad since june",
+                "getting slapped by my dad",
+            ),
+            // addiction
+            ("cant stop gambling on my phone", "cant stop gambling"),
+            ("how to beat a urine test by friday", "beat a urine test"),
+            // employment
+            ("got laid off this morning", "got laid off"),
+            ("boss is not paying my overtime", "not paying my overtime"),
+            // finance
+            ("we owe the irs from 2023", "we owe the irs"),
+            (
+                "three months behind on the mortgage",
+                "three months behind on the mortgage",
+            ),
+            ("landlord kicked us out", "kicked us out"),
+            // health, death and loss
+            ("coughing up blood after a cold", "coughing up blood"),
+            ("my grandpa passed away last week", "my grandpa passed away"),
+            // pregnancy
+            (
+                "period is a week late and cramping",
+                "period is a week late",
+            ),
+            ("12 weeks pregnant and spotting", "12 weeks pregnant"),
+            // sexuality and identity
+            ("how to start coming out to my parents", "coming out to my"),
+            // religion
+            ("going to confession after 15 years", "confession"),
+            // immigration
+            ("my daca expired last month", "my daca expired"),
+            // legal
+            ("caught shoplifting at target at 16", "caught shoplifting"),
+            // security
+            (
+                "someone logged into my bank from ohio",
+                "someone logged into my",
+            ),
+        ] {
+            let got = spans_of(&m, text);
+            if !got.iter().any(|s| s.to_lowercase().contains(span)) {
+                missed.push(format!("{text:?}: {got:?}"));
+            }
+        }
+        for text in [
+            "how to end a meeting politely",
+            "best way to get to the airport",
+            "drink water every morning benefits",
+            "my phone died overnight",
+            "3 weeks behind schedule on the kitchen remodel",
+            "missed my flight what now",
+            "cant stop the feeling lyrics",
+            "sleeping in a tent in winter tips",
+            "when does the new album come out",
+        ] {
+            let got = spans_of(&m, text);
+            if !got.is_empty() {
+                missed.push(format!("{text:?} (everyday): {got:?}"));
+            }
+        }
+        assert!(missed.is_empty(), "{missed:#?}");
+        // whole-text coverage, used by the evaluation's independence check
+        assert!(phrase_covers("got laid off") && phrase_covers("three months behind on rent"));
+        assert!(!phrase_covers("got laid") && !phrase_covers("got laid off today"));
+    }
+
+    /// The context rule's trims (issue 18): a how-to question with "i", a word derived from a
+    /// common one, a Roman numeral or a rare word far from the first-person word is not a
+    /// disclosure; a rare word right next to "my" still is.
+    #[test]
+    fn context_rule_ignores_how_to_questions_and_derived_words() {
+        let m = Matcher::new(&[]);
+        assert!(spans_of(&m, "can i refreeze unthawed dumplings").is_empty());
+        assert!(spans_of(&m, "should i repot overwatered succulents").is_empty());
+        assert!(spans_of(&m, "how many children did louis xiv have").is_empty());
+        assert!(
+            spans_of(
+                &m,
+                "kubectl rollout stuck when the config map changes and then every time i redeploy"
+            )
+            .is_empty()
+        );
+        assert_eq!(spans_of(&m, "my grandpa just started zorvexa"), ["zorvexa"]);
+        assert_eq!(
+            spans_of(&m, "can i take zorvexa with my pills"),
+            ["zorvexa", "pills"]
+        );
+        // a health term said of an animal is a veterinary question; said of the user, or a
+        // medicine the animal found, it is not
+        assert!(spans_of(&m, "my cat has asthma what helps").is_empty());
+        assert!(spans_of(&m, "horse arthritis supplements").is_empty());
+        assert_eq!(spans_of(&m, "can my cat sense my asthma"), ["asthma"]);
+        assert_eq!(spans_of(&m, "puppy ate my xanax"), ["xanax"]);
+        assert!(derived_common("unbaked") && derived_common("bakeable"));
+        assert!(!derived_common("zorvexa"));
+        assert!(is_roman_numeral("viii") && !is_roman_numeral("viiia"));
     }
 }

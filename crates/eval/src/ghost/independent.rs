@@ -21,6 +21,7 @@ use secureclaw_core::monitor::issue;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
 
 /// Sensitive queries: `category \t query \t sensitive_span`.
 pub const SENSITIVE_TSV: &str = include_str!("../../data/ghost/independent/sensitive.tsv");
@@ -214,17 +215,102 @@ fn row(labeler: &str, split: &str, set: &str, items: &[(&Query, &Outcome)]) -> R
     }
 }
 
-/// The table for one labeler: per split (`dev`, `test`, `all`), every sensitive query, each
-/// sensitive category, and the neutral queries.
+/// The table for one labeler on the built-in independent set: per split (`dev`, `test`,
+/// `all`), every sensitive query, each sensitive category, and the neutral queries.
 #[must_use]
 pub fn evaluate(kind: LabelerKind) -> Vec<Row> {
+    let set = QuerySet::from_text("independent", SENSITIVE_TSV, NEUTRAL_TSV, None);
+    measure(kind, &set).rows
+}
+
+/// A query set: the same layout as `crates/eval/data/ghost/*/` (a directory with
+/// `sensitive.tsv`, `neutral.tsv` and optionally `neutral_decoys.txt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuerySet {
+    /// A name for reports (the directory's).
+    pub name: String,
+    /// Sensitive queries whose span occurs in the query.
+    pub sensitive: Vec<Query>,
+    /// Neutral queries.
+    pub neutral: Vec<Query>,
+    /// 1-based line numbers in `neutral.tsv` of decoys: neutral queries written to share a
+    /// word with a sensitive topic ("drunken noodles"). Empty when the set has none.
+    pub decoys: HashSet<usize>,
+    /// Lines of `sensitive.tsv` whose span is empty or not in the query (excluded).
+    pub bad_spans: Vec<usize>,
+}
+
+impl QuerySet {
+    /// A set from the texts of its files; `decoys` is the text of `neutral_decoys.txt` (one
+    /// 1-based line number per line, `#` comments).
+    #[must_use]
+    pub fn from_text(name: &str, sensitive: &str, neutral: &str, decoys: Option<&str>) -> Self {
+        let all = parse(sensitive);
+        let bad_spans = bad_spans(&all);
+        QuerySet {
+            name: name.to_owned(),
+            sensitive: all
+                .into_iter()
+                .filter(|q| !bad_spans.contains(&q.line))
+                .collect(),
+            neutral: parse(neutral),
+            decoys: decoys
+                .unwrap_or("")
+                .lines()
+                .filter_map(|l| l.split('#').next()?.trim().parse().ok())
+                .collect(),
+            bad_spans,
+        }
+    }
+
+    /// Read `dir/sensitive.tsv`, `dir/neutral.tsv` and, if present, `dir/neutral_decoys.txt`.
+    ///
+    /// # Errors
+    /// Either TSV file cannot be read (missing, not UTF-8), or the decoy file exists but cannot
+    /// be read.
+    pub fn load(dir: &Path) -> std::io::Result<Self> {
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f)).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", dir.join(f).display()))
+            })
+        };
+        let sensitive = read("sensitive.tsv")?;
+        let neutral = read("neutral.tsv")?;
+        let decoys = if dir.join("neutral_decoys.txt").is_file() {
+            Some(read("neutral_decoys.txt")?)
+        } else {
+            None
+        };
+        let name = dir
+            .file_name()
+            .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
+        Ok(QuerySet::from_text(
+            &name,
+            &sensitive,
+            &neutral,
+            decoys.as_deref(),
+        ))
+    }
+}
+
+/// What [`measure`] found: the table and every miss.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// Per split (`dev`, `test`, `all`): `sensitive`, each `sensitive/<category>`, `neutral`
+    /// and, when the set marks decoys, `neutral/non-decoy` and `neutral/decoy`.
+    pub rows: Vec<Row>,
+    /// Every sensitive query sent with its span intact (`LEAK line [category] query span …
+    /// sent …`) and every neutral query not sent unchanged (`ALTERED line [category] (decoy)
+    /// query sent …`), in file order.
+    pub misses: Vec<String>,
+}
+
+/// Send every query of `set` under `kind`'s labeler and tabulate (see [`Row`]).
+#[must_use]
+pub fn measure(kind: LabelerKind, set: &QuerySet) -> Measured {
     let env = Env::new(kind);
-    let sensitive: Vec<Query> = {
-        let all = parse(SENSITIVE_TSV);
-        let bad = bad_spans(&all);
-        all.into_iter().filter(|q| !bad.contains(&q.line)).collect()
-    };
-    let neutral = parse(NEUTRAL_TSV);
+    let sensitive = &set.sensitive;
+    let neutral = &set.neutral;
     let s_out: Vec<Outcome> = sensitive.iter().map(|q| send(&env, &q.text)).collect();
     let n_out: Vec<Outcome> = neutral.iter().map(|q| send(&env, &q.text)).collect();
     let mut rows = Vec::new();
@@ -254,8 +340,39 @@ pub fn evaluate(kind: LabelerKind) -> Vec<Row> {
             .filter(|(q, _)| keep(q))
             .collect();
         rows.push(row(kind.as_str(), split, "neutral", &n));
+        if !set.decoys.is_empty() {
+            let (decoy, plain): (Vec<_>, Vec<_>) =
+                n.iter().partition(|(q, _)| set.decoys.contains(&q.line));
+            rows.push(row(kind.as_str(), split, "neutral/non-decoy", &plain));
+            rows.push(row(kind.as_str(), split, "neutral/decoy", &decoy));
+        }
     }
-    rows
+    let mut misses = Vec::new();
+    for (q, o) in sensitive.iter().zip(&s_out) {
+        if leaked(q, o) {
+            misses.push(format!(
+                "LEAK {} [{}] {:?} span {:?} sent {:?}",
+                q.line, q.category, q.text, q.span, o.sent
+            ));
+        }
+    }
+    for (q, o) in neutral.iter().zip(&n_out) {
+        if o.sent.as_deref() != Some(q.text.as_str()) {
+            misses.push(format!(
+                "ALTERED {} [{}]{} {:?} sent {:?}",
+                q.line,
+                q.category,
+                if set.decoys.contains(&q.line) {
+                    " (decoy)"
+                } else {
+                    ""
+                },
+                q.text,
+                o.sent
+            ));
+        }
+    }
+    Measured { rows, misses }
 }
 
 /// Every sensitive dev query the default labeler lets through with its span intact, and every
@@ -308,6 +425,52 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_measures_like_the_built_in_set() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("sensitive.tsv"),
+            "category\tquery\tspan\nhealth\tearly signs of multiple sclerosis in women\tmultiple sclerosis\nhealth\tbad span here\tnot in it\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("neutral.tsv"),
+            "weather\tweather tomorrow chicago\t\ncooking\tdrunken noodles recipe\t\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("neutral_decoys.txt"), "# decoys\n2\n").unwrap();
+        let set = QuerySet::load(dir.path()).unwrap();
+        assert_eq!(set.sensitive.len(), 1);
+        assert_eq!(set.bad_spans, vec![3]);
+        assert_eq!(set.neutral.len(), 2);
+        assert_eq!(set.decoys, HashSet::from([2]));
+        let m = measure(LabelerKind::Constant, &set);
+        let get = |split: &str, s: &str| {
+            m.rows
+                .iter()
+                .find(|r| r.split == split && r.set == s)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(get("all", "sensitive").leaked, 0.0);
+        assert_eq!(get("all", "neutral").altered, 1.0);
+        assert_eq!(get("all", "neutral/non-decoy").n, 1);
+        assert_eq!(get("all", "neutral/decoy").n, 1);
+        // both neutral queries altered by the constant labeler, one of them marked a decoy
+        assert_eq!(m.misses.len(), 2, "{:?}", m.misses);
+        assert!(m.misses.iter().any(|l| l.contains("(decoy)")));
+        let c = measure(LabelerKind::Content, &set);
+        assert_eq!(get("all", "sensitive").n, 1);
+        assert!(
+            c.rows
+                .iter()
+                .any(|r| r.split == "all" && r.set == "sensitive" && r.leaked == 0.0),
+            "{:?}",
+            c.misses
+        );
+        assert!(QuerySet::load(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
     fn constant_labeler_leaks_nothing() {
         let rows = evaluate(LabelerKind::Constant);
         for r in rows.iter().filter(|r| r.set.starts_with("sensitive")) {
@@ -317,12 +480,13 @@ mod tests {
 
     /// Issue 18 item 4: the shipped lexicon is not built from the generator's vocabulary. Of
     /// the taxonomy's label names, paraphrases and domain lexicon terms, only a small share may
-    /// appear verbatim as a term of the built-in lexicon (everyday words such as "divorce"
-    /// are bound to be shared; copying would share most).
+    /// appear verbatim as a term of the built-in lexicon or be matched whole by one of its
+    /// phrase patterns (everyday words such as "divorce" are bound to be shared; copying would
+    /// share most).
     #[test]
     fn lexicon_is_not_the_taxonomy() {
         use super::super::taxonomy::DOMAINS;
-        use secureclaw_core::labeler::{builtin_lexicon, builtin_names};
+        use secureclaw_core::labeler::{builtin_lexicon, builtin_names, builtin_phrase_covers};
         // the hand-written lexicon and the sourced name vocabularies alike
         let lexicon: HashSet<String> = builtin_lexicon()
             .chain(builtin_names())
@@ -338,7 +502,13 @@ mod tests {
             })
             .map(str::to_lowercase)
             .collect();
-        let shared = vocab.iter().filter(|t| lexicon.contains(*t)).count();
+        // a term a phrase pattern matches whole counts as shared too
+        let by_phrase = vocab
+            .iter()
+            .filter(|t| !lexicon.contains(*t) && builtin_phrase_covers(t))
+            .count();
+        println!("of which matched whole by a phrase pattern: {by_phrase}");
+        let shared = vocab.iter().filter(|t| lexicon.contains(*t)).count() + by_phrase;
         let share = shared as f64 / vocab.len().max(1) as f64;
         println!(
             "taxonomy vocabulary in the shipped lexicon: {shared} of {} ({share:.3})",

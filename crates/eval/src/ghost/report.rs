@@ -119,6 +119,84 @@ fn main_rows() -> Vec<(String, Policy, &'static str)> {
         .collect()
 }
 
+/// The rows of one labeler on a query set ([`super::independent::measure`]) as a table:
+/// markdown when `markdown`, aligned plain text otherwise. Shares in percent; `leaked` only for
+/// sensitive rows, `survived per rewrite` only where something was rewritten.
+#[must_use]
+pub fn query_table(rows: &[super::independent::Row], markdown: bool) -> String {
+    let head = [
+        "split",
+        "set",
+        "n",
+        "leaked",
+        "altered",
+        "withheld",
+        "survived",
+        "rewritten",
+        "survived per rewrite",
+        "generalized",
+    ];
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|x| {
+            vec![
+                x.split.clone(),
+                x.set.clone(),
+                x.n.to_string(),
+                if x.set.starts_with("neutral") {
+                    "—".to_owned()
+                } else {
+                    pct(x.leaked)
+                },
+                pct(x.altered),
+                pct(x.withheld),
+                format!("{:.0}%", 100.0 * x.survived),
+                pct(x.rewritten),
+                if x.rewritten > 0.0 {
+                    format!("{:.0}%", 100.0 * x.survived_rewritten)
+                } else {
+                    "—".to_owned()
+                },
+                pct(x.generalized),
+            ]
+        })
+        .collect();
+    let mut s = String::new();
+    if markdown {
+        let _ = writeln!(s, "| {} |", head.join(" | "));
+        let _ = writeln!(s, "|{}", "---|".repeat(head.len()));
+        for r in &body {
+            let _ = writeln!(s, "| {} |", r.join(" | "));
+        }
+        return s;
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|k| {
+            body.iter()
+                .filter_map(|r| r.get(k))
+                .map(|c| c.chars().count())
+                .chain(head.get(k).map(|h| h.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let _ = writeln!(s, "{}", line(&mut head.iter().copied()));
+    for r in &body {
+        let _ = writeln!(s, "{}", line(&mut r.iter().map(String::as_str)));
+    }
+    s
+}
+
 /// The 150-task paired table (paper Table 8), the summary `secureclaw eval ghost` prints.
 #[must_use]
 pub fn summary(r: &Results) -> String {
