@@ -102,7 +102,7 @@ impl Operator {
         let mut c = GatewayConfig::default();
         for t in TOOLS {
             c.tools.push(ToolRule {
-                tool: t.into(),
+                tool: format!("{ID}__{t}"),
                 effect: Some(EffectClass::Read),
                 ..ToolRule::default()
             });
