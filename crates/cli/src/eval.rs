@@ -57,8 +57,8 @@ pub struct SummaryArgs {
     /// Operators to run (repeatable). Default: all three.
     #[arg(long, value_enum)]
     operator: Vec<SummaryOperator>,
-    /// The first 3 pairs of each category, and the recall on AgentLeak's quick subset (the CI
-    /// subset).
+    /// The first 2 pairs of each category, and the recall on AgentLeak's quick subset (CI
+    /// runs it with --no-recall).
     #[arg(long)]
     quick: bool,
     /// Skip the recall measurement against AgentLeak's annotations.
@@ -83,8 +83,8 @@ pub struct SummaryArgs {
     )]
     write_evaluation: Option<PathBuf>,
     /// Exit 1 if the identity control fails to distinguish a pair, or if a category that is
-    /// Δ = 0 by construction (identifiers replaced by handles, content beyond a cap, a
-    /// stripped marker) shows Δ = 1 under the gateway.
+    /// Δ = 0 by construction (identifiers replaced by handles, text or list items beyond a
+    /// cap, a stripped marker) shows Δ = 1, or does not reproduce, under the gateway.
     #[arg(long)]
     check: bool,
 }

@@ -299,7 +299,7 @@ pub struct PairResult {
 /// Options of a run.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The first 3 pairs of each category and every tenth AgentLeak scenario stratum.
+    /// The first 2 pairs of each category and every tenth scenario of each AgentLeak stratum.
     pub quick: bool,
     /// Operators to run.
     pub operators: Vec<Operator>,
