@@ -778,7 +778,7 @@ fn generate(category: Category, n: u64) -> Pair {
             let tail = body.get(at..).unwrap_or("");
             let a = format!("{head} {w0} {tail}");
             let b = format!("{head} {w1} {tail}");
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let base = email_record(rng, id);
                 let mk = |v: &str| {
                     let mut r = base.clone();
@@ -860,7 +860,7 @@ fn generate(category: Category, n: u64) -> Pair {
             )
         }
         Category::CounterpartyName => {
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let base = transaction_record(rng, id);
                 let (a, b) = two(rng, |r| pick(r, &COMPANIES).to_owned());
                 let mk = |v: &str| {
@@ -901,7 +901,7 @@ fn generate(category: Category, n: u64) -> Pair {
         }
         Category::Date => {
             let (a, b) = two(rng, date);
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let base = transaction_record(rng, id);
                 let mk = |v: &str| {
                     let mut r = base.clone();
