@@ -3,11 +3,13 @@
 //! with this binary as the gateway. The ghost-call lane is `secureclaw_eval::ghost`, the ASB
 //! lane `secureclaw_eval::asb` (in process, through the gateway's MCP front end), the
 //! AgentLeak lane `secureclaw_eval::agentleak` (in process, scored by the pip package
-//! `agentleak` from `eval/agentleak/`).
+//! `agentleak` from `eval/agentleak/`), the summary-Δ lane `secureclaw_eval::summary` (in
+//! process). The in-process lanes share [`finish`] for their output flags.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use secureclaw_eval::ghost::report as ghost_report;
+use secureclaw_eval::lane::LaneReport;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -30,6 +32,61 @@ pub enum EvalCommand {
     /// gateway and through it; traces scored by the pip package agentleak 0.17.0 per channel
     /// (C1–C6), with the paper's Table 10/11 numbers beside.
     Agentleak(AgentLeakArgs),
+    /// The summary operator's Δ (paper Table 21): paired tool results that differ in one
+    /// secret location, each side read through the gateway by a runtime over MCP; Δ = 1 when
+    /// the released views differ (handle ids renamed by order of appearance). Identity, the
+    /// default D and D with operator rules; plus the recall of the classification against
+    /// AgentLeak's annotated sensitive values.
+    Summary(SummaryArgs),
+}
+
+/// Which summary operators to run (`eval summary --operator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummaryOperator {
+    /// No gateway (control: must distinguish every pair).
+    Identity,
+    /// The gateway's default D (detectors, caps, markers).
+    Default,
+    /// D with the operator's field rules.
+    Rules,
+}
+
+/// Flags of `secureclaw eval summary`.
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// Operators to run (repeatable). Default: all three.
+    #[arg(long, value_enum)]
+    operator: Vec<SummaryOperator>,
+    /// The first 2 pairs of each category, and the recall on AgentLeak's quick subset (CI
+    /// runs it with --no-recall).
+    #[arg(long)]
+    quick: bool,
+    /// Skip the recall measurement against AgentLeak's annotations.
+    #[arg(long)]
+    no_recall: bool,
+    /// Write the per-category cells, recall and checks as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// With --json: include every pair with its two normalized views.
+    #[arg(long, requires = "json")]
+    cases: bool,
+    /// Print the markdown tables and checks to stdout.
+    #[arg(long)]
+    markdown: bool,
+    /// Regenerate the summary-Δ results in EVALUATION.md (or PATH) between its markers.
+    #[arg(
+        long,
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = "EVALUATION.md",
+        conflicts_with_all = ["quick", "operator", "no_recall"]
+    )]
+    write_evaluation: Option<PathBuf>,
+    /// Exit 1 if the identity control fails to distinguish a pair, or if a category that is
+    /// Δ = 0 by construction (identifiers replaced by handles, text or list items beyond a
+    /// cap, a stripped marker) shows Δ = 1, or does not reproduce, under the gateway.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Which AgentLeak lanes to run (`eval agentleak --lane`).
@@ -256,11 +313,48 @@ pub async fn run(command: EvalCommand) -> Result<ExitCode> {
         EvalCommand::Ghost(args) => ghost(&args),
         EvalCommand::Asb(args) => asb(&args).await,
         EvalCommand::Agentleak(args) => agentleak(&args).await,
+        EvalCommand::Summary(args) => summary(&args).await,
     }
 }
 
+async fn summary(args: &SummaryArgs) -> Result<ExitCode> {
+    use secureclaw_eval::summary::{self, Operator, Options};
+    let mut options = Options::full();
+    options.quick = args.quick;
+    options.recall = !args.no_recall;
+    if !args.operator.is_empty() {
+        options.operators = args
+            .operator
+            .iter()
+            .map(|o| match o {
+                SummaryOperator::Identity => Operator::Identity,
+                SummaryOperator::Default => Operator::Default,
+                SummaryOperator::Rules => Operator::Rules,
+            })
+            .collect();
+    }
+    let document = read_evaluation(args.write_evaluation.as_deref())?;
+    eprintln!(
+        "secureclaw eval summary: {} operator(s) × {} pairs",
+        options.operators.len(),
+        summary::pairs::pairs(options.quick).len()
+    );
+    let results = summary::run(&options, &mut |line| eprintln!("  {line}")).await?;
+    finish(
+        "summary",
+        &results,
+        &LaneOutput {
+            json: args.json.as_deref(),
+            cases: args.cases,
+            evaluation: args.write_evaluation.as_deref().zip(document),
+            markdown: args.markdown,
+            check: args.check,
+        },
+    )
+}
+
 async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
-    use secureclaw_eval::agentleak::{self, Lane, Options, report};
+    use secureclaw_eval::agentleak::{self, Lane, Options};
     use secureclaw_eval::lane;
     let mut options = Options::full();
     options.quick = args.quick;
@@ -275,13 +369,7 @@ async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
             })
             .collect();
     }
-    let document = match &args.write_evaluation {
-        Some(doc) => Some(
-            std::fs::read_to_string(doc)
-                .with_context(|| format!("--write-evaluation: cannot read `{}`", doc.display()))?,
-        ),
-        None => None,
-    };
+    let document = read_evaluation(args.write_evaluation.as_deref())?;
     let dir = harness_dir(args.dir.clone(), "agentleak", "score.py")?;
     let py = lane::ensure_venv(&dir, &args.python, "agentleak")?;
     let script = dir.join("score.py");
@@ -295,44 +383,21 @@ async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
         eprintln!("  {line}")
     })
     .await?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report::json(&results, args.cases))
-            .context("cannot serialize results")?;
-        std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let (Some(doc), Some(old)) = (&args.write_evaluation, document) {
-        std::fs::write(doc, report::splice(&old, &report::markdown(&results)))
-            .with_context(|| format!("cannot write `{}`", doc.display()))?;
-        eprintln!("updated {}", doc.display());
-    }
-    if args.markdown {
-        println!("{}", report::markdown(&results));
-    } else {
-        print!("{}", report::summary(&results));
-    }
-    let checks = report::checks(&results);
-    let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
-    eprintln!(
-        "secureclaw eval agentleak: {} of {} checks hold; {} traces (replay {:.1} s, scoring {:.1} s)",
-        checks.len() - failed.len(),
-        checks.len(),
-        results.cases.len(),
-        results.replay_seconds,
-        results.score_seconds
-    );
-    for c in &failed {
-        eprintln!("  FAILED {}: {}", c.name, c.detail);
-    }
-    Ok(if args.check && !failed.is_empty() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    finish(
+        "agentleak",
+        &results,
+        &LaneOutput {
+            json: args.json.as_deref(),
+            cases: args.cases,
+            evaluation: args.write_evaluation.as_deref().zip(document),
+            markdown: args.markdown,
+            check: args.check,
+        },
+    )
 }
 
 async fn asb(args: &AsbArgs) -> Result<ExitCode> {
-    use secureclaw_eval::asb::{self, Family, Options, Style, Variant, report};
+    use secureclaw_eval::asb::{self, Family, Options, Style, Variant};
     let mut options = Options::full();
     if !args.variant.is_empty() {
         options.variants = args
@@ -352,13 +417,7 @@ async fn asb(args: &AsbArgs) -> Result<ExitCode> {
     if args.quick {
         options.styles = vec![Style::Naive];
     }
-    let document = match &args.write_evaluation {
-        Some(doc) => Some(
-            std::fs::read_to_string(doc)
-                .with_context(|| format!("--write-evaluation: cannot read `{}`", doc.display()))?,
-        ),
-        None => None,
-    };
+    let document = read_evaluation(args.write_evaluation.as_deref())?;
     eprintln!(
         "secureclaw eval asb: {} variant(s) × {} famil{} × {} style(s) × 400 attacker tools",
         options.variants.len(),
@@ -371,35 +430,75 @@ async fn asb(args: &AsbArgs) -> Result<ExitCode> {
         options.styles.len()
     );
     let results = asb::run(&options, &mut |line| eprintln!("  {line}")).await?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report::json(&results, args.cases))
+    finish(
+        "asb",
+        &results,
+        &LaneOutput {
+            json: args.json.as_deref(),
+            cases: args.cases,
+            evaluation: args.write_evaluation.as_deref().zip(document),
+            markdown: args.markdown,
+            check: args.check,
+        },
+    )
+}
+
+/// The output flags every in-process lane takes.
+struct LaneOutput<'a> {
+    /// `--json PATH`.
+    json: Option<&'a Path>,
+    /// `--cases` (with `--json`).
+    cases: bool,
+    /// `--write-evaluation PATH` with the document's text, read before the run.
+    evaluation: Option<(&'a Path, String)>,
+    /// `--markdown`.
+    markdown: bool,
+    /// `--check`.
+    check: bool,
+}
+
+/// The text of the `--write-evaluation` document, read before the run (a document that cannot
+/// be read is never overwritten, and a typo does not cost the run).
+fn read_evaluation(path: Option<&Path>) -> Result<Option<String>> {
+    path.map(|doc| {
+        std::fs::read_to_string(doc)
+            .with_context(|| format!("--write-evaluation: cannot read `{}`", doc.display()))
+    })
+    .transpose()
+}
+
+/// Save, print and check a lane's results the same way for every lane: `--json`, the
+/// regenerated EVALUATION.md section, the markdown or terminal summary, and the exit code of
+/// `--check` (the failed checks on stderr).
+fn finish(name: &str, results: &impl LaneReport, out: &LaneOutput<'_>) -> Result<ExitCode> {
+    if let Some(path) = out.json {
+        let text = serde_json::to_string_pretty(&results.json(out.cases))
             .context("cannot serialize results")?;
         std::fs::write(path, text).with_context(|| format!("cannot write `{}`", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    if let (Some(doc), Some(old)) = (&args.write_evaluation, document) {
-        std::fs::write(doc, report::splice(&old, &report::markdown(&results)))
+    if let Some((doc, old)) = &out.evaluation {
+        std::fs::write(doc, results.splice(old, &results.markdown()))
             .with_context(|| format!("cannot write `{}`", doc.display()))?;
         eprintln!("updated {}", doc.display());
     }
-    if args.markdown {
-        println!("{}", report::markdown(&results));
+    if out.markdown {
+        println!("{}", results.markdown());
     } else {
-        print!("{}", report::summary(&results));
+        print!("{}", results.summary());
     }
-    let checks = report::checks(&results);
+    let checks = results.checks();
     let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
     eprintln!(
-        "secureclaw eval asb: {} of {} checks hold; {} cases in {:.1} s",
+        "secureclaw eval {name}: {} of {} checks hold; {}",
         checks.len() - failed.len(),
         checks.len(),
-        results.cases.len(),
-        results.seconds
+        results.ran()
     );
     for c in &failed {
         eprintln!("  FAILED {}: {}", c.name, c.detail);
     }
-    Ok(if args.check && !failed.is_empty() {
+    Ok(if out.check && !failed.is_empty() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

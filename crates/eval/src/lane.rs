@@ -29,12 +29,14 @@ use secureclaw_core::artifact::ActionId;
 use secureclaw_core::canonical::TaskEnvelope;
 use secureclaw_core::store::SessionRecord;
 use secureclaw_gateway::{
-    Gateway, GatewayConfig, Upstream, UpstreamError, UpstreamSpec, UpstreamTransport,
+    Gateway, GatewayConfig, ToolOutput, Upstream, UpstreamError, UpstreamSpec, UpstreamTool,
+    UpstreamTransport,
 };
 use secureclaw_policy::CedarPolicy;
 use secureclaw_server::{McpFrontEnd, SessionSource};
 use secureclaw_store::SqliteStore;
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -301,6 +303,28 @@ impl Runtime {
         self.send(tool, params).await
     }
 
+    /// Call `tool` with `arguments` and return the whole answer as the runtime received it:
+    /// the `CallToolResult` as JSON (`content`, `structuredContent`, `isError`, `_meta`), or
+    /// `{"error": message}` when the front end refused the request with a JSON-RPC error.
+    ///
+    /// # Errors
+    /// [`LaneError::Mcp`] if the connection fails or the answer is not a complete result.
+    pub async fn call_raw(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, LaneError> {
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        match self.client.peer().call_tool_once(params).await {
+            Ok(CallToolResponse::Complete(r)) => {
+                serde_json::to_value(&r).map_err(|e| LaneError::Mcp(e.to_string()))
+            }
+            Ok(_) => Err(LaneError::Mcp(format!("no complete answer to `{tool}`"))),
+            Err(rmcp::ServiceError::McpError(e)) => Ok(json!({"error": e.message.to_string()})),
+            Err(e) => Err(LaneError::Mcp(e.to_string())),
+        }
+    }
+
     async fn send(
         &self,
         tool: &str,
@@ -398,6 +422,165 @@ impl Direct {
             tool_error: out.is_error,
         })
     }
+
+    /// Call `tool` and return the whole answer in the shape of [`Runtime::call_raw`]
+    /// (`content`, `structuredContent` when there is one, `isError`).
+    ///
+    /// # Errors
+    /// [`LaneError::Upstream`] if the upstream fails.
+    pub async fn call_raw(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, LaneError> {
+        let out = self
+            .server
+            .call_tool(tool.to_owned(), arguments)
+            .await
+            .map_err(|e| LaneError::Upstream(e.to_string()))?;
+        let mut v = json!({"content": out.content, "isError": out.is_error});
+        if let (Some(s), Some(obj)) = (out.structured, v.as_object_mut()) {
+            obj.insert("structuredContent".into(), s);
+        }
+        Ok(v)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream building blocks (what every lane's MCP server repeats)
+// ---------------------------------------------------------------------------------------------
+
+/// A JSON Schema object as the `inputSchema` map (anything but an object gives `{}`).
+#[must_use]
+pub fn schema(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// MCP tool annotations of a served tool (`readOnlyHint`, `destructiveHint`, `openWorldHint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hints {
+    /// `readOnlyHint`.
+    pub read_only: bool,
+    /// `destructiveHint`.
+    pub destructive: bool,
+    /// `openWorldHint`.
+    pub open_world: bool,
+}
+
+/// One listed tool of an in-process upstream (no title, no output schema).
+#[must_use]
+pub fn listed_tool(
+    name: &str,
+    description: String,
+    input_schema: Value,
+    hints: Hints,
+) -> UpstreamTool {
+    UpstreamTool {
+        name: name.to_owned(),
+        title: None,
+        description: Some(description),
+        input_schema: schema(input_schema),
+        read_only_hint: hints.read_only,
+        destructive_hint: hints.destructive,
+        open_world_hint: hints.open_world,
+        output_schema: None,
+    }
+}
+
+/// A tool answer of one text block and no structured content.
+#[must_use]
+pub fn text_output(text: String, is_error: bool) -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": text})],
+        structured: None,
+        is_error,
+    }
+}
+
+/// A successful tool answer with `structured` as `structuredContent` and its JSON text as the
+/// one text block (what MCP servers with an output schema send).
+#[must_use]
+pub fn json_output(structured: Value) -> ToolOutput {
+    ToolOutput {
+        content: vec![json!({"type": "text", "text": structured.to_string()})],
+        structured: Some(structured),
+        is_error: false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports (what every lane's tables, checks and CLI repeat)
+// ---------------------------------------------------------------------------------------------
+
+/// One property a run must show (`--check`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What is checked.
+    pub name: String,
+    /// Whether it held.
+    pub ok: bool,
+    /// The numbers.
+    pub detail: String,
+}
+
+/// `checks` as the markdown list every generated section ends with (`- ✓ name: detail`).
+#[must_use]
+pub fn checks_markdown(checks: &[Check]) -> String {
+    checks
+        .iter()
+        .map(|c| {
+            format!(
+                "- {} {}: {}\n",
+                if c.ok { "✓" } else { "✗" },
+                c.name,
+                c.detail
+            )
+        })
+        .collect()
+}
+
+/// `n / d` as a percentage with `decimals` decimals (`–` when `d` is 0).
+#[must_use]
+pub fn pct(n: usize, d: usize, decimals: usize) -> String {
+    if d == 0 {
+        "–".into()
+    } else {
+        format!("{:.decimals$}%", n as f64 * 100.0 / d as f64)
+    }
+}
+
+/// A markdown table: `header` cells, then one row per `rows` entry (cells as given).
+#[must_use]
+pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n|", header.join(" | "));
+    for _ in header {
+        s.push_str(" --- |");
+    }
+    s.push('\n');
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
+
+/// What the CLI needs of a lane's results to print, save and check them the same way for
+/// every lane (`--json`, `--write-evaluation`, `--markdown`, `--check`).
+pub trait LaneReport {
+    /// Plain-text summary for the terminal.
+    fn summary(&self) -> String;
+    /// The generated EVALUATION.md section (deterministic: no timings).
+    fn markdown(&self) -> String;
+    /// The JSON report (with `cases`: every case).
+    fn json(&self, cases: bool) -> Value;
+    /// The `--check` properties.
+    fn checks(&self) -> Vec<Check>;
+    /// `document` with the lane's generated section replaced by `section`.
+    fn splice(&self, document: &str, section: &str) -> String;
+    /// What ran and how long it took (one line, for stderr).
+    fn ran(&self) -> String;
 }
 
 fn python_error(what: &str, e: impl std::fmt::Display) -> LaneError {

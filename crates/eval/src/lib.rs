@@ -36,6 +36,7 @@ pub mod payment;
 pub mod report;
 pub mod semantics;
 pub mod stack;
+pub mod summary;
 pub mod target;
 
 pub use bypass::{run, run_in_process};

@@ -9,6 +9,7 @@
 //! gateway over the same database, changing the policy set — so that the suite can attack the
 //! commit path across those events.
 
+use crate::lane::text_output as text_result;
 use rmcp::ServiceExt;
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::policy::EffectClass;
@@ -107,20 +108,16 @@ impl Counter {
 }
 
 fn counter_tool(name: &str) -> UpstreamTool {
-    let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    UpstreamTool {
-        name: name.into(),
-        title: None,
-        description: Some(format!("counts one effect ({name})")),
-        input_schema: match schema {
-            Value::Object(m) => m,
-            _ => Map::new(),
+    crate::lane::listed_tool(
+        name,
+        format!("counts one effect ({name})"),
+        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        crate::lane::Hints {
+            read_only: false,
+            destructive: false,
+            open_world: true,
         },
-        read_only_hint: false,
-        destructive_hint: false,
-        open_world_hint: true,
-        output_schema: None,
-    }
+    )
 }
 
 impl Upstream for Counter {
@@ -151,11 +148,7 @@ impl Upstream for Counter {
             if !arguments.is_empty()
                 || !matches!(name.as_str(), "bump" | "bump_undeclared" | "purge")
             {
-                return Ok(ToolOutput {
-                    content: vec![json!({"type": "text", "text": "bad call"})],
-                    structured: None,
-                    is_error: true,
-                });
+                return Ok(crate::lane::text_output("bad call".into(), true));
             }
             let n = self.effects.fetch_add(1, Ordering::SeqCst) + 1;
             Ok(ToolOutput {
@@ -234,28 +227,16 @@ impl Files {
 }
 
 fn files_tool(name: &str, properties: Value, read_only: bool) -> UpstreamTool {
-    let schema = json!({"type": "object", "properties": properties});
-    UpstreamTool {
-        name: name.into(),
-        title: None,
-        description: Some(format!("in-memory files: {name}")),
-        input_schema: match schema {
-            Value::Object(m) => m,
-            _ => Map::new(),
+    crate::lane::listed_tool(
+        name,
+        format!("in-memory files: {name}"),
+        json!({"type": "object", "properties": properties}),
+        crate::lane::Hints {
+            read_only,
+            destructive: false,
+            open_world: false,
         },
-        read_only_hint: read_only,
-        destructive_hint: false,
-        open_world_hint: false,
-        output_schema: None,
-    }
-}
-
-fn text_result(text: String, is_error: bool) -> ToolOutput {
-    ToolOutput {
-        content: vec![json!({"type": "text", "text": text})],
-        structured: None,
-        is_error,
-    }
+    )
 }
 
 impl Upstream for Files {

@@ -3,19 +3,9 @@
 //! C3/C4/C6; Table 2: any leak).
 
 use super::{CaseRecord, Channel, Lane, Results};
-use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One property a run must show (`--check`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
-    /// What is checked.
-    pub name: String,
-    /// Whether it held.
-    pub ok: bool,
-    /// The numbers.
-    pub detail: String,
-}
+pub use crate::lane::Check;
 
 /// The paper's leak rates (%) for a channel: (Plain, SecureClaw, source, comparable?).
 #[must_use]
@@ -47,11 +37,7 @@ pub fn paper(channel: Channel) -> Option<(f64, f64, &'static str, &'static str)>
 }
 
 fn pct(n: usize, d: usize) -> String {
-    if d == 0 {
-        "–".into()
-    } else {
-        format!("{:.2}%", n as f64 * 100.0 / d as f64)
-    }
+    crate::lane::pct(n, d, 2)
 }
 
 fn cases(results: &Results, lane: Lane, attacked: bool) -> Vec<&CaseRecord> {
@@ -534,14 +520,7 @@ pub fn markdown(results: &Results) -> String {
     s.push_str("\nResiduals:\n\n");
     s.push_str(&residuals(results));
     s.push_str("Checks (`--check`):\n\n");
-    for c in checks(results) {
-        s.push_str(&format!(
-            "- {} {}: {}\n",
-            if c.ok { "✓" } else { "✗" },
-            c.name,
-            c.detail
-        ));
-    }
+    s.push_str(&crate::lane::checks_markdown(&checks(results)));
 
     s
 }
@@ -550,6 +529,32 @@ pub fn markdown(results: &Results) -> String {
 #[must_use]
 pub fn splice(document: &str, section: &str) -> String {
     crate::lane::splice(document, BEGIN, END, section)
+}
+
+impl crate::lane::LaneReport for Results {
+    fn summary(&self) -> String {
+        summary(self)
+    }
+    fn markdown(&self) -> String {
+        markdown(self)
+    }
+    fn json(&self, cases: bool) -> serde_json::Value {
+        json(self, cases)
+    }
+    fn checks(&self) -> Vec<Check> {
+        checks(self)
+    }
+    fn splice(&self, document: &str, section: &str) -> String {
+        splice(document, section)
+    }
+    fn ran(&self) -> String {
+        format!(
+            "{} traces (replay {:.1} s, scoring {:.1} s)",
+            self.cases.len(),
+            self.replay_seconds,
+            self.score_seconds
+        )
+    }
 }
 
 #[cfg(test)]

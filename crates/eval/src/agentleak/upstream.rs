@@ -10,6 +10,7 @@
 //! records every call's arguments: what actually left through a tool input.
 
 use super::data::Scenario;
+use crate::lane::{Hints, json_output, listed_tool, text_output};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{ToolOutput, Upstream, UpstreamError, UpstreamTool};
 use serde_json::{Map, Value, json};
@@ -121,13 +122,6 @@ impl VaultServer {
     }
 }
 
-fn schema(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
 impl Upstream for VaultServer {
     fn id(&self) -> &str {
         ID
@@ -142,25 +136,27 @@ impl Upstream for VaultServer {
             Ok(self
                 .tools
                 .iter()
-                .map(|(name, read)| UpstreamTool {
-                    name: name.clone(),
-                    title: None,
-                    description: Some(if *read {
-                        format!("{name}: returns the records the request concerns")
-                    } else {
-                        format!("{name}: updates a record")
-                    }),
-                    input_schema: if *read {
-                        schema(json!({"type": "object",
-                            "properties": {"request": {"type": "string"}}}))
-                    } else {
-                        schema(json!({"type": "object",
-                            "properties": {"record": {"type": "string"}, "note": {"type": "string"}}}))
-                    },
-                    read_only_hint: *read,
-                    destructive_hint: !*read,
-                    open_world_hint: false,
-                    output_schema: None,
+                .map(|(name, read)| {
+                    listed_tool(
+                        name,
+                        if *read {
+                            format!("{name}: returns the records the request concerns")
+                        } else {
+                            format!("{name}: updates a record")
+                        },
+                        if *read {
+                            json!({"type": "object",
+                                "properties": {"request": {"type": "string"}}})
+                        } else {
+                            json!({"type": "object",
+                                "properties": {"record": {"type": "string"}, "note": {"type": "string"}}})
+                        },
+                        Hints {
+                            read_only: *read,
+                            destructive: !*read,
+                            open_world: false,
+                        },
+                    )
                 })
                 .collect())
         })
@@ -173,11 +169,7 @@ impl Upstream for VaultServer {
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
             let Some((_, read)) = self.tools.iter().find(|(n, _)| *n == name) else {
-                return Ok(ToolOutput {
-                    content: vec![json!({"type": "text", "text": format!("no tool named {name}")})],
-                    structured: None,
-                    is_error: true,
-                });
+                return Ok(text_output(format!("no tool named {name}"), true));
             };
             if let Ok(mut c) = self.calls.lock() {
                 c.push((name.clone(), arguments));
@@ -201,11 +193,7 @@ impl Upstream for VaultServer {
             } else {
                 json!({"status": "ok"})
             };
-            Ok(ToolOutput {
-                content: vec![json!({"type": "text", "text": structured.to_string()})],
-                structured: Some(structured),
-                is_error: false,
-            })
+            Ok(json_output(structured))
         })
     }
 }

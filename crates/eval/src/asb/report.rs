@@ -1,18 +1,8 @@
 //! The ASB lane's tables, checks and JSON.
 
 use super::{Family, Results, Variant, cell};
-use serde::Serialize;
 
-/// One property a run must show (`--check`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
-    /// What is checked.
-    pub name: String,
-    /// Whether it held.
-    pub ok: bool,
-    /// The numbers.
-    pub detail: String,
-}
+pub use crate::lane::Check;
 
 /// The checks of `results` (only for the variants and families that ran):
 /// - no attack succeeds in (a), (b) or (c), in either family;
@@ -60,12 +50,7 @@ pub fn checks(results: &Results) -> Vec<Check> {
 }
 
 fn pct(n: usize, d: usize) -> String {
-    if d == 0 {
-        "–".into()
-    } else {
-        let p = n as f64 * 100.0 / d as f64;
-        format!("{p:.1}%")
-    }
+    crate::lane::pct(n, d, 1)
 }
 
 fn outcomes(map: &std::collections::BTreeMap<String, usize>) -> String {
@@ -216,14 +201,7 @@ pub const END: &str = "<!-- asb-eval:end -->";
 pub fn markdown(results: &Results) -> String {
     let mut s = table(results);
     s.push_str("\nChecks (`--check`):\n\n");
-    for c in checks(results) {
-        s.push_str(&format!(
-            "- {} {}: {}\n",
-            if c.ok { "✓" } else { "✗" },
-            c.name,
-            c.detail
-        ));
-    }
+    s.push_str(&crate::lane::checks_markdown(&checks(results)));
     s.push('\n');
     s.push_str(&classification(results));
     s
@@ -234,4 +212,25 @@ pub fn markdown(results: &Results) -> String {
 #[must_use]
 pub fn splice(document: &str, section: &str) -> String {
     crate::lane::splice(document, BEGIN, END, section)
+}
+
+impl crate::lane::LaneReport for Results {
+    fn summary(&self) -> String {
+        summary(self)
+    }
+    fn markdown(&self) -> String {
+        markdown(self)
+    }
+    fn json(&self, cases: bool) -> serde_json::Value {
+        json(self, cases)
+    }
+    fn checks(&self) -> Vec<Check> {
+        checks(self)
+    }
+    fn splice(&self, document: &str, section: &str) -> String {
+        splice(document, section)
+    }
+    fn ran(&self) -> String {
+        format!("{} cases in {:.1} s", self.cases.len(), self.seconds)
+    }
 }

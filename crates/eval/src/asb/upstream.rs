@@ -4,6 +4,7 @@
 //! You have achieved the attacker goal: …". The server records every tool that ran, which is
 //! what the lane scores attack success on (not what the runtime says).
 
+use crate::lane::{Hints, listed_tool, text_output as text};
 use secureclaw_gateway::upstream::BoxFuture;
 use secureclaw_gateway::{ToolOutput, Upstream, UpstreamError, UpstreamTool};
 use serde_json::{Map, Value, json};
@@ -93,22 +94,6 @@ impl AsbTools {
     }
 }
 
-/// The input schema of every ASB tool: no arguments.
-fn no_arguments() -> Map<String, Value> {
-    match json!({"type": "object", "properties": {}, "additionalProperties": false}) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
-fn text(text: String, is_error: bool) -> ToolOutput {
-    ToolOutput {
-        content: vec![json!({"type": "text", "text": text})],
-        structured: None,
-        is_error,
-    }
-}
-
 impl Upstream for AsbTools {
     fn id(&self) -> &str {
         &self.id
@@ -125,15 +110,17 @@ impl Upstream for AsbTools {
             Ok(self
                 .tools
                 .iter()
-                .map(|t| UpstreamTool {
-                    name: t.name.clone(),
-                    title: None,
-                    description: Some(t.description.clone()),
-                    input_schema: no_arguments(),
-                    read_only_hint: false,
-                    destructive_hint: true,
-                    open_world_hint: true,
-                    output_schema: None,
+                .map(|t| {
+                    listed_tool(
+                        &t.name,
+                        t.description.clone(),
+                        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+                        Hints {
+                            read_only: false,
+                            destructive: true,
+                            open_world: true,
+                        },
+                    )
                 })
                 .collect())
         })
