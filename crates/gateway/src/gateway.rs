@@ -735,12 +735,24 @@ impl Gateway {
             // Its effect may have run: recorded `outcome_unknown`, so that the same tool in the
             // same session asks the user before it runs again (`outcome_unknown_repeat`), as
             // after any other unknown outcome (red-team round 2: after a SIGTERM mid-effect the
-            // identical call ran a second time).
-            gw.inner
+            // identical call ran a second time). The record comes first, so that a crash
+            // between the two leaves the entry `reserved` and reported again. The mark is
+            // conditional on the entry still being `reserved`: on PostgreSQL the replica that
+            // reserved it may be alive after all (its lease lapsed under load) and settle it
+            // between the listing and the mark; its own outcome then stands, next to this
+            // record of what start-up found, and the start goes on.
+            match gw
+                .inner
                 .store
                 .mark_outcome_unknown(&entry.action_id, "crash_recovery", gw.now())
                 .await
-                .map_err(|e| GatewayError::Store(e.to_string()))?;
+            {
+                Ok(()) => {}
+                Err(secureclaw_core::store::StoreError::Conflict(state)) => {
+                    tracing::info!(action = %entry.action_id, %state, "a dangling reservation was settled by its owner during start-up");
+                }
+                Err(e) => return Err(GatewayError::Store(e.to_string())),
+            }
         }
         Ok(gw)
     }

@@ -195,18 +195,22 @@ impl Gateway {
         // protection stays on target and reference fields, so a record read by its id and
         // updated by an ordinary write (the retail chain) is not a protected object — a
         // content-matching effect on it still waits, as unread.
-        let named = self
-            .object_identifiers(entry, mark == ObjectMark::Seen, arguments, records)
-            .await;
         // Only a read of one whole object by a tool that returns content marks it seen (see
         // `secureclaw_core::protect`): a read of several objects may answer some of them with
-        // an error line (red-team R1), and an `info`/`list` tool shows no content.
-        if mark == ObjectMark::Seen
+        // an error line (red-team R1), and an `info`/`list` tool shows no content. What needs
+        // no walk of the arguments is asked first.
+        let seen = mark == ObjectMark::Seen;
+        if seen
             && (entry.effect == EffectClass::Effect
-                || named.len() != 1
                 || !secureclaw_core::protect::content_read_name(&entry.name)
                 || !secureclaw_core::protect::whole_object_read(arguments, &entry.targets))
         {
+            return Ok(());
+        }
+        let named = self
+            .object_identifiers(entry, seen, arguments, records)
+            .await;
+        if seen && named.len() != 1 {
             return Ok(());
         }
         let keys: Vec<String> = named
