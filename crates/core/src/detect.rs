@@ -1232,6 +1232,9 @@ fn scan_secrets(text: &str, out: &mut Vec<Finding>) {
     scan_secrets_where(text, out, |i| matched.as_ref().is_none_or(|m| m.matched(i)));
 }
 
+/// A run pattern and the entropy test a match must pass to be a secret.
+type HighEntropyRun = (&'static LazyLock<Option<Regex>>, fn(&str) -> bool);
+
 /// [`scan_secrets`] running the `i`-th pattern (in [`SECRET_SET`]'s order) only where
 /// `run(i)`.
 fn scan_secrets_where(text: &str, out: &mut Vec<Finding>, run: impl Fn(usize) -> bool) {
@@ -1248,7 +1251,7 @@ fn scan_secrets_where(text: &str, out: &mut Vec<Finding>, run: impl Fn(usize) ->
             }
         }
     }
-    let runs: [(&LazyLock<Option<Regex>>, fn(&str) -> bool); 3] = [
+    let runs: [HighEntropyRun; 3] = [
         (&HEX_RUN, high_entropy_hex),
         (&B64_RUN, high_entropy_base64),
         (&B32_RUN, high_entropy_base32),

@@ -31,7 +31,7 @@ use secureclaw_core::handle::{
 use secureclaw_core::keys::KeyRing;
 use secureclaw_core::store::{SessionRecord, Store};
 use secureclaw_core::summary::{
-    Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
+    ELLIPSIS, Protected, ProtectedKind, SummaryConfig, summarize, summarize_text,
 };
 use secureclaw_core::time::UnixMillis;
 use serde_json::{Value, json};
@@ -428,8 +428,13 @@ impl Declassifier<'_> {
             cut |= s.truncated;
             s.value
         });
-        let mut content = Vec::with_capacity(output.content.len());
-        for block in &output.content {
+        // The content blocks are one more list of the result: D keeps at most `max_entries`
+        // of them, as of any array, and says how many it withheld. Otherwise a server that
+        // splits a result into many blocks would have each summarized within the caps on its
+        // own, and release all of them (trial of issue 17: 12 blocks in, 12 out).
+        let keep = self.summary.max_entries;
+        let mut content = Vec::with_capacity(output.content.len().min(keep).saturating_add(1));
+        for block in output.content.iter().take(keep) {
             let text = match (
                 block.get("type").and_then(Value::as_str),
                 block.get("text").and_then(Value::as_str),
@@ -460,6 +465,12 @@ impl Declassifier<'_> {
                 }
             };
             content.push(json!({"type": "text", "text": new_text}));
+        }
+        let more = output.content.len().saturating_sub(keep);
+        if more > 0 {
+            cut = true;
+            content
+                .push(json!({"type": "text", "text": format!("{ELLIPSIS}[{more} more blocks]")}));
         }
         (structured, content, cut)
     }

@@ -512,3 +512,41 @@ async fn a_released_value_never_comes_back_in_clear() {
     assert!(seen.contains("hdl_"), "a handle stands in for it: {seen}");
     assert!(seen.contains("CONTACT"), "the rest comes back: {seen}");
 }
+
+/// A result split into more text blocks than D keeps entries of a list (`max_entries`, 8)
+/// releases the first 8 and a marker counting the rest, like an array (trial of issue 17: 12
+/// blocks came out as 12, each summarized within the caps on its own). Positive control: a
+/// result of exactly 8 blocks passes whole, with no marker.
+#[tokio::test]
+async fn text_blocks_beyond_the_entry_cap_are_withheld() {
+    let h = Harness::new().await;
+    let o = h
+        .call(&h.session, "test__blocks", json!({"n": 12}), None)
+        .await;
+    let texts: Vec<String> = completed(&o)
+        .content
+        .iter()
+        .map(|b| b["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts.len(), 9, "{texts:?}");
+    for (i, text) in texts.iter().take(8).enumerate() {
+        assert_eq!(text, &format!("block {i}"));
+    }
+    assert_eq!(texts[8], "…[4 more blocks]");
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t.contains("block 8") || t.contains("block 11"))
+    );
+
+    let o = h
+        .call(&h.session, "test__blocks", json!({"n": 8}), None)
+        .await;
+    let texts: Vec<&str> = completed(&o)
+        .content
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts.len(), 8, "{texts:?}");
+    assert_eq!(texts[7], "block 7");
+}

@@ -112,7 +112,7 @@ pub fn test_config() -> GatewayConfig {
     c.limits.tool_burst = u32::MAX;
     // The scripted upstream is not in the shipped catalog of known servers, so its
     // `readOnlyHint` alone makes nothing a read: the operator declares its read tools.
-    for read in ["hang", "crash", "peek", "echo", "recall"] {
+    for read in ["hang", "crash", "peek", "echo", "recall", "blocks"] {
         c.tools.push(read_rule(&format!("test__{read}")));
     }
     // The operator declares the scripted tools' target fields (the default list), so a call
@@ -304,6 +304,7 @@ impl Upstream for DemoUpstream {
 /// | `peek` | read | counts reads |
 /// | `echo` | read | returns its `text` argument |
 /// | `gated` | effect | counts, then waits for [`TestUpstream::open_gate`] |
+/// | `blocks` | read | `n` text blocks `block 0`, `block 1`, … |
 #[derive(Default)]
 pub struct TestUpstream {
     pub effects: AtomicUsize,
@@ -368,6 +369,7 @@ impl Upstream for TestUpstream {
                 test_tool("echo", true, false),
                 test_tool("gated", false, false),
                 test_tool("recall", true, false),
+                test_tool("blocks", true, false),
             ])
         })
     }
@@ -443,6 +445,17 @@ impl Upstream for TestUpstream {
                         .unwrap_or_default();
                     Ok(ToolOutput {
                         content: vec![json!({"type": "text", "text": format!("posted: {last}")})],
+                        structured: None,
+                        is_error: false,
+                    })
+                }
+                "blocks" => {
+                    self.reads.fetch_add(1, Ordering::SeqCst);
+                    let n = arguments.get("n").and_then(Value::as_u64).unwrap_or(0);
+                    Ok(ToolOutput {
+                        content: (0..n)
+                            .map(|i| json!({"type": "text", "text": format!("block {i}")}))
+                            .collect(),
                         structured: None,
                         is_error: false,
                     })
