@@ -498,11 +498,33 @@ fn finish(name: &str, results: &impl LaneReport, out: &LaneOutput<'_>) -> Result
     for c in &failed {
         eprintln!("  FAILED {}: {}", c.name, c.detail);
     }
-    Ok(if out.check && !failed.is_empty() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    if !out.check {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(match check_verdict(&checks) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("secureclaw eval {name} --check: {why}");
+            ExitCode::FAILURE
+        }
     })
+}
+
+/// What `--check` answers for a lane's `checks`: `Err` saying why when one failed, and when
+/// none ran at all (a choice of lanes or operators that carries no check, such as
+/// `eval agentleak --lane detectors`, must not pass as checked).
+fn check_verdict(checks: &[secureclaw_eval::lane::Check]) -> Result<(), String> {
+    if checks.is_empty() {
+        return Err(
+            "no check ran: the lanes or operators selected carry none (run the default selection)"
+                .into(),
+        );
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    if failed > 0 {
+        return Err(format!("{failed} of {} checks failed", checks.len()));
+    }
+    Ok(())
 }
 
 /// Validate the output paths of `eval ghost`; returns the text of the `--write-evaluation`
@@ -743,4 +765,28 @@ fn agentdojo(args: AgentDojoArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_verdict;
+    use secureclaw_eval::lane::Check;
+
+    fn check(ok: bool) -> Check {
+        Check {
+            name: "c".into(),
+            ok,
+            detail: String::new(),
+        }
+    }
+
+    /// `--check` fails when a check failed and when no check ran (trial of issue 17:
+    /// `--lane detectors --check` printed "0 of 0 checks hold" and passed); it passes when
+    /// every check held (positive control).
+    #[test]
+    fn check_fails_on_a_failed_check_and_on_no_check() {
+        assert!(check_verdict(&[]).unwrap_err().contains("no check ran"));
+        assert!(check_verdict(&[check(true), check(false)]).is_err());
+        assert!(check_verdict(&[check(true), check(true)]).is_ok());
+    }
 }
