@@ -64,6 +64,12 @@ pub enum Category {
     BodyWithinCap,
     /// One word of a body beyond the character cap.
     BodyBeyondCap,
+    /// A phone number beyond the character cap of a body whose shown part holds the first
+    /// side's number glued to a word (`ref415-555-0123`, which the detectors reject in
+    /// context): only text beyond the cap differs (trial of issue 17: D's first pass
+    /// detected over the whole string, so the number past the cap turned the glued form in
+    /// the shown part into a handle).
+    IdentifierBeyondCap,
     /// The subject line of an e-mail.
     Subject,
     /// The injection marker in a subject line (which marker, at the same place).
@@ -90,7 +96,7 @@ pub enum Category {
 
 impl Category {
     /// Every category, in report order.
-    pub const ALL: [Category; 27] = [
+    pub const ALL: [Category; 28] = [
         Category::EmailSender,
         Category::IbanCounterparty,
         Category::CardNumber,
@@ -115,6 +121,7 @@ impl Category {
         Category::Date,
         Category::InjectionPayload,
         Category::BodyBeyondCap,
+        Category::IdentifierBeyondCap,
         Category::ListBeyondCap,
         Category::DictKeyBeyondCap,
         Category::SubjectMarker,
@@ -140,6 +147,7 @@ impl Category {
             Category::MalformedIdentifier => "Malformed address (no TLD)",
             Category::BodyWithinCap => "Free-text body within C=512",
             Category::BodyBeyondCap => "Free-text body beyond C=512",
+            Category::IdentifierBeyondCap => "Protected value beyond C=512 (glued copy shown)",
             Category::Subject => "Subject line",
             Category::SubjectMarker => "Injection marker in subject (which one)",
             Category::InjectionPayload => "Injection payload between markers",
@@ -185,6 +193,7 @@ impl Category {
                 | Category::ObfuscatedEmail
                 | Category::DictKeyIdentifier
                 | Category::BodyBeyondCap
+                | Category::IdentifierBeyondCap
                 | Category::ListBeyondCap
                 | Category::SubjectMarker
         )
@@ -423,6 +432,16 @@ fn card(rng: &mut Rng) -> String {
 fn phone(rng: &mut Rng) -> String {
     format!(
         "+1 {} {} {}",
+        200 + rng.below(700),
+        200 + rng.below(700),
+        digits(rng, 4)
+    )
+}
+
+/// A North American number in the `415-555-0123` spelling.
+fn dashed_phone(rng: &mut Rng) -> String {
+    format!(
+        "{}-{}-{}",
         200 + rng.below(700),
         200 + rng.below(700),
         digits(rng, 4)
@@ -793,6 +812,41 @@ fn generate(category: Category, n: u64) -> Pair {
                 ("file", file_pair(&format!("notes/{id}.txt"), a, b))
             }
         }
+        Category::IdentifierBeyondCap => {
+            // 900 characters; the first side's number glued to a word at character 100–300
+            // (both sides), the differing number, delimited, at character 600–850.
+            let body = text(rng, 900);
+            let at = |target: u64| {
+                body.char_indices()
+                    .map(|(i, _)| i)
+                    .nth(usize::try_from(target).unwrap_or(0))
+                    .unwrap_or(0)
+            };
+            let (near, far) = (at(100 + rng.below(200)), at(600 + rng.below(250)));
+            let (pa, pb) = two(rng, dashed_phone);
+            let glue = pick(rng, &["ref", "tel", "no", "x"]);
+            let (head, mid, tail) = (
+                body.get(..near).unwrap_or(""),
+                body.get(near..far).unwrap_or(""),
+                body.get(far..).unwrap_or(""),
+            );
+            let mk = |p: &str| format!("{head} {glue}{pa} {mid} call {p} {tail}");
+            let (a, b) = (mk(&pa), mk(&pb));
+            if n.is_multiple_of(2) {
+                let base = email_record(rng, id);
+                let rec = |v: &str| {
+                    let mut r = base.clone();
+                    set(&mut r, "body", json!(v));
+                    r
+                };
+                (
+                    "email",
+                    json_pair("mail_read_email", &format!("msg-{id}"), rec(&a), rec(&b)),
+                )
+            } else {
+                ("file", file_pair(&format!("notes/{id}.txt"), a, b))
+            }
+        }
         Category::Subject | Category::SubjectMarker => {
             let base = email_record(rng, id);
             let (a, b) = if category == Category::Subject {
@@ -1053,6 +1107,39 @@ mod tests {
                 vec![secureclaw_core::detect::IdentifierKind::CardNumber],
                 "{c}"
             );
+        }
+    }
+
+    /// The premises of the "protected value beyond the cap" pairs: the glued form in the
+    /// shown part is no identifier to the detectors, the delimited one beyond the cap is, and
+    /// it lies beyond C = 512 characters.
+    #[test]
+    fn identifier_beyond_cap_pairs_hold_their_premises() {
+        use secureclaw_core::detect::detect;
+        for n in 0..PER_CATEGORY {
+            let p = generate(Category::IdentifierBeyondCap, n);
+            for side in &p.sides {
+                let text = match &side.answer {
+                    Answer::Text(t) => t.clone(),
+                    Answer::Json(v) => get_str(v, "body"),
+                };
+                let call = text.find(" call ").expect("delimited number");
+                assert!(text.get(..call).unwrap_or("").chars().count() > 512, "{}", p.id);
+                let number: String = text
+                    .get(call + 6..)
+                    .unwrap_or("")
+                    .chars()
+                    .take_while(|c| *c != ' ')
+                    .collect();
+                assert!(!detect(&format!("call {number} today")).is_empty(), "{number}");
+                let glued = text
+                    .split_whitespace()
+                    .find(|w| w.ends_with(&number) && w.len() > number.len());
+                if std::ptr::eq(side, &p.sides[0]) {
+                    let glued = glued.expect("glued copy in the shown part");
+                    assert!(detect(glued).is_empty(), "{glued}");
+                }
+            }
         }
     }
 
