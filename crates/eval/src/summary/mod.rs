@@ -288,8 +288,11 @@ pub struct PairResult {
     pub shape: &'static str,
     /// Operator.
     pub operator: Operator,
-    /// The two normalized views differ.
+    /// The two normalized views differ (never set for a failed pair).
     pub delta: bool,
+    /// The first read of the pair that failed (an error result, a refused request, a held or
+    /// denied call): the pair has no Δ and `--check` fails.
+    pub failed: Option<String>,
     /// Side 0 run twice gave the same normalized view.
     pub reproducible: bool,
     /// The normalized views (side 0, side 1), kept for `--json --cases`.
@@ -338,13 +341,52 @@ enum Conn<'a> {
     Gateway(&'a Deployment),
 }
 
+/// Why a read's answer is not a successful read, if it is not: the front end refused the
+/// request (`error`), the result is an error result (`isError`), or the gateway held or
+/// denied the call (`structuredContent.status`). Two identical failures say nothing about
+/// what D releases, so a pair with a failed read has no Δ.
+#[must_use]
+pub fn read_failure(answer: &Value) -> Option<String> {
+    if let Some(e) = answer.get("error") {
+        return Some(format!("refused: {}", e.as_str().unwrap_or("error")));
+    }
+    let status = answer
+        .get("structuredContent")
+        .and_then(|s| s.get("status"))
+        .and_then(Value::as_str);
+    if let Some(st @ ("denied" | "pending_confirmation" | "deferred")) = status {
+        return Some(format!("gateway: {st}"));
+    }
+    if answer.get("isError") == Some(&Value::Bool(true)) {
+        let text = answer
+            .get("content")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .and_then(|b| b.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Some(format!(
+            "isError: {}",
+            text.chars().take(80).collect::<String>()
+        ));
+    }
+    None
+}
+
+/// One session's transcript: every read's whole answer, in order, normalized; and the first
+/// failed read (`read i: why`), if any.
+struct Transcript {
+    view: String,
+    failure: Option<String>,
+}
+
 /// The normalized transcript of one session: every read's whole answer, in order.
 async fn session(
     conn: &Conn<'_>,
     server: &PairServer,
     pair: &Pair,
     side: usize,
-) -> Result<String, LaneError> {
+) -> Result<Transcript, LaneError> {
     let [left, right] = &pair.sides;
     let target = if side == 1 { right } else { left };
     let reads: Vec<&Read> = pair.before.iter().chain(std::iter::once(target)).collect();
@@ -376,7 +418,14 @@ async fn session(
             out?;
         }
     }
-    Ok(normalize_handles(&Value::Array(answers).to_string()))
+    let failure = answers
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| read_failure(a).map(|why| format!("side {side}, read {i}: {why}")));
+    Ok(Transcript {
+        view: normalize_handles(&Value::Array(answers).to_string()),
+        failure,
+    })
 }
 
 async fn run_operator(
@@ -409,18 +458,7 @@ async fn run_operator(
     };
     let mut out = Vec::with_capacity(pairs.len());
     for p in pairs {
-        let a = session(&conn, &server, p, 0).await?;
-        let b = session(&conn, &server, p, 1).await?;
-        let again = session(&conn, &server, p, 0).await?;
-        out.push(PairResult {
-            id: p.id.clone(),
-            category: p.category,
-            shape: p.shape,
-            operator: op,
-            delta: a != b,
-            reproducible: a == again,
-            views: [a, b],
-        });
+        out.push(run_pair(&conn, &server, p, op).await?);
     }
     progress(&format!(
         "{}: {} pairs ({:.1} s)",
@@ -429,6 +467,29 @@ async fn run_operator(
         t.elapsed().as_secs_f64()
     ));
     Ok(out)
+}
+
+/// One pair under `op`: side 0, side 1, side 0 again.
+async fn run_pair(
+    conn: &Conn<'_>,
+    server: &PairServer,
+    p: &Pair,
+    op: Operator,
+) -> Result<PairResult, LaneError> {
+    let a = session(conn, server, p, 0).await?;
+    let b = session(conn, server, p, 1).await?;
+    let again = session(conn, server, p, 0).await?;
+    let failed = a.failure.or(b.failure).or(again.failure);
+    Ok(PairResult {
+        id: p.id.clone(),
+        category: p.category,
+        shape: p.shape,
+        operator: op,
+        delta: failed.is_none() && a.view != b.view,
+        reproducible: a.view == again.view,
+        failed,
+        views: [a.view, b.view],
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -636,6 +697,45 @@ mod tests {
         assert_eq!(
             normalize_handles(&text),
             "{\"x\":\"hdl_fld_#1 hdl_em_#2\",\"y\":\"hdl_em_#2\",\"z\":\"hdl_em_short\"}"
+        );
+    }
+    /// A pair whose reads fail (here: a tool the upstream does not have) gives two identical
+    /// error views; it must be reported as failed, never as Δ = 0 (trial of issue 17).
+    /// Positive control: a generated pair reads successfully and the identity control sees
+    /// its difference.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_pair_whose_read_failed_has_no_delta() {
+        let good = pairs::pairs(true).into_iter().next().expect("a pair");
+        let mut bad = good.clone();
+        bad.id = "broken/0".into();
+        for side in &mut bad.sides {
+            side.tool = "no_such_tool";
+        }
+        for op in [Operator::Identity, Operator::Default] {
+            let out = run_operator(op, &[good.clone(), bad.clone()], &mut |_| {})
+                .await
+                .expect("run");
+            let (g, b) = (&out[0], &out[1]);
+            assert!(g.failed.is_none(), "{op:?}: {:?}", g.failed);
+            assert!(b.failed.is_some(), "{op:?}: an error view counted as a read");
+            assert!(!b.delta);
+            assert_eq!(b.views[0], b.views[1], "premise: identical error views");
+            if op == Operator::Identity {
+                assert!(g.delta, "control: the identity distinguishes the good pair");
+            }
+        }
+    }
+
+    /// What counts as a failed read, and what does not.
+    #[test]
+    fn read_failure_recognizes_errors_refusals_and_holds() {
+        let ok = json!({"content": [{"type": "text", "text": "{}"}], "isError": false});
+        assert_eq!(read_failure(&ok), None);
+        assert!(read_failure(&json!({"error": "unknown tool"})).is_some());
+        assert!(read_failure(&json!({"content": [], "isError": true})).is_some());
+        assert!(
+            read_failure(&json!({"structuredContent": {"status": "denied"}, "content": []}))
+                .is_some()
         );
     }
 }

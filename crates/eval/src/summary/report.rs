@@ -2,7 +2,7 @@
 
 use super::pairs::Category;
 use super::{Operator, Outcome, PairResult, Recall, Results};
-use crate::lane::{Check, checks_markdown, markdown_table, pct};
+use crate::lane::{Check, LaneReport as _, checks_markdown, markdown_table, pct};
 
 /// Δ of one category under one operator.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -11,15 +11,18 @@ pub struct Cell {
     pub pairs: usize,
     /// Reproducible pairs whose views differ (Δ = 1).
     pub differ: usize,
-    /// Pairs whose side 0 was not reproducible (Δ not determined).
+    /// Pairs whose reads succeeded but whose side 0 was not reproducible (Δ not determined).
     pub nondeterministic: usize,
+    /// Pairs with a failed read (an error result, a refused, held or denied call): Δ not
+    /// determined, and `--check` fails.
+    pub failed: usize,
 }
 
 impl Cell {
     /// Pairs with a determined Δ.
     #[must_use]
     pub fn determined(&self) -> usize {
-        self.pairs - self.nondeterministic
+        self.pairs - self.nondeterministic - self.failed
     }
 
     /// Mean Δ over the determined pairs (`None` when there is none).
@@ -29,20 +32,21 @@ impl Cell {
         (d > 0).then(|| self.differ as f64 / d as f64)
     }
 
-    /// `0.00 (0/14)`, with `, k nondet.` when some pairs were not reproducible; `–` when the
-    /// operator did not run.
+    /// `0.00 (0/14)`, with `, k nondet.` when some pairs were not reproducible and `, k
+    /// failed` when some pairs had a failed read; `–` when the operator did not run.
     #[must_use]
     pub fn text(&self) -> String {
+        let mut extra = String::new();
+        if self.nondeterministic > 0 {
+            extra.push_str(&format!(", {} nondet.", self.nondeterministic));
+        }
+        if self.failed > 0 {
+            extra.push_str(&format!(", {} failed", self.failed));
+        }
         match self.mean() {
             None if self.pairs == 0 => "–".into(),
-            None => format!("n/d ({} nondet.)", self.nondeterministic),
-            Some(m) => {
-                let mut s = format!("{m:.2} ({}/{})", self.differ, self.determined());
-                if self.nondeterministic > 0 {
-                    s.push_str(&format!(", {} nondet.", self.nondeterministic));
-                }
-                s
-            }
+            None => format!("n/d ({})", extra.trim_start_matches(", ")),
+            Some(m) => format!("{m:.2} ({}/{}){extra}", self.differ, self.determined()),
         }
     }
 }
@@ -59,77 +63,21 @@ fn rows(results: &Results, op: Operator, category: Option<Category>) -> Vec<&Pai
 #[must_use]
 pub fn cell(results: &Results, op: Operator, category: Option<Category>) -> Cell {
     let rs = rows(results, op, category);
+    let ok = |p: &&&PairResult| p.failed.is_none();
     Cell {
         pairs: rs.len(),
-        differ: rs.iter().filter(|p| p.reproducible && p.delta).count(),
-        nondeterministic: rs.iter().filter(|p| !p.reproducible).count(),
+        differ: rs
+            .iter()
+            .filter(ok)
+            .filter(|p| p.reproducible && p.delta)
+            .count(),
+        nondeterministic: rs.iter().filter(ok).filter(|p| !p.reproducible).count(),
+        failed: rs.iter().filter(|p| p.failed.is_some()).count(),
     }
 }
 
 fn ran(results: &Results, op: Operator) -> bool {
     results.pairs.iter().any(|p| p.operator == op)
-}
-
-/// The checks:
-/// - the identity control shows Δ = 1 on every pair (the harness can see a difference);
-/// - under the default D and under D with rules, every pair of a category that is Δ = 0 by
-///   construction ([`Category::zero_by_construction`]) is reproducible (else its Δ is not
-///   established) and none shows Δ = 1.
-#[must_use]
-pub fn checks(results: &Results) -> Vec<Check> {
-    let mut out = Vec::new();
-    if ran(results, Operator::Identity) {
-        let c = cell(results, Operator::Identity, None);
-        out.push(Check {
-            name: "identity control: every pair distinguishable (Δ = 1)".into(),
-            ok: c.differ == c.pairs,
-            detail: format!("{}/{}", c.differ, c.pairs),
-        });
-    }
-    for op in [Operator::Default, Operator::Rules] {
-        if !ran(results, op) {
-            continue;
-        }
-        let bad: Vec<String> = Category::ALL
-            .iter()
-            .filter(|c| c.zero_by_construction())
-            .filter_map(|c| {
-                let x = cell(results, op, Some(*c));
-                (x.differ > 0).then(|| format!("{} {}/{}", c.id(), x.differ, x.determined()))
-            })
-            .collect();
-        let n: usize = Category::ALL
-            .iter()
-            .filter(|c| c.zero_by_construction())
-            .map(|c| cell(results, op, Some(*c)).pairs)
-            .sum();
-        let nondet: usize = Category::ALL
-            .iter()
-            .filter(|c| c.zero_by_construction())
-            .map(|c| cell(results, op, Some(*c)).nondeterministic)
-            .sum();
-        out.push(Check {
-            name: format!(
-                "{}: every identifier / cut-content / stripped-marker pair reproducible",
-                op.as_str()
-            ),
-            ok: nondet == 0,
-            detail: format!("{nondet} not reproducible"),
-        });
-        out.push(Check {
-            name: format!(
-                "{}: Δ = 0 on every identifier / cut-content / stripped-marker pair",
-                op.as_str()
-            ),
-            ok: bad.is_empty(),
-            detail: if bad.is_empty() {
-                format!("0 of {n} pairs differ")
-            } else {
-                bad.join(", ")
-            },
-        });
-    }
-    out
 }
 
 /// The Δ table (markdown): one row per category, one column per operator, the paper's
@@ -176,6 +124,7 @@ pub fn delta_table(results: &Results) -> String {
             x.pairs += y.pairs;
             x.differ += y.differ;
             x.nondeterministic += y.nondeterministic;
+            x.failed += y.failed;
         }
         x
     };
@@ -273,6 +222,22 @@ pub fn residuals(results: &Results) -> String {
             nondet.join(", ")
         ));
     }
+    let failed: Vec<String> = Category::ALL
+        .iter()
+        .filter_map(|c| {
+            let n: usize = Operator::ALL
+                .iter()
+                .map(|op| cell(results, *op, Some(*c)).failed)
+                .sum();
+            (n > 0).then(|| format!("{} {n}", c.label()))
+        })
+        .collect();
+    if !failed.is_empty() {
+        s.push_str(&format!(
+            "- Failed reads (Δ not determined; `--check` fails): {}.\n",
+            failed.join(", ")
+        ));
+    }
     s
 }
 
@@ -334,120 +299,188 @@ pub fn recall_table(recall: &[Recall]) -> String {
     s
 }
 
-/// Plain-text summary for the terminal.
-#[must_use]
-pub fn summary(results: &Results) -> String {
-    let mut s = String::new();
-    for c in Category::ALL {
-        let cells: Vec<String> = Operator::ALL
-            .iter()
-            .map(|op| format!("{:<22}", cell(results, *op, Some(c)).text()))
-            .collect();
-        s.push_str(&format!("{:<45} {}\n", c.label(), cells.join(" ")));
-    }
-    let cells: Vec<String> = Operator::ALL
-        .iter()
-        .map(|op| format!("{:<22}", cell(results, *op, None).text()))
-        .collect();
-    s.push_str(&format!("{:<45} {}\n", "all pairs", cells.join(" ")));
-    for r in &results.recall {
-        s.push_str(&format!(
-            "recall, {}: {}/{} annotated values not in plaintext\n",
-            r.lane,
-            r.protected(),
-            r.total()
-        ));
-    }
-    s
-}
-
-/// The JSON report: per category and operator, the checks, recall, and (with `cases`) every
-/// pair with its normalized views.
-#[must_use]
-pub fn json(results: &Results, cases: bool) -> serde_json::Value {
-    let mut cells = Vec::new();
-    for c in Category::ALL {
-        for op in Operator::ALL {
-            let x = cell(results, op, Some(c));
-            if x.pairs > 0 {
-                cells.push(serde_json::json!({
-                    "category": c, "operator": op, "pairs": x.pairs, "differ": x.differ,
-                    "nondeterministic": x.nondeterministic, "delta": x.mean(),
-                    "paper": c.paper().map(|(row, n, d)| serde_json::json!({"row": row, "pairs": n, "delta": d})),
-                    "zero_by_construction": c.zero_by_construction(),
-                }));
-            }
-        }
-    }
-    let mut v = serde_json::json!({
-        "benchmark": "summary operator Δ (SecureClaw paper Appendix B, Table 21), paired reads through the gateway",
-        "quick": results.quick,
-        "seconds": results.seconds,
-        "cells": cells,
-        "recall": results.recall,
-        "checks": checks(results),
-    });
-    if cases && let Some(obj) = v.as_object_mut() {
-        obj.insert(
-            "cases".into(),
-            serde_json::to_value(&results.pairs).unwrap_or_default(),
-        );
-    }
-    v
-}
-
 /// Marker opening the generated summary-Δ results in EVALUATION.md.
 pub const BEGIN: &str = "<!-- summary-eval:begin (generated by `secureclaw eval summary --write-evaluation`; do not edit) -->";
 /// Marker closing it.
 pub const END: &str = "<!-- summary-eval:end -->";
 
-/// The generated part of EVALUATION.md's summary-Δ section (no timings).
-#[must_use]
-pub fn markdown(results: &Results) -> String {
-    let n = cell(results, Operator::Default, None)
-        .pairs
-        .max(cell(results, Operator::Identity, None).pairs);
-    let mut s = format!(
-        "Δ per category (mean over the pairs; `k/n` pairs whose released views differ), {n} pairs:\n\n"
-    );
-    s.push_str(&delta_table(results));
-    s.push_str("\nResiduals (categories with Δ > 0 under the gateway), classified:\n\n");
-    s.push_str(&residuals(results));
-    if !results.recall.is_empty() {
-        s.push_str(
-            "\nRecall of the classification against AgentLeak's annotations (every `CANARY_*` \
-             token and every value of a field the scenario's privacy rule forbids, served as \
-             the scenario's vault records):\n\n",
-        );
-        s.push_str(&recall_table(&results.recall));
-    }
-    s.push_str("\nChecks (`--check`):\n\n");
-    s.push_str(&checks_markdown(&checks(results)));
-    s
-}
-
-/// `document` with the generated summary-Δ section replaced by `section`.
-#[must_use]
-pub fn splice(document: &str, section: &str) -> String {
-    crate::lane::splice(document, BEGIN, END, section)
-}
-
 impl crate::lane::LaneReport for Results {
+    const BEGIN: &'static str = BEGIN;
+    const END: &'static str = END;
+
+    /// Plain-text summary for the terminal.
     fn summary(&self) -> String {
-        summary(self)
+        let results = self;
+        let mut s = String::new();
+        for c in Category::ALL {
+            let cells: Vec<String> = Operator::ALL
+                .iter()
+                .map(|op| format!("{:<22}", cell(results, *op, Some(c)).text()))
+                .collect();
+            s.push_str(&format!("{:<45} {}\n", c.label(), cells.join(" ")));
+        }
+        let cells: Vec<String> = Operator::ALL
+            .iter()
+            .map(|op| format!("{:<22}", cell(results, *op, None).text()))
+            .collect();
+        s.push_str(&format!("{:<45} {}\n", "all pairs", cells.join(" ")));
+        for r in &results.recall {
+            s.push_str(&format!(
+                "recall, {}: {}/{} annotated values not in plaintext\n",
+                r.lane,
+                r.protected(),
+                r.total()
+            ));
+        }
+        s
     }
+
+    /// The generated part of EVALUATION.md's summary-Δ section (no timings).
     fn markdown(&self) -> String {
-        markdown(self)
+        let results = self;
+        let n = cell(results, Operator::Default, None)
+            .pairs
+            .max(cell(results, Operator::Identity, None).pairs);
+        let mut s = format!(
+            "Δ per category (mean over the pairs; `k/n` pairs whose released views differ), {n} pairs:\n\n"
+        );
+        s.push_str(&delta_table(results));
+        s.push_str("\nResiduals (categories with Δ > 0 under the gateway), classified:\n\n");
+        s.push_str(&residuals(results));
+        if !results.recall.is_empty() {
+            s.push_str(
+                "\nRecall of the classification against AgentLeak's annotations (every `CANARY_*` \
+                 token and every value of a field the scenario's privacy rule forbids, served as \
+                 the scenario's vault records):\n\n",
+            );
+            s.push_str(&recall_table(&results.recall));
+        }
+        s.push_str("\nChecks (`--check`):\n\n");
+        s.push_str(&checks_markdown(&results.checks()));
+        s
     }
+
+    /// The JSON report: per category and operator, the checks, recall, and (with `cases`) every
+    /// pair with its normalized views.
     fn json(&self, cases: bool) -> serde_json::Value {
-        json(self, cases)
+        let results = self;
+        let mut cells = Vec::new();
+        for c in Category::ALL {
+            for op in Operator::ALL {
+                let x = cell(results, op, Some(c));
+                if x.pairs > 0 {
+                    cells.push(serde_json::json!({
+                        "category": c, "operator": op, "pairs": x.pairs, "differ": x.differ,
+                        "nondeterministic": x.nondeterministic, "failed": x.failed, "delta": x.mean(),
+                        "paper": c.paper().map(|(row, n, d)| serde_json::json!({"row": row, "pairs": n, "delta": d})),
+                        "zero_by_construction": c.zero_by_construction(),
+                    }));
+                }
+            }
+        }
+        let mut v = serde_json::json!({
+            "benchmark": "summary operator Δ (SecureClaw paper Appendix B, Table 21), paired reads through the gateway",
+            "quick": results.quick,
+            "seconds": results.seconds,
+            "cells": cells,
+            "recall": results.recall,
+            "checks": results.checks(),
+        });
+        if cases && let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "cases".into(),
+                serde_json::to_value(&results.pairs).unwrap_or_default(),
+            );
+        }
+        v
     }
+
+    /// The checks:
+    /// - every read of every pair succeeded (two identical error views are no Δ = 0);
+    /// - the identity control shows Δ = 1 on every pair (the harness can see a difference);
+    /// - under the default D and under D with rules, every pair of a category that is Δ = 0 by
+    ///   construction ([`Category::zero_by_construction`]) is reproducible (else its Δ is not
+    ///   established) and none shows Δ = 1.
     fn checks(&self) -> Vec<Check> {
-        checks(self)
+        let results = self;
+        let mut out = Vec::new();
+        if !results.pairs.is_empty() {
+            let failed: Vec<&PairResult> = results
+                .pairs
+                .iter()
+                .filter(|p| p.failed.is_some())
+                .collect();
+            out.push(Check {
+                name: "every read of every pair succeeded (no error, refused, held or denied read)"
+                    .into(),
+                ok: failed.is_empty(),
+                detail: match failed.first() {
+                    None => format!("0 of {} pair runs failed", results.pairs.len()),
+                    Some(p) => format!(
+                        "{} of {} pair runs failed; first: {} ({}): {}",
+                        failed.len(),
+                        results.pairs.len(),
+                        p.id,
+                        p.operator.as_str(),
+                        p.failed.as_deref().unwrap_or("")
+                    ),
+                },
+            });
+        }
+        if ran(results, Operator::Identity) {
+            let c = cell(results, Operator::Identity, None);
+            out.push(Check {
+                name: "identity control: every pair distinguishable (Δ = 1)".into(),
+                ok: c.differ == c.pairs,
+                detail: format!("{}/{}", c.differ, c.pairs),
+            });
+        }
+        for op in [Operator::Default, Operator::Rules] {
+            if !ran(results, op) {
+                continue;
+            }
+            let bad: Vec<String> = Category::ALL
+                .iter()
+                .filter(|c| c.zero_by_construction())
+                .filter_map(|c| {
+                    let x = cell(results, op, Some(*c));
+                    (x.differ > 0).then(|| format!("{} {}/{}", c.id(), x.differ, x.determined()))
+                })
+                .collect();
+            let n: usize = Category::ALL
+                .iter()
+                .filter(|c| c.zero_by_construction())
+                .map(|c| cell(results, op, Some(*c)).pairs)
+                .sum();
+            let nondet: usize = Category::ALL
+                .iter()
+                .filter(|c| c.zero_by_construction())
+                .map(|c| cell(results, op, Some(*c)).nondeterministic)
+                .sum();
+            out.push(Check {
+                name: format!(
+                    "{}: every identifier / cut-content / stripped-marker pair reproducible",
+                    op.as_str()
+                ),
+                ok: nondet == 0,
+                detail: format!("{nondet} not reproducible"),
+            });
+            out.push(Check {
+                name: format!(
+                    "{}: Δ = 0 on every identifier / cut-content / stripped-marker pair",
+                    op.as_str()
+                ),
+                ok: bad.is_empty(),
+                detail: if bad.is_empty() {
+                    format!("0 of {n} pairs differ")
+                } else {
+                    bad.join(", ")
+                },
+            });
+        }
+        out
     }
-    fn splice(&self, document: &str, section: &str) -> String {
-        splice(document, section)
-    }
+
     fn ran(&self) -> String {
         format!("{} pair runs in {:.1} s", self.pairs.len(), self.seconds)
     }
@@ -465,6 +498,7 @@ mod tests {
             operator,
             delta,
             reproducible: true,
+            failed: None,
             views: [String::new(), String::new()],
         }
     }
@@ -479,7 +513,7 @@ mod tests {
     }
 
     fn failed(r: &Results) -> Vec<String> {
-        checks(r)
+        r.checks()
             .into_iter()
             .filter(|c| !c.ok)
             .map(|c| c.name)
@@ -499,6 +533,31 @@ mod tests {
             pr(Category::EmailSender, Operator::Default, true),
         ]);
         assert_eq!(failed(&bad).len(), 1);
+    }
+
+    /// A pair with a failed read counts neither as Δ = 0 nor as Δ = 1, shows in its cell,
+    /// and fails `--check`; the same results without the failure pass (positive control).
+    #[test]
+    fn a_failed_pair_is_not_indistinguishable_and_fails_the_check() {
+        let mut broken = pr(Category::EmailSender, Operator::Default, false);
+        broken.failed = Some("side 0, read 0: isError: not found".into());
+        let r = results(vec![
+            pr(Category::EmailSender, Operator::Identity, true),
+            pr(Category::EmailSender, Operator::Default, false),
+            broken,
+        ]);
+        let c = cell(&r, Operator::Default, Some(Category::EmailSender));
+        assert_eq!((c.pairs, c.determined(), c.failed, c.differ), (2, 1, 1, 0));
+        assert!(c.text().contains("1 failed"), "{}", c.text());
+        let f = failed(&r);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("every read"), "{f:?}");
+        assert!(residuals(&r).contains("Failed reads"));
+        let ok = results(vec![
+            pr(Category::EmailSender, Operator::Identity, true),
+            pr(Category::EmailSender, Operator::Default, false),
+        ]);
+        assert!(failed(&ok).is_empty());
     }
 
     #[test]
