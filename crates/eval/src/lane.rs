@@ -20,7 +20,10 @@
 //! score out). [`splice`] regenerates a lane's section of EVALUATION.md between its markers.
 //!
 //! The AgentDojo lane (`eval/agentdojo`) has the same shape with its driver in Python and a
-//! `secureclaw serve` process, because its runtime is AgentDojo's own Python package.
+//! `secureclaw serve` process, because its runtime is AgentDojo's own Python package: it
+//! shares [`harness_dir`] and [`ensure_venv`] from here; its deployment, runtime, scoring and
+//! report stay in the driver (AgentDojo's `TaskSuite` is Python and its numbers come from
+//! AgentDojo's own `utility()`/`security()`), so it has no [`LaneReport`].
 
 use crate::stack::{ManualClock, StackError, T0, fresh_keys};
 use rmcp::ServiceExt;
@@ -61,6 +64,9 @@ pub enum LaneError {
     /// Creating the virtualenv or running a Python scorer failed.
     #[error("python: {0}")]
     Python(String),
+    /// A lane's harness directory (`eval/<lane>`) was not found.
+    #[error("{0}")]
+    Harness(String),
 }
 
 /// An in-process upstream of a lane, with its id and whether its tools are namespaced
@@ -147,6 +153,9 @@ impl Deployment {
         )
         .await
         .map_err(StackError::Gateway)?;
+        // Approvals are the lane's simulated user's ([`Deployment::decide`]), over a store in
+        // a temporary directory: no `approvals approve` advice in the log.
+        gateway.set_approvals_in_process("the lane's simulated user");
         Ok(Self {
             _dir: dir,
             gateway,
@@ -567,8 +576,14 @@ pub fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// What the CLI needs of a lane's results to print, save and check them the same way for
-/// every lane (`--json`, `--write-evaluation`, `--markdown`, `--check`).
+/// every lane (`--json`, `--write-evaluation`, `--markdown`, `--check`). A lane implements it
+/// on its results type with its report's bodies; the section markers are constants, and the
+/// splice into EVALUATION.md is the default method.
 pub trait LaneReport {
+    /// Marker opening the lane's generated section of EVALUATION.md.
+    const BEGIN: &'static str;
+    /// Marker closing it.
+    const END: &'static str;
     /// Plain-text summary for the terminal.
     fn summary(&self) -> String;
     /// The generated EVALUATION.md section (deterministic: no timings).
@@ -577,10 +592,13 @@ pub trait LaneReport {
     fn json(&self, cases: bool) -> Value;
     /// The `--check` properties.
     fn checks(&self) -> Vec<Check>;
-    /// `document` with the lane's generated section replaced by `section`.
-    fn splice(&self, document: &str, section: &str) -> String;
     /// What ran and how long it took (one line, for stderr).
     fn ran(&self) -> String;
+    /// `document` with the lane's generated section (between [`LaneReport::BEGIN`] and
+    /// [`LaneReport::END`]) replaced by `section`, appended with its markers when missing.
+    fn splice(&self, document: &str, section: &str) -> String {
+        splice(document, Self::BEGIN, Self::END, section)
+    }
 }
 
 fn python_error(what: &str, e: impl std::fmt::Display) -> LaneError {
@@ -594,6 +612,38 @@ fn run_status(cmd: &mut Command, what: &str) -> Result<(), LaneError> {
     } else {
         Err(python_error(what, st))
     }
+}
+
+/// The harness directory `eval/<name>` of a lane with Python glue (the directory holding
+/// `marker`): `explicit` (`--dir`), else `eval/<name>` under the current directory, else the
+/// one in the source tree this binary was built from; canonicalized.
+///
+/// # Errors
+/// [`LaneError::Harness`] if none holds `marker` or the path cannot be resolved.
+pub fn harness_dir(
+    explicit: Option<&Path>,
+    name: &str,
+    marker: &str,
+) -> Result<PathBuf, LaneError> {
+    let candidates = match explicit {
+        Some(d) => vec![d.to_owned()],
+        None => vec![
+            Path::new("eval").join(name),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../eval")
+                .join(name),
+        ],
+    };
+    let dir = candidates
+        .into_iter()
+        .find(|d| d.join(marker).is_file())
+        .ok_or_else(|| {
+            LaneError::Harness(format!(
+                "cannot find eval/{name}/{marker} (run from the repository root or pass --dir)"
+            ))
+        })?;
+    std::fs::canonicalize(&dir)
+        .map_err(|e| LaneError::Harness(format!("cannot resolve `{}`: {e}", dir.display())))
 }
 
 /// The Python of `dir/.venv`, created with `python -m venv` and `pip install -r

@@ -478,3 +478,55 @@ async fn the_identical_reissue_without_meta_commits_the_approval_once() {
     );
     assert_eq!(h.sent(), 2);
 }
+
+/// Log text written through a `tracing` subscriber while `f` runs (this thread only).
+async fn logs_of<F: std::future::Future<Output = ()>>(f: F) -> String {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    f.await;
+    String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+}
+
+/// A gateway whose approvals are decided in process (an evaluation lane over a temporary
+/// store) logs a pending action without advising `secureclaw approvals approve`, which would
+/// name a state no operator can open (trial of issue 17), and not as a warning. Positive
+/// control: a gateway without that declaration advises the command at WARN.
+#[tokio::test(flavor = "current_thread")]
+async fn in_process_approvals_log_no_approve_advice() {
+    let h = Harness::new().await;
+    h.gw.set_approvals_in_process("the test's user");
+    let log = logs_of(async {
+        assert_pending(&h.call(&h.session, SEND, copy_to_finance(), None).await);
+    })
+    .await;
+    assert!(!log.contains("approvals approve"), "{log}");
+    assert!(!log.contains("WARN"), "{log}");
+    assert!(log.contains("the test's user"), "{log}");
+
+    let plain = Harness::new().await;
+    let log = logs_of(async {
+        assert_pending(&plain.call(&plain.session, SEND, copy_to_finance(), None).await);
+    })
+    .await;
+    assert!(log.contains("approvals approve act_"), "{log}");
+    assert!(log.contains("WARN"), "{log}");
+}

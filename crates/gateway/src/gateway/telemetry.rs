@@ -95,6 +95,10 @@ pub(crate) struct Metrics {
     /// `secureclaw approvals approve` with the options that find this gateway's state (set
     /// by the binary: `--state-dir`, `--store`), for the pending log line and the recovery.
     pub(crate) approve_command: std::sync::OnceLock<String>,
+    /// Who decides approvals when this gateway runs embedded in a program that answers them
+    /// itself (an evaluation lane's simulated user over a temporary store): then no command
+    /// is advised, since no operator can reach that state.
+    pub(crate) approvals_in_process: std::sync::OnceLock<String>,
 }
 
 impl Metrics {
@@ -159,6 +163,7 @@ impl Metrics {
             restarts,
             scrape: tokio::sync::Mutex::new(()),
             approve_command: std::sync::OnceLock::new(),
+            approvals_in_process: std::sync::OnceLock::new(),
         }
     }
 
@@ -267,6 +272,19 @@ impl Gateway {
         }
         cmd.push_str(" approvals approve");
         let _ = self.inner.metrics.approve_command.set(cmd);
+    }
+
+    /// Declare that approvals of this gateway are decided in process by `decider` (the
+    /// embedding program, such as an evaluation lane's simulated user over a temporary store
+    /// that no operator can reach): a pending action is then logged at `info` as waiting for
+    /// `decider`, with no `secureclaw approvals approve` advice (which would name a state no
+    /// command can open). Only the first call takes effect.
+    pub fn set_approvals_in_process(&self, decider: &str) {
+        let _ = self
+            .inner
+            .metrics
+            .approvals_in_process
+            .set(decider.to_owned());
     }
 
     /// The approve command (see [`Gateway::set_approve_command`]).
@@ -391,7 +409,21 @@ impl Gateway {
             latency_ms,
             "tool call decided"
         );
-        if decision == "pending" && !action.is_empty() {
+        if decision == "pending"
+            && !action.is_empty()
+            && let Some(decider) = self.inner.metrics.approvals_in_process.get()
+        {
+            tracing::info!(
+                target: "secureclaw::approval",
+                tool = %label,
+                upstream,
+                reason,
+                action_id = action,
+                session = %session,
+                decider = %decider,
+                "action waits for approval by {decider} (decided in process)"
+            );
+        } else if decision == "pending" && !action.is_empty() {
             tracing::warn!(
                 target: "secureclaw::approval",
                 tool = %label,
