@@ -55,38 +55,21 @@ pub enum SummaryOperator {
 #[derive(Debug, Args)]
 pub struct SummaryArgs {
     /// Operators to run (repeatable). Default: all three.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "write_evaluation")]
     operator: Vec<SummaryOperator>,
     /// The first 2 pairs of each category, and the recall on AgentLeak's quick subset (CI
     /// runs it with --no-recall).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_evaluation")]
     quick: bool,
     /// Skip the recall measurement against AgentLeak's annotations.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_evaluation")]
     no_recall: bool,
-    /// Write the per-category cells, recall and checks as JSON to PATH.
-    #[arg(long, value_name = "PATH")]
-    json: Option<PathBuf>,
-    /// With --json: include every pair with its two normalized views.
-    #[arg(long, requires = "json")]
-    cases: bool,
-    /// Print the markdown tables and checks to stdout.
-    #[arg(long)]
-    markdown: bool,
-    /// Regenerate the summary-Δ results in EVALUATION.md (or PATH) between its markers.
-    #[arg(
-        long,
-        value_name = "PATH",
-        num_args = 0..=1,
-        default_missing_value = "EVALUATION.md",
-        conflicts_with_all = ["quick", "operator", "no_recall"]
-    )]
-    write_evaluation: Option<PathBuf>,
-    /// Exit 1 if the identity control fails to distinguish a pair, or if a category that is
-    /// Δ = 0 by construction (identifiers replaced by handles, text or list items beyond a
-    /// cap, a stripped marker) shows Δ = 1, or does not reproduce, under the gateway.
-    #[arg(long)]
-    check: bool,
+    /// Output flags. `--check` exits 1 if a read of a pair failed, if the identity control
+    /// fails to distinguish a pair, or if a category that is Δ = 0 by construction
+    /// (identifiers replaced by handles, text or list items beyond a cap, a stripped marker)
+    /// shows Δ = 1, or does not reproduce, under the gateway.
+    #[command(flatten)]
+    out: LaneOutputArgs,
 }
 
 /// Which AgentLeak lanes to run (`eval agentleak --lane`).
@@ -104,37 +87,20 @@ pub enum AgentLeakLane {
 #[derive(Debug, Args)]
 pub struct AgentLeakArgs {
     /// Lanes to run (repeatable). Default: all three.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "write_evaluation")]
     lane: Vec<AgentLeakLane>,
     /// Every tenth scenario of each set of target channels and of the benign rows (104 of
     /// 1,000; the CI subset).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_evaluation")]
     quick: bool,
     /// Write every trace (agentleak's Trace format) to DIR/<lane>/<scenario_id>.json.
     #[arg(long, value_name = "DIR")]
     traces: Option<PathBuf>,
-    /// Write the per-lane counts and the checks as JSON to PATH.
-    #[arg(long, value_name = "PATH")]
-    json: Option<PathBuf>,
-    /// With --json: include every case (leaks by channel and field, findings, calls).
-    #[arg(long, requires = "json")]
-    cases: bool,
-    /// Print the markdown tables and checks to stdout.
-    #[arg(long)]
-    markdown: bool,
-    /// Regenerate the AgentLeak results in EVALUATION.md (or PATH) between its markers.
-    #[arg(
-        long,
-        value_name = "PATH",
-        num_args = 0..=1,
-        default_missing_value = "EVALUATION.md",
-        conflicts_with_all = ["quick", "lane"]
-    )]
-    write_evaluation: Option<PathBuf>,
-    /// Exit 1 if the records lane put a canary on a structural channel (C2–C6) or into a
-    /// tool's input, or if the no-gateway control leaks nothing on some channel.
-    #[arg(long)]
-    check: bool,
+    /// Output flags. `--check` exits 1 if the records lane put a vault canary on a
+    /// structural channel (C2–C6) or into a tool's input, or if the no-gateway control leaks
+    /// nothing on some channel.
+    #[command(flatten)]
+    out: LaneOutputArgs,
     /// Directory of the scorer (default: ./eval/agentleak, else the one in the source tree).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -160,36 +126,60 @@ pub enum AsbVariant {
 #[derive(Debug, Args)]
 pub struct AsbArgs {
     /// Variants to run (repeatable). Default: all four.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "write_evaluation")]
     variant: Vec<AsbVariant>,
     /// Only the direct prompt injections (skip OPI).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_evaluation")]
     dpi_only: bool,
     /// Only ASB's `naive` style (400 cases per variant and family instead of 2,000).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_evaluation")]
     quick: bool,
-    /// Write every cell, the checks and variant (b)'s classification as JSON to PATH.
+    /// Output flags. `--check` exits 1 if an attacker tool ran in (a), (b) or (c), if (a)'s
+    /// DPI utility is below 100%, or if the no-policy control missed an attack.
+    #[command(flatten)]
+    out: LaneOutputArgs,
+}
+
+/// The output flags every in-process lane takes (`eval asb|agentleak|summary`).
+#[derive(Debug, Args)]
+pub struct LaneOutputArgs {
+    /// Write the lane's cells and checks as JSON to PATH.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
-    /// With --json: include every case with its calls and reasons.
+    /// With --json: include every case (calls, reasons, findings or views).
     #[arg(long, requires = "json")]
     cases: bool,
-    /// Print the markdown table, checks and classification to stdout.
+    /// Print the markdown tables and checks to stdout.
     #[arg(long)]
     markdown: bool,
-    /// Regenerate the ASB results in EVALUATION.md (or PATH) between its markers.
+    /// Regenerate the lane's results in EVALUATION.md (or PATH) between its markers (full
+    /// runs only: not with a subset flag).
     #[arg(
         long,
         value_name = "PATH",
         num_args = 0..=1,
-        default_missing_value = "EVALUATION.md",
-        conflicts_with_all = ["quick", "variant", "dpi_only"]
+        default_missing_value = "EVALUATION.md"
     )]
     write_evaluation: Option<PathBuf>,
-    /// Exit 1 if an attacker tool ran in (a), (b) or (c), if (a)'s DPI utility is below
-    /// 100%, or if the no-policy control missed an attack.
+    /// Exit 1 if a check fails, or if the selection carries no check (the lane's own help
+    /// lists its checks).
     #[arg(long)]
     check: bool,
+}
+
+impl LaneOutputArgs {
+    /// Read the `--write-evaluation` document now (a document that cannot be read is never
+    /// overwritten, and a typo does not cost the run); the outputs for [`finish`].
+    fn prepare(&self) -> Result<LaneOutput<'_>> {
+        let document = read_evaluation(self.write_evaluation.as_deref())?;
+        Ok(LaneOutput {
+            json: self.json.as_deref(),
+            cases: self.cases,
+            evaluation: self.write_evaluation.as_deref().zip(document),
+            markdown: self.markdown,
+            check: self.check,
+        })
+    }
 }
 
 /// Flags of `secureclaw eval ghost`.
@@ -333,24 +323,14 @@ async fn summary(args: &SummaryArgs) -> Result<ExitCode> {
             })
             .collect();
     }
-    let document = read_evaluation(args.write_evaluation.as_deref())?;
+    let out = args.out.prepare()?;
     eprintln!(
         "secureclaw eval summary: {} operator(s) × {} pairs",
         options.operators.len(),
         summary::pairs::pairs(options.quick).len()
     );
     let results = summary::run(&options, &mut |line| eprintln!("  {line}")).await?;
-    finish(
-        "summary",
-        &results,
-        &LaneOutput {
-            json: args.json.as_deref(),
-            cases: args.cases,
-            evaluation: args.write_evaluation.as_deref().zip(document),
-            markdown: args.markdown,
-            check: args.check,
-        },
-    )
+    finish("summary", &results, &out)
 }
 
 async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
@@ -369,8 +349,8 @@ async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
             })
             .collect();
     }
-    let document = read_evaluation(args.write_evaluation.as_deref())?;
-    let dir = harness_dir(args.dir.clone(), "agentleak", "score.py")?;
+    let out = args.out.prepare()?;
+    let dir = lane::harness_dir(args.dir.as_deref(), "agentleak", "score.py")?;
     let py = lane::ensure_venv(&dir, &args.python, "agentleak")?;
     let script = dir.join("score.py");
     eprintln!(
@@ -383,17 +363,7 @@ async fn agentleak(args: &AgentLeakArgs) -> Result<ExitCode> {
         eprintln!("  {line}")
     })
     .await?;
-    finish(
-        "agentleak",
-        &results,
-        &LaneOutput {
-            json: args.json.as_deref(),
-            cases: args.cases,
-            evaluation: args.write_evaluation.as_deref().zip(document),
-            markdown: args.markdown,
-            check: args.check,
-        },
-    )
+    finish("agentleak", &results, &out)
 }
 
 async fn asb(args: &AsbArgs) -> Result<ExitCode> {
@@ -417,7 +387,7 @@ async fn asb(args: &AsbArgs) -> Result<ExitCode> {
     if args.quick {
         options.styles = vec![Style::Naive];
     }
-    let document = read_evaluation(args.write_evaluation.as_deref())?;
+    let out = args.out.prepare()?;
     eprintln!(
         "secureclaw eval asb: {} variant(s) × {} famil{} × {} style(s) × 400 attacker tools",
         options.variants.len(),
@@ -430,17 +400,7 @@ async fn asb(args: &AsbArgs) -> Result<ExitCode> {
         options.styles.len()
     );
     let results = asb::run(&options, &mut |line| eprintln!("  {line}")).await?;
-    finish(
-        "asb",
-        &results,
-        &LaneOutput {
-            json: args.json.as_deref(),
-            cases: args.cases,
-            evaluation: args.write_evaluation.as_deref().zip(document),
-            markdown: args.markdown,
-            check: args.check,
-        },
-    )
+    finish("asb", &results, &out)
 }
 
 /// The output flags every in-process lane takes.
@@ -705,31 +665,8 @@ fn ghost_queries(dir: &Path, json: Option<&Path>, markdown: bool) -> Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-/// The harness directory `eval/<name>` (holding `marker`): `explicit`, else under the current
-/// directory, else in the source tree.
-fn harness_dir(explicit: Option<PathBuf>, name: &str, marker: &str) -> Result<PathBuf> {
-    let candidates = match explicit {
-        Some(d) => vec![d],
-        None => vec![
-            Path::new("eval").join(name),
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../eval")
-                .join(name),
-        ],
-    };
-    candidates
-        .into_iter()
-        .find(|d| d.join(marker).is_file())
-        .with_context(|| {
-            format!("cannot find eval/{name}/{marker} (run from the repository root or pass --dir)")
-        })
-        .and_then(|d| {
-            std::fs::canonicalize(&d).with_context(|| format!("cannot resolve `{}`", d.display()))
-        })
-}
-
 fn agentdojo(args: AgentDojoArgs) -> Result<ExitCode> {
-    let dir = harness_dir(args.dir, "agentdojo", "driver.py")?;
+    let dir = secureclaw_eval::lane::harness_dir(args.dir.as_deref(), "agentdojo", "driver.py")?;
     let py = secureclaw_eval::lane::ensure_venv(&dir, &args.python, "agentdojo, mcp")?;
     let me = std::env::current_exe().context("cannot locate the secureclaw binary")?;
     let mut cmd = Command::new(&py);
