@@ -638,6 +638,24 @@ fn in_text(rng: &mut Rng, n: u64, variant: u64, a: &str, b: &str) -> (&'static s
     }
 }
 
+/// A body pair: an e-mail whose `body` is `a` or `b` (even `n`), else a plain-text file.
+fn body_pair(rng: &mut Rng, n: u64, id: u64, a: String, b: String) -> (&'static str, [Read; 2]) {
+    if n.is_multiple_of(2) {
+        let base = email_record(rng, id);
+        let mk = |v: &str| {
+            let mut r = base.clone();
+            set(&mut r, "body", json!(v));
+            r
+        };
+        (
+            "email",
+            json_pair("mail_read_email", &format!("msg-{id}"), mk(&a), mk(&b)),
+        )
+    } else {
+        ("file", file_pair(&format!("notes/{id}.txt"), a, b))
+    }
+}
+
 /// How many pairs each category gets.
 pub const PER_CATEGORY: u64 = 14;
 
@@ -797,20 +815,7 @@ fn generate(category: Category, n: u64) -> Pair {
             let tail = body.get(at..).unwrap_or("");
             let a = format!("{head} {w0} {tail}");
             let b = format!("{head} {w1} {tail}");
-            if n.is_multiple_of(2) {
-                let base = email_record(rng, id);
-                let mk = |v: &str| {
-                    let mut r = base.clone();
-                    set(&mut r, "body", json!(v));
-                    r
-                };
-                (
-                    "email",
-                    json_pair("mail_read_email", &format!("msg-{id}"), mk(&a), mk(&b)),
-                )
-            } else {
-                ("file", file_pair(&format!("notes/{id}.txt"), a, b))
-            }
+            body_pair(rng, n, id, a, b)
         }
         Category::IdentifierBeyondCap => {
             // 900 characters; the first side's number glued to a word at character 100–300
@@ -831,21 +836,7 @@ fn generate(category: Category, n: u64) -> Pair {
                 body.get(far..).unwrap_or(""),
             );
             let mk = |p: &str| format!("{head} {glue}{pa} {mid} call {p} {tail}");
-            let (a, b) = (mk(&pa), mk(&pb));
-            if n.is_multiple_of(2) {
-                let base = email_record(rng, id);
-                let rec = |v: &str| {
-                    let mut r = base.clone();
-                    set(&mut r, "body", json!(v));
-                    r
-                };
-                (
-                    "email",
-                    json_pair("mail_read_email", &format!("msg-{id}"), rec(&a), rec(&b)),
-                )
-            } else {
-                ("file", file_pair(&format!("notes/{id}.txt"), a, b))
-            }
+            body_pair(rng, n, id, mk(&pa), mk(&pb))
         }
         Category::Subject | Category::SubjectMarker => {
             let base = email_record(rng, id);
