@@ -524,7 +524,11 @@ async fn in_process_approvals_log_no_approve_advice() {
 
     let plain = Harness::new().await;
     let log = logs_of(async {
-        assert_pending(&plain.call(&plain.session, SEND, copy_to_finance(), None).await);
+        assert_pending(
+            &plain
+                .call(&plain.session, SEND, copy_to_finance(), None)
+                .await,
+        );
     })
     .await;
     assert!(log.contains("approvals approve act_"), "{log}");

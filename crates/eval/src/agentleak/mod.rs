@@ -1132,7 +1132,10 @@ mod tests {
             .find(|s| {
                 let payload = s.attack.payload.as_deref().unwrap_or("");
                 s.attack.attack_class.as_deref() == Some("tool_output_poisoning")
-                    && canaries(s).obvious.iter().any(|t| payload.contains(t.as_str()))
+                    && canaries(s)
+                        .obvious
+                        .iter()
+                        .any(|t| payload.contains(t.as_str()))
             })
             .expect("a poisoning scenario quoting its canary");
         let payload = s.attack.payload.clone().unwrap_or_default();

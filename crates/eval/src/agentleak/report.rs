@@ -6,7 +6,6 @@ use super::{CaseRecord, Channel, Lane, Results};
 use std::collections::BTreeMap;
 
 pub use crate::lane::Check;
-use crate::lane::LaneReport as _;
 
 /// The paper's leak rates (%) for a channel: (Plain, SecureClaw, source, comparable?).
 #[must_use]
@@ -550,6 +549,7 @@ impl crate::lane::LaneReport for Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lane::LaneReport as _;
     use std::collections::BTreeSet;
 
     fn case(lane: Lane, leak: Option<(Channel, &str)>, payload: &[&str]) -> CaseRecord {

@@ -3,7 +3,6 @@
 use super::{Family, Results, Variant, cell};
 
 pub use crate::lane::Check;
-use crate::lane::LaneReport as _;
 
 fn pct(n: usize, d: usize) -> String {
     crate::lane::pct(n, d, 1)
@@ -203,7 +202,9 @@ impl crate::lane::LaneReport for Results {
                     });
                 }
                 out.push(Check {
-                    name: format!("{label}: ASB's goal-text test agrees with the upstream's record"),
+                    name: format!(
+                        "{label}: ASB's goal-text test agrees with the upstream's record"
+                    ),
                     ok: c.goal_seen == c.attacks,
                     detail: format!("goal seen {} vs ran {}", c.goal_seen, c.attacks),
                 });

@@ -240,6 +240,9 @@ impl Upstream for PairServer {
         arguments: Map<String, Value>,
     ) -> BoxFuture<'_, Result<ToolOutput, UpstreamError>> {
         Box::pin(async move {
+            if !TOOLS.contains(&name.as_str()) {
+                return Ok(text_output(format!("no tool named {name}"), true));
+            }
             let answer = self
                 .answers
                 .lock()
@@ -717,7 +720,10 @@ mod tests {
                 .expect("run");
             let (g, b) = (&out[0], &out[1]);
             assert!(g.failed.is_none(), "{op:?}: {:?}", g.failed);
-            assert!(b.failed.is_some(), "{op:?}: an error view counted as a read");
+            assert!(
+                b.failed.is_some(),
+                "{op:?}: an error view counted as a read"
+            );
             assert!(!b.delta);
             assert_eq!(b.views[0], b.views[1], "premise: identical error views");
             if op == Operator::Identity {

@@ -1115,14 +1115,21 @@ mod tests {
                     Answer::Json(v) => get_str(v, "body"),
                 };
                 let call = text.find(" call ").expect("delimited number");
-                assert!(text.get(..call).unwrap_or("").chars().count() > 512, "{}", p.id);
+                assert!(
+                    text.get(..call).unwrap_or("").chars().count() > 512,
+                    "{}",
+                    p.id
+                );
                 let number: String = text
                     .get(call + 6..)
                     .unwrap_or("")
                     .chars()
                     .take_while(|c| *c != ' ')
                     .collect();
-                assert!(!detect(&format!("call {number} today")).is_empty(), "{number}");
+                assert!(
+                    !detect(&format!("call {number} today")).is_empty(),
+                    "{number}"
+                );
                 let glued = text
                     .split_whitespace()
                     .find(|w| w.ends_with(&number) && w.len() > number.len());

@@ -2,7 +2,7 @@
 
 use super::pairs::Category;
 use super::{Operator, Outcome, PairResult, Recall, Results};
-use crate::lane::{Check, LaneReport as _, checks_markdown, markdown_table, pct};
+use crate::lane::{Check, checks_markdown, markdown_table, pct};
 
 /// Δ of one category under one operator.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -489,6 +489,7 @@ impl crate::lane::LaneReport for Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lane::LaneReport as _;
 
     fn pr(category: Category, operator: Operator, delta: bool) -> PairResult {
         PairResult {
