@@ -1510,11 +1510,13 @@ pub fn builtin_terms() -> impl Iterator<Item = (&'static str, &'static str)> {
 
 /// The words of the sourced name vocabularies (`data/vocab-drugs.txt`,
 /// `data/vocab-conditions.txt`: medicines and conditions, lower case), which the matcher also
-/// labels `sensitive` (in plural and misspelt forms too).
+/// labels `sensitive` (in plural and misspelt forms too), and the disease names that are
+/// common English (`data/vocab-conditions-common.txt`), which it uses as context terms.
 pub fn sourced_names() -> impl Iterator<Item = &'static str> {
     DRUG_VOCAB
         .lines()
         .chain(CONDITION_VOCAB.lines())
+        .chain(COMMON_CONDITIONS.lines())
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
