@@ -805,12 +805,12 @@ fn is_roman_numeral(lower: &str) -> bool {
 }
 
 /// Words that make a text about a creative work (issue 18, labeler21): its sensitive words are
-/// the work's title or plot, unless the text also speaks in the first person.
+/// the work's title or plot, unless the text also speaks in the first person or holds an
+/// operator term. Words with a clinical or everyday sense as well ("episode", "novel",
+/// "games", "cheats") are not cues.
 const WORK_CUES: &[&str] = &[
     "season",
     "seasons",
-    "episode",
-    "episodes",
     "chords",
     "lyrics",
     "album",
@@ -824,15 +824,11 @@ const WORK_CUES: &[&str] = &[
     "soundtrack",
     "playthrough",
     "walkthrough",
-    "cheat",
-    "cheats",
     "dlc",
     "remix",
-    "games",
     "netflix",
     "hbo",
     "sitcom",
-    "novel",
     "audiobook",
 ];
 
@@ -1496,6 +1492,9 @@ pub(crate) struct Matcher {
     suffix_lengths: Vec<usize>,
     /// Phrase patterns ([`PHRASES`]).
     phrases: Phrases,
+    /// Lexicon forms of the first words of the operator's terms: a text holding one is never
+    /// taken for a text about a work ([`WORK_CUES`]).
+    operator_firsts: FnvSet<String>,
 }
 
 /// The built-in lexicon's terms, domain by domain (lower case, comments dropped).
@@ -1544,6 +1543,10 @@ impl Matcher {
                 .collect(),
             suffix_lengths: Vec::new(),
             phrases: PHRASE_SET.clone(),
+            operator_firsts: extra
+                .iter()
+                .filter_map(|(t, _)| tokenize(t).first().map(|w| canon_of(&w.lower)))
+                .collect(),
         };
         let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
         lengths.sort_unstable();
@@ -1980,6 +1983,9 @@ impl Matcher {
         if !sensitive_context
             && !first_person
             && tokens.iter().any(|t| WORK_CUES.contains(&t.lower.as_str()))
+            && !tokens
+                .iter()
+                .any(|t| self.operator_firsts.contains(&t.canon))
         {
             return Vec::new();
         }
@@ -2399,7 +2405,7 @@ mod tests {
     fn texts_about_a_work_are_not_disclosures() {
         let m = Matcher::new(&[]);
         for text in [
-            "breaking bad season 3 meth lab episode",
+            "breaking bad season 3 meth lab scene",
             "which film won for the rehab drama",
             "chords for a song called relapse",
         ] {
@@ -2410,12 +2416,19 @@ mod tests {
             );
         }
         for (text, span) in [
-            ("i relapsed on meth after that episode", "meth"),
+            ("i relapsed on meth after that movie", "meth"),
             ("my rehab counselor recommended a film", "rehab"),
+            // "episodes" has a clinical sense: not a cue
+            ("manic episodes and rehab options", "rehab"),
         ] {
             let got = spans_of(&m, text);
             assert!(got.iter().any(|s| s.contains(span)), "{text:?}: {got:?}");
         }
+        // an operator term is never taken for a title
+        let op = Matcher::new(&[("night terrors".into(), ArgLabel::Sensitive)]);
+        let got = spans_of(&op, "night terrors film about a child");
+        assert!(got.iter().any(|s| s.contains("night terrors")), "{got:?}");
+        assert!(spans_of(&m, "night terrors film about a child").is_empty());
     }
 
     /// Misspellings of the words the rules match literally (labeler21): a phrase pattern's
