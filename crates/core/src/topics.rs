@@ -50,6 +50,12 @@
 //!   my period"), with alternatives, word prefixes, number and any-word slots and optional
 //!   words; indexed by their first word, the longest match at a word wins over a shorter
 //!   lexicon entry.
+//!   A misspelling of a pattern word or a harm verb (six letters or more, one slip, not itself
+//!   English: "coersive control", "scrathing my arm") matches as the word would.
+//! - **Common-word disease names** (`data/vocab-conditions-common.txt`, MeSH via the same
+//!   MIT-licensed package: "shingles", "gout") are context terms.
+//! - **Texts about a work**: with a media cue ("season", "lyrics", "movie") and no
+//!   first-person word or operator term, a text's sensitive words are a title or a plot: no span.
 //! - **Veterinary questions**: a health or harm lexicon term said of an animal (an animal word
 //!   before it in the clause and no person word between: "my dog has anxiety") is not a span.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
