@@ -54,8 +54,6 @@
 //!   English: "coersive control", "scrathing my arm") matches as the word would.
 //! - **Common-word disease names** (`data/vocab-conditions-common.txt`, MeSH via the same
 //!   MIT-licensed package: "shingles", "gout") are context terms.
-//! - **Texts about a work**: with a media cue ("season", "lyrics", "movie") and no
-//!   first-person word or operator term, a text's sensitive words are a title or a plot: no span.
 //! - **Veterinary questions**: a health or harm lexicon term said of an animal (an animal word
 //!   before it in the clause and no person word between: "my dog has anxiety") is not a span.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
@@ -810,34 +808,6 @@ fn is_roman_numeral(lower: &str) -> bool {
     !lower.is_empty() && lower.len() <= 6 && lower.bytes().all(|b| b"ivxlcdm".contains(&b))
 }
 
-/// Words that make a text about a creative work (issue 18, labeler21): its sensitive words are
-/// the work's title or plot, unless the text also speaks in the first person or holds an
-/// operator term. Words with a clinical or everyday sense as well ("episode", "novel",
-/// "games", "cheats") are not cues.
-const WORK_CUES: &[&str] = &[
-    "season",
-    "seasons",
-    "chords",
-    "lyrics",
-    "album",
-    "song",
-    "songs",
-    "trailer",
-    "movie",
-    "movies",
-    "film",
-    "films",
-    "soundtrack",
-    "playthrough",
-    "walkthrough",
-    "dlc",
-    "remix",
-    "netflix",
-    "hbo",
-    "sitcom",
-    "audiobook",
-];
-
 /// First-person words: with one of them in a text, a word that is not common English is
 /// treated as identifying (the context rule of [`Matcher::spans_in`]).
 const FIRST_PERSON: &[&str] = &["i", "im", "ive", "id", "my", "me", "myself", "mine"];
@@ -1498,9 +1468,6 @@ pub(crate) struct Matcher {
     suffix_lengths: Vec<usize>,
     /// Phrase patterns ([`PHRASES`]).
     phrases: Phrases,
-    /// Lexicon forms of the first words of the operator's terms: a text holding one is never
-    /// taken for a text about a work ([`WORK_CUES`]).
-    operator_firsts: FnvSet<String>,
 }
 
 /// The built-in lexicon's terms, domain by domain (lower case, comments dropped).
@@ -1549,10 +1516,6 @@ impl Matcher {
                 .collect(),
             suffix_lengths: Vec::new(),
             phrases: PHRASE_SET.clone(),
-            operator_firsts: extra
-                .iter()
-                .filter_map(|(t, _)| tokenize(t).first().map(|w| canon_of(&w.lower)))
-                .collect(),
         };
         let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
         lengths.sort_unstable();
@@ -1983,18 +1946,6 @@ impl Matcher {
                         .is_some_and(|t| !PEOPLE.contains(&t.lower.as_str()))
                 })
             });
-        // A text about a work — a song, a film, a season of a show, a game — that does not
-        // speak in the first person uses its sensitive words as the work's title or plot
-        // ("queer eye new season cast", "refugee tom petty chords"): no span.
-        if !sensitive_context
-            && !first_person
-            && tokens.iter().any(|t| WORK_CUES.contains(&t.lower.as_str()))
-            && !tokens
-                .iter()
-                .any(|t| self.operator_firsts.contains(&t.canon))
-        {
-            return Vec::new();
-        }
         // For a rare word, the first person must speak of the user ("my", "me", "i have"),
         // not ask how to do something ("can i freeze …", "do i need …"), and stand within
         // [`RARE_WINDOW`] words of it: a how-to question or a long technical query with an
@@ -2405,36 +2356,29 @@ mod tests {
         assert!(missed.is_empty(), "{missed:#?}");
     }
 
-    /// A text about a creative work (labeler21): without the first person its sensitive words
-    /// are a title or a plot and give no span; with the first person they still do.
+    /// A media word does not make a disclosure a title (red-team 2026-12-05, F9): a "work
+    /// rule" that gave no span to texts with a cue such as "movie" or "netflix" and no first
+    /// person let realistic disclosures through ("netflix documentaries about living with hiv
+    /// after a positive test") and any query with a cue word appended. It was taken out; such
+    /// texts are labeled like any other.
     #[test]
-    fn texts_about_a_work_are_not_disclosures() {
+    fn media_words_do_not_hide_disclosures() {
         let m = Matcher::new(&[]);
-        for text in [
-            "breaking bad season 3 meth lab scene",
-            "which film won for the rehab drama",
-            "chords for a song called relapse",
-        ] {
-            assert!(
-                spans_of(&m, text).is_empty(),
-                "{text:?}: {:?}",
-                spans_of(&m, text)
-            );
-        }
         for (text, span) in [
+            (
+                "netflix documentaries about living with hiv after a positive test",
+                "hiv",
+            ),
+            ("hiv positive test result what now song", "hiv"),
+            ("hiv symptoms during flu season", "hiv"),
+            ("living in a trailer after the foreclosure", "foreclosure"),
             ("i relapsed on meth after that movie", "meth"),
-            ("my rehab counselor recommended a film", "rehab"),
-            // "episodes" has a clinical sense: not a cue
-            ("manic episodes and rehab options", "rehab"),
         ] {
             let got = spans_of(&m, text);
             assert!(got.iter().any(|s| s.contains(span)), "{text:?}: {got:?}");
         }
-        // an operator term is never taken for a title
-        let op = Matcher::new(&[("night terrors".into(), ArgLabel::Sensitive)]);
-        let got = spans_of(&op, "night terrors film about a child");
-        assert!(got.iter().any(|s| s.contains("night terrors")), "{got:?}");
-        assert!(spans_of(&m, "night terrors film about a child").is_empty());
+        // Control: a media query with no sensitive word stays untouched.
+        assert!(spans_of(&m, "best movie soundtracks of the nineties").is_empty());
     }
 
     /// Misspellings of the words the rules match literally (labeler21): a phrase pattern's
