@@ -868,9 +868,9 @@ mod independent_dev {
     use super::*;
     use crate::contract::{Budget, Verdict};
 
-    /// The maintainer's loop on the three spent query sets (every line of
-    /// `crates/eval/data/ghost/{independent,heldout-2026-12-04,heldout3-2026-12-04}/*.tsv`, all
-    /// already measured and now tuned on): prints every leak and every altered neutral query.
+    /// The maintainer's loop on the four spent query sets (every line of
+    /// `crates/eval/data/ghost/{independent,heldout-2026-12-04,heldout3-2026-12-04,
+    /// heldout4-2026-12-05}/*.tsv`, all already measured and now tuned on): prints every leak and every altered neutral query.
     /// `secureclaw eval ghost --queries DIR` measures any set the same way.
     #[test]
     #[ignore = "prints development-set misses for the labeler's maintainer"]
@@ -905,7 +905,12 @@ mod independent_dev {
                 _ => None,
             }
         };
-        for set in ["independent", "heldout-2026-12-04", "heldout3-2026-12-04"] {
+        for set in [
+            "independent",
+            "heldout-2026-12-04",
+            "heldout3-2026-12-04",
+            "heldout4-2026-12-05",
+        ] {
             let dir = format!("{}/../eval/data/ghost/{set}/", env!("CARGO_MANIFEST_DIR"));
             let (mut n, mut leaks) = (0, 0);
             for (i, line) in std::fs::read_to_string(format!("{dir}sensitive.tsv"))

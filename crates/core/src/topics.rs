@@ -50,6 +50,10 @@
 //!   my period"), with alternatives, word prefixes, number and any-word slots and optional
 //!   words; indexed by their first word, the longest match at a word wins over a shorter
 //!   lexicon entry.
+//!   A misspelling of a pattern word or a harm verb (six letters or more, one slip, not itself
+//!   English: "coersive control", "scrathing my arm") matches as the word would.
+//! - **Common-word disease names** (`data/vocab-conditions-common.txt`, MeSH via the same
+//!   MIT-licensed package: "shingles", "gout") are context terms.
 //! - **Veterinary questions**: a health or harm lexicon term said of an animal (an animal word
 //!   before it in the clause and no person word between: "my dog has anxiety") is not a span.
 //! - **Name rules**: a word ending in a clinical suffix (`-itis`, `-osis`, `-emia`, `-oma`,
@@ -87,6 +91,11 @@ const SOURCES: &[(&str, &str)] = &[
 
 /// Terms that count only in a field that has another (strong) sensitive span.
 const WEAK: &str = include_str!("../data/lexicon-weak.txt");
+
+/// Disease names of one word that are common English ("shingles", "gout"), from MeSH
+/// (`data/vocab-conditions-common.txt`, same generator as the sourced names): context terms,
+/// like [`WEAK`].
+const COMMON_CONDITIONS: &str = include_str!("../data/vocab-conditions-common.txt");
 
 /// Common English words (the rare-word rule).
 const DICTIONARY: &str = include_str!("../data/dictionary.txt");
@@ -514,8 +523,13 @@ impl PhraseElem {
         self.any
             || (self.number
                 && (w.starts_with(|c: char| c.is_ascii_digit()) || NUMBER_WORDS.contains(&w)))
-            || self.words.iter().any(|x| x == w)
-            || self.prefixes.iter().any(|p| w.starts_with(p.as_str()))
+            || self
+                .words
+                .iter()
+                .any(|x| x == w || t.alt == Some(x.as_str()))
+            || self.prefixes.iter().any(|p| {
+                w.starts_with(p.as_str()) || t.alt.is_some_and(|a| a.starts_with(p.as_str()))
+            })
     }
 
     /// Parse one element (`?a|b|pre*`, `*`, `<n>`); `None` for an empty one.
@@ -590,10 +604,12 @@ impl Phrases {
     /// Length of the longest pattern match starting at token `i` (at least one token).
     fn longest_at(&self, tokens: &[Token], i: usize) -> Option<usize> {
         let first = tokens.get(i)?;
+        let by_alt = first.alt.and_then(|a| self.by_first.get(a));
         self.by_first
             .get(first.lower.as_str())
             .into_iter()
             .flatten()
+            .chain(by_alt.into_iter().flatten())
             .chain(&self.general)
             .filter_map(|&id| {
                 let elems = self.list.get(id as usize)?;
@@ -604,15 +620,81 @@ impl Phrases {
     }
 }
 
+/// The built-in phrase patterns, parsed once.
+static PHRASE_SET: std::sync::LazyLock<Phrases> =
+    std::sync::LazyLock::new(|| Phrases::parse(PHRASES));
+
+/// Shortest rule word a misspelling may stand for (as for lexicon words).
+const RULE_FUZZY_MIN: usize = 6;
+
+/// The words the rules match literally — the words of the phrase patterns and the harm verbs —
+/// of [`RULE_FUZZY_MIN`] letters or more, with a deletion index (FNV hash of the word or of the
+/// word with one byte deleted; index into `words`, sorted by hash), so that a misspelling of
+/// one ("coersive control", "morning sicknes", "scrathing my arm") matches the rule as the
+/// lexicon's misspellings match their terms.
+struct RuleWords {
+    words: Vec<&'static str>,
+    dels: Vec<(u64, u32)>,
+}
+
+static RULE_WORDS: std::sync::LazyLock<RuleWords> = std::sync::LazyLock::new(|| {
+    let phrases: &'static Phrases = &PHRASE_SET;
+    let mut words: Vec<&'static str> = phrases
+        .list
+        .iter()
+        .flatten()
+        .flat_map(|e| e.words.iter().map(String::as_str))
+        .chain(HARM_VERBS.iter().copied())
+        .filter(|w| w.len() >= RULE_FUZZY_MIN && w.bytes().all(|b| b.is_ascii_lowercase()))
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    let mut dels = Vec::with_capacity(words.len() * 9);
+    for (i, w) in words.iter().enumerate() {
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        let b = w.as_bytes();
+        dels.push((fnv(b, usize::MAX), i));
+        for k in 0..b.len() {
+            dels.push((fnv(b, k), i));
+        }
+    }
+    dels.sort_unstable();
+    dels.dedup();
+    RuleWords { words, dels }
+});
+
+/// The rule word `lower` misspells: Damerau distance 1, same first letter, six letters or
+/// more. The caller makes sure `lower` is not itself an English or lexicon word.
+fn rule_word(lower: &str) -> Option<&'static str> {
+    let b = lower.as_bytes();
+    if b.len() < RULE_FUZZY_MIN || !b.iter().all(u8::is_ascii_lowercase) {
+        return None;
+    }
+    let idx: &'static RuleWords = &RULE_WORDS;
+    std::iter::once(usize::MAX).chain(0..b.len()).find_map(|k| {
+        let h = fnv(b, k);
+        let start = idx.dels.partition_point(|&(x, _)| x < h);
+        idx.dels
+            .get(start..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(|&&(x, _)| x == h)
+            .find_map(|&(_, i)| {
+                idx.words
+                    .get(i as usize)
+                    .copied()
+                    .filter(|w| w.as_bytes().first() == b.first() && distance_one(w.as_bytes(), b))
+            })
+    })
+}
+
 /// Whether some phrase pattern of `data/phrases.txt` matches the whole of `text` (every word,
 /// nothing more): for the check that the patterns are not the evaluation generator's
 /// vocabulary (issue 18 item 4).
 pub fn phrase_covers(text: &str) -> bool {
-    static PARSED: std::sync::LazyLock<Phrases> =
-        std::sync::LazyLock::new(|| Phrases::parse(PHRASES));
     let tokens = tokenize(text);
     !tokens.is_empty()
-        && PARSED
+        && PHRASE_SET
             .list
             .iter()
             .any(|elems| phrase_match_exact(elems, &tokens, 0))
@@ -1079,7 +1161,9 @@ const STOPWORDS: &[&str] = &[
 /// The length of a harm-verb span starting at token `i` ("hits my mom" → 3), if there is one.
 fn harm_object(tokens: &[Token], i: usize) -> Option<usize> {
     let verb = tokens.get(i)?;
-    if !HARM_VERBS.contains(&verb.lower.as_str()) {
+    if !HARM_VERBS.contains(&verb.lower.as_str())
+        && !verb.alt.is_some_and(|a| HARM_VERBS.contains(&a))
+    {
         return None;
     }
     let next = tokens.get(i + 1).filter(|t| !t.brk)?;
@@ -1116,6 +1200,9 @@ pub(crate) struct Token {
     canon: String,
     /// Punctuation (not only spaces) stands between this word and the previous one.
     brk: bool,
+    /// The rule word (a phrase-pattern word or a harm verb) this word is a misspelling of, if
+    /// any ("sicknes" → "sickness", "scrathing" → "scratching").
+    alt: Option<&'static str>,
 }
 
 /// Whether `c` belongs to a word (letters, digits, apostrophes).
@@ -1165,6 +1252,7 @@ pub(crate) fn tokenize(text: &str) -> Vec<Token> {
                 canon: String::new(),
                 lower,
                 brk,
+                alt: None,
             });
         }
     };
@@ -1394,11 +1482,13 @@ pub fn builtin_terms() -> impl Iterator<Item = (&'static str, &'static str)> {
 
 /// The words of the sourced name vocabularies (`data/vocab-drugs.txt`,
 /// `data/vocab-conditions.txt`: medicines and conditions, lower case), which the matcher also
-/// labels `sensitive` (in plural and misspelt forms too).
+/// labels `sensitive` (in plural and misspelt forms too), and the disease names that are
+/// common English (`data/vocab-conditions-common.txt`), which it uses as context terms.
 pub fn sourced_names() -> impl Iterator<Item = &'static str> {
     DRUG_VOCAB
         .lines()
         .chain(CONDITION_VOCAB.lines())
+        .chain(COMMON_CONDITIONS.lines())
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
@@ -1425,7 +1515,7 @@ impl Matcher {
                 .copied()
                 .collect(),
             suffix_lengths: Vec::new(),
-            phrases: Phrases::parse(PHRASES),
+            phrases: PHRASE_SET.clone(),
         };
         let mut lengths: Vec<usize> = m.suffixes.iter().map(|s| s.len()).collect();
         lengths.sort_unstable();
@@ -1433,6 +1523,7 @@ impl Matcher {
         m.suffix_lengths = lengths;
         let weak_terms = WEAK
             .lines()
+            .chain(COMMON_CONDITIONS.lines())
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
             .map(|t| (t.to_owned(), ArgLabel::Sensitive, true, false));
@@ -1592,6 +1683,11 @@ impl Matcher {
                 } else {
                     self.correct(&t.lower, &c).unwrap_or(c)
                 }
+            };
+            t.alt = if COMMON.contains(t.lower.as_str()) || self.vocab.contains_key(&t.lower) {
+                None
+            } else {
+                rule_word(&t.lower)
             };
         }
     }
@@ -2006,7 +2102,7 @@ mod tests {
             ["sewerslide"]
         );
         // a context term in the first person
-        assert_eq!(spans_of(&m, "i took too many pills last night"), ["pills"]);
+        assert_eq!(spans_of(&m, "i swallowed some pills last night"), ["pills"]);
         assert_eq!(
             spans_of(&m, "my stepdad hits my mom at night"),
             ["hits my mom"]
@@ -2143,6 +2239,181 @@ mod tests {
         // whole-text coverage, used by the evaluation's independence check
         assert!(phrase_covers("got laid off") && phrase_covers("three months behind on rent"));
         assert!(!phrase_covers("got laid") && !phrase_covers("got laid off today"));
+    }
+
+    /// Plain statements of harm events by class (labeler21): being followed or watched,
+    /// coercion, overdose, pregnancy loss, arrears named as such, cuts to pay, warning signs of
+    /// stroke and heart attack, a taken-over number or account. Every attack is the span the
+    /// matcher must find; every control shares a word with a pattern in its everyday sense.
+    #[test]
+    fn plain_statements_of_harm_events() {
+        let m = Matcher::new(&[]);
+        let mut missed = Vec::new();
+        for (text, span) in [
+            (
+                "a man from the gym followed me home from the bus stop",
+                "followed me home",
+            ),
+            (
+                "i think a stranger keeps watching my apartment",
+                "stranger keeps watching my",
+            ),
+            (
+                "my uncle pressured me into signing the papers",
+                "pressured me into",
+            ),
+            ("what is forced labour in the uk", "forced labour"),
+            (
+                "she swallowed a whole bottle of sleeping pills",
+                "swallowed a whole bottle of sleeping",
+            ),
+            (
+                "he took too many tablets yesterday",
+                "took too many tablets",
+            ),
+            (
+                "started giving away all my things",
+                "giving away all my things",
+            ),
+            ("we lost the pregnancy at ten weeks", "lost the pregnancy"),
+            ("gas disconnected for nonpayment", "for nonpayment"),
+            ("can they dock my wages for a broken plate", "dock my wages"),
+            ("where is my final paycheck", "final paycheck"),
+            ("left side of my face feels numb", "my face feels numb"),
+            ("sudden chest tightness on the stairs", "chest tightness"),
+            ("somebody hijacked my whatsapp", "hijacked my whatsapp"),
+            (
+                "tremors in the morning until a drink",
+                "tremors in the morning until",
+            ),
+        ] {
+            let got = spans_of(&m, text);
+            if !got.iter().any(|s| s.to_lowercase().contains(span)) {
+                missed.push(format!("{text:?}: {got:?}"));
+            }
+        }
+        for text in [
+            "follow me on instagram for daily recipes",
+            "the rain forced us to turn back",
+            "lost the game in overtime again",
+            "water shut off valve under the sink",
+            "final score of the derby",
+            "numb hands on long bike rides",
+            "chest day workout routine",
+            "how to clone a git repo",
+            "protein shakes in the morning",
+            "lower the bike seat height",
+        ] {
+            let got = spans_of(&m, text);
+            if !got.is_empty() {
+                missed.push(format!("{text:?} (everyday): {got:?}"));
+            }
+        }
+        assert!(missed.is_empty(), "{missed:#?}");
+    }
+
+    /// Named things (labeler21): an offence named with its charge or record, a juvenile record,
+    /// immigration interviews and permits, abbreviated hepatitis and lab values, and disease
+    /// names that are common English (MeSH, `data/vocab-conditions-common.txt`) as context
+    /// terms: they count in the first person, not in their everyday sense.
+    #[test]
+    fn named_things_by_class() {
+        let m = Matcher::new(&[]);
+        let mut missed = Vec::new();
+        for (text, span) in [
+            ("court date for a trespassing charge", "trespassing charge"),
+            ("how to get a juvenile record sealed", "juvenile record"),
+            (
+                "what do they ask at a naturalization interview",
+                "naturalization interview",
+            ),
+            ("reentry permit processing time", "reentry permit"),
+            ("is hep b contagious through kissing", "hep b"),
+            ("tsh level of 7 normal?", "tsh level of 7"),
+            ("do i have shingles on my back", "shingles"),
+            ("my son has scabies again", "scabies"),
+            ("when is my arraignment", "arraignment"),
+        ] {
+            let got = spans_of(&m, text);
+            if !got.iter().any(|s| s.to_lowercase().contains(span)) {
+                missed.push(format!("{text:?}: {got:?}"));
+            }
+        }
+        for text in [
+            "cedar roof shingles cost per square",
+            "battery charge indicator blinking",
+            "world record for the mile",
+            "job interview questions for a barista",
+            "parking permit for a garden shed",
+            "hep cat jazz slang meaning",
+            "history of the polio vaccine",
+        ] {
+            let got = spans_of(&m, text);
+            if !got.is_empty() {
+                missed.push(format!("{text:?} (everyday): {got:?}"));
+            }
+        }
+        assert!(missed.is_empty(), "{missed:#?}");
+    }
+
+    /// A media word does not make a disclosure a title (red-team 2026-12-05, F9): a "work
+    /// rule" that gave no span to texts with a cue such as "movie" or "netflix" and no first
+    /// person let realistic disclosures through ("netflix documentaries about living with hiv
+    /// after a positive test") and any query with a cue word appended. It was taken out; such
+    /// texts are labeled like any other.
+    #[test]
+    fn media_words_do_not_hide_disclosures() {
+        let m = Matcher::new(&[]);
+        for (text, span) in [
+            (
+                "netflix documentaries about living with hiv after a positive test",
+                "hiv",
+            ),
+            ("hiv positive test result what now song", "hiv"),
+            ("hiv symptoms during flu season", "hiv"),
+            ("living in a trailer after the foreclosure", "foreclosure"),
+            ("i relapsed on meth after that movie", "meth"),
+        ] {
+            let got = spans_of(&m, text);
+            assert!(got.iter().any(|s| s.contains(span)), "{text:?}: {got:?}");
+        }
+        // Control: a media query with no sensitive word stays untouched.
+        assert!(spans_of(&m, "best movie soundtracks of the nineties").is_empty());
+    }
+
+    /// Misspellings of the words the rules match literally (labeler21): a phrase pattern's
+    /// word or a harm verb one slip away (six letters or more, not itself English) matches as
+    /// the word would; an English word is never taken for a misspelling of a rule word.
+    #[test]
+    fn misspelt_rule_words_match_their_rules() {
+        let m = Matcher::new(&[]);
+        let mut missed = Vec::new();
+        for (text, span) in [
+            ("is this coersive control", "coersive control"),
+            ("morning sicknes at 10 weeks", "morning sicknes"),
+            ("keep scrathing my arms", "scrathing my arms"),
+            ("what happens at an arraingment", "arraingment"),
+            ("he threatend to hurt me", "threatend to hurt me"),
+        ] {
+            let got = spans_of(&m, text);
+            if !got.iter().any(|s| s.to_lowercase().contains(span)) {
+                missed.push(format!("{text:?}: {got:?}"));
+            }
+        }
+        for text in [
+            "scratching post for a kitten",
+            "coarse sand paper grit",
+            "recieve a package while away",
+        ] {
+            let got = spans_of(&m, text);
+            if !got.is_empty() {
+                missed.push(format!("{text:?} (everyday): {got:?}"));
+            }
+        }
+        assert!(missed.is_empty(), "{missed:#?}");
+        assert_eq!(rule_word("sicknes"), Some("sickness"));
+        assert_eq!(rule_word("coersive"), Some("coercive"));
+        assert_eq!(rule_word("kitchen"), None);
     }
 
     /// The context rule's trims (issue 18): a how-to question with "i", a word derived from a

@@ -487,7 +487,8 @@ mod tests {
     fn lexicon_is_not_the_taxonomy() {
         use super::super::taxonomy::DOMAINS;
         use secureclaw_core::labeler::{builtin_lexicon, builtin_names, builtin_phrase_covers};
-        // the hand-written lexicon and the sourced name vocabularies alike
+        // the hand-written lexicon and the sourced vocabularies alike (names and the common-word
+        // disease names used as context terms)
         let lexicon: HashSet<String> = builtin_lexicon()
             .chain(builtin_names())
             .map(str::to_lowercase)
