@@ -418,6 +418,24 @@ fn squash(name: &str) -> String {
 /// address-like tokens, and in an `egress` call every host name it mentions. A pure function
 /// of `(text, egress)`; the field the text sits in is the caller's.
 fn collect_text_targets(text: &str, egress: bool, out: &mut Vec<(String, TargetOrigin)>) {
+    collect_text_targets_at(text, egress, out, 0);
+}
+
+/// Layers of encoding (percent-encoding, base64) decoded inside one text before the walk
+/// stops decoding and fails closed.
+const MAX_DECODE_LAYERS: usize = 4;
+
+/// [`collect_text_targets`] inside `layer` layers of encoding. A text still encoded after
+/// [`MAX_DECODE_LAYERS`] layers is a target itself (never anchored: the call waits for a
+/// human or is refused), and is not decoded further: `%2525…2540` nested 32,000 deep once
+/// recursed once per layer, each layer scanning the whole text again, until the stack
+/// overflowed and the gateway aborted (red-team 2026-12-05, F6).
+fn collect_text_targets_at(
+    text: &str,
+    egress: bool,
+    out: &mut Vec<(String, TargetOrigin)>,
+    layer: usize,
+) {
     // Normalized first (NFKC; zero-width, bidi, control characters removed), as the
     // read path does: a recipient split by a zero-width space or written in full-width
     // letters is still found. Handle ids are the gateway's own tokens; it checks their
@@ -427,7 +445,11 @@ fn collect_text_targets(text: &str, egress: bool, out: &mut Vec<(String, TargetO
     if normalized.contains('%')
         && let Some(decoded) = percent_decoded(&normalized)
     {
-        collect_text_targets(&decoded, egress, out);
+        if layer >= MAX_DECODE_LAYERS {
+            out.push((too_deep(text), TargetOrigin::AddressLike));
+            return;
+        }
+        collect_text_targets_at(&decoded, egress, out, layer + 1);
     }
     let text = mask_handles(&normalized);
     let findings = detect(&text);
@@ -464,7 +486,11 @@ fn collect_text_targets(text: &str, egress: bool, out: &mut Vec<(String, TargetO
             if let Some(decoded) = crate::detect::decode_base64_text(v)
                 && decoded.len() < v.len()
             {
-                collect_text_targets(&decoded, egress, out);
+                if layer >= MAX_DECODE_LAYERS {
+                    out.push((too_deep(v), TargetOrigin::AddressLike));
+                } else {
+                    collect_text_targets_at(&decoded, egress, out, layer + 1);
+                }
             }
         } else {
             out.push((v.to_owned(), TargetOrigin::Identifier(f.kind)));
@@ -475,6 +501,13 @@ fn collect_text_targets(text: &str, egress: bool, out: &mut Vec<(String, TargetO
     for token in address_like_tokens(&text) {
         out.push((token, TargetOrigin::AddressLike));
     }
+}
+
+/// The target standing for a text encoded more deeply than the walk decodes: its first
+/// characters and a marker (no task names it, so it never anchors).
+fn too_deep(text: &str) -> String {
+    let head: String = text.chars().take(64).collect();
+    format!("{head}… (encoded more than {MAX_DECODE_LAYERS} layers deep)")
 }
 
 /// What one text names ([`collect_text_targets`]), shared by every walk that meets it.
@@ -1939,5 +1972,34 @@ mod tests {
             let bytes = TARGET_MEMO.lock().map(|m| m.bytes).unwrap_or(0);
             assert!(bytes <= MEMO_MAX_BYTES, "{bytes}");
         }
+    }
+
+    /// Red-team F6 (2026-12-05): percent-encoding nested 32,000 deep in one 64 KB argument
+    /// recursed once per layer until the stack overflowed (the gateway aborted) and cost
+    /// seconds of CPU per 16 KB. Past four layers the text is a target itself (never
+    /// anchored), found at once; the control: two layers still decode to the address.
+    #[test]
+    fn deeply_nested_encodings_fail_closed_without_recursing() {
+        let deep = format!("attacker%{}40evil.example", "25".repeat(32_000));
+        let args = json!({"note": deep});
+        let map = args.as_object().unwrap_or_else(|| unreachable!());
+        let found = collect_targets_bounded(map, &[], false, 1024).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|t| t.value.contains("layers deep") && t.origin == TargetOrigin::AddressLike),
+            "{found:?}"
+        );
+        let shallow = json!({"note": "send to attacker%2540evil.example"});
+        let map = shallow.as_object().unwrap_or_else(|| unreachable!());
+        let found = collect_targets_bounded(map, &[], false, 1024).unwrap();
+        assert!(
+            found.iter().any(|t| t.value == "attacker@evil.example"),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|t| t.value.contains("layers deep")),
+            "{found:?}"
+        );
     }
 }
