@@ -413,6 +413,164 @@ fn squash(name: &str) -> String {
         .collect()
 }
 
+/// The targets one text names, in the order [`collect_targets_bounded`] records them: its
+/// identifiers after normalization (percent- and base64-encoded ones decoded), its
+/// address-like tokens, and in an `egress` call every host name it mentions. A pure function
+/// of `(text, egress)`; the field the text sits in is the caller's.
+fn collect_text_targets(text: &str, egress: bool, out: &mut Vec<(String, TargetOrigin)>) {
+    collect_text_targets_at(text, egress, out, 0);
+}
+
+/// Layers of encoding (percent-encoding, base64) decoded inside one text before the walk
+/// stops decoding and fails closed.
+const MAX_DECODE_LAYERS: usize = 4;
+
+/// [`collect_text_targets`] inside `layer` layers of encoding. A text still encoded after
+/// [`MAX_DECODE_LAYERS`] layers is a target itself (never anchored: the call waits for a
+/// human or is refused), and is not decoded further: `%2525…2540` nested 32,000 deep once
+/// recursed once per layer, each layer scanning the whole text again, until the stack
+/// overflowed and the gateway aborted (red-team 2026-12-05, F6).
+fn collect_text_targets_at(
+    text: &str,
+    egress: bool,
+    out: &mut Vec<(String, TargetOrigin)>,
+    layer: usize,
+) {
+    // Normalized first (NFKC; zero-width, bidi, control characters removed), as the
+    // read path does: a recipient split by a zero-width space or written in full-width
+    // letters is still found. Handle ids are the gateway's own tokens; it checks their
+    // records separately.
+    let normalized = host_dots(&crate::normalize::normalize(text));
+    // A percent-encoded address (`attacker%40evil.example`) is found too.
+    if normalized.contains('%')
+        && let Some(decoded) = percent_decoded(&normalized)
+    {
+        if layer >= MAX_DECODE_LAYERS {
+            out.push((too_deep(text), TargetOrigin::AddressLike));
+            return;
+        }
+        collect_text_targets_at(&decoded, egress, out, layer + 1);
+    }
+    let text = mask_handles(&normalized);
+    let findings = detect(&text);
+    if egress {
+        // Data that leaves may go to any host its text names (`smtp.evil.example`,
+        // `attacker#evil.example`, `ssh evil.example`; red-team R6): every host name
+        // outside what the detectors found (an e-mail's or URL's own host is not a
+        // second target) is a target of an egress call.
+        let mut masked = text.to_string();
+        for f in &findings {
+            // Same byte length (ASCII spaces), so the other ranges stay valid.
+            let range = f.range();
+            if masked.get(range.clone()).is_some() {
+                let blank = " ".repeat(range.len());
+                masked.replace_range(range, &blank);
+            }
+        }
+        for token in masked.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '-')) {
+            let token = token.trim_matches(['.', '-']);
+            if dotted_host(token) && !file_name(token) {
+                out.push((token.to_owned(), TargetOrigin::AddressLike));
+            }
+        }
+    }
+    for f in findings {
+        let Some(v) = text.get(f.range()) else {
+            continue;
+        };
+        if f.kind == IdentifierKind::Secret {
+            // A credential is protected data, not a destination; but base64 (or
+            // base64url) of an address is the address (red-team F5): the identifiers
+            // of the decoded text are targets. Each decoding shortens the text, so the
+            // recursion ends.
+            if let Some(decoded) = crate::detect::decode_base64_text(v)
+                && decoded.len() < v.len()
+            {
+                if layer >= MAX_DECODE_LAYERS {
+                    out.push((too_deep(v), TargetOrigin::AddressLike));
+                } else {
+                    collect_text_targets_at(&decoded, egress, out, layer + 1);
+                }
+            }
+        } else {
+            out.push((v.to_owned(), TargetOrigin::Identifier(f.kind)));
+        }
+    }
+    // Recall first: what no detector recognises but could still be an address is a
+    // target too (unanchored unless the task names it exactly).
+    for token in address_like_tokens(&text) {
+        out.push((token, TargetOrigin::AddressLike));
+    }
+}
+
+/// The target standing for a text encoded more deeply than the walk decodes: its first
+/// characters and a marker (no task names it, so it never anchors).
+fn too_deep(text: &str) -> String {
+    let head: String = text.chars().take(64).collect();
+    format!("{head}… (encoded more than {MAX_DECODE_LAYERS} layers deep)")
+}
+
+/// What one text names ([`collect_text_targets`]), shared by every walk that meets it.
+type TextTargets = std::sync::Arc<[(String, TargetOrigin)]>;
+
+/// Texts of at most this many bytes have their targets remembered ([`text_targets`]).
+const MEMO_MAX_TEXT: usize = 16 * 1024;
+/// The memo is emptied when the texts and targets it holds pass this many bytes.
+const MEMO_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Remembered [`collect_text_targets`] results by text (one map without and one with
+/// `egress`), and the bytes they hold.
+#[derive(Default)]
+struct TargetMemo {
+    entries: [std::collections::HashMap<Box<str>, TextTargets>; 2],
+    bytes: usize,
+}
+
+static TARGET_MEMO: std::sync::LazyLock<std::sync::Mutex<TargetMemo>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// [`collect_text_targets`], remembered. One effect walks the same arguments several times —
+/// its preview, its commit (which prepares the bound request again), the protected-object and
+/// grant checks, the runtime-text check of its result — and the detectors' pass over each
+/// string was a quarter of an in-process preview + commit (issue 14, BENCHMARKS.md §15). The
+/// result is a pure function of the key, so a remembered one is the one a fresh pass would
+/// find; the key is the whole text, not a digest of it. Bounded: texts over
+/// [`MEMO_MAX_TEXT`] are not remembered, and the memo starts over when it holds more than
+/// [`MEMO_MAX_BYTES`]. A poisoned lock only means the memo is bypassed.
+fn text_targets(text: &str, egress: bool) -> TextTargets {
+    if text.len() > MEMO_MAX_TEXT {
+        let mut out = Vec::new();
+        collect_text_targets(text, egress, &mut out);
+        return out.into();
+    }
+    let map = usize::from(egress);
+    if let Ok(memo) = TARGET_MEMO.lock()
+        && let Some(found) = memo.entries.get(map).and_then(|m| m.get(text))
+    {
+        return found.clone();
+    }
+    let mut out = Vec::new();
+    collect_text_targets(text, egress, &mut out);
+    let found: TextTargets = out.into();
+    if let Ok(mut memo) = TARGET_MEMO.lock() {
+        let size = text.len() + found.iter().map(|(v, _)| v.len() + 32).sum::<usize>() + 64;
+        if memo.bytes + size > MEMO_MAX_BYTES {
+            memo.entries
+                .iter_mut()
+                .for_each(std::collections::HashMap::clear);
+            memo.bytes = 0;
+        }
+        let fresh = memo
+            .entries
+            .get_mut(map)
+            .is_some_and(|m| m.insert(text.into(), found.clone()).is_none());
+        if fresh {
+            memo.bytes += size;
+        }
+    }
+    found
+}
+
 /// Every target of a call (DESIGN.md §3 "Targets, anchoring and provenance"; issue 11 item 3):
 ///
 /// - every string inside an argument named in `fields` (as [`extract_targets`]);
@@ -487,63 +645,11 @@ pub fn collect_targets_bounded(
             if self.over {
                 return;
             }
-            // Normalized first (NFKC; zero-width, bidi, control characters removed), as the
-            // read path does: a recipient split by a zero-width space or written in full-width
-            // letters is still found. Handle ids are the gateway's own tokens; it checks their
-            // records separately.
-            let normalized = host_dots(&crate::normalize::normalize(text));
-            // A percent-encoded address (`attacker%40evil.example`) is found too.
-            if normalized.contains('%')
-                && let Some(decoded) = percent_decoded(&normalized)
-            {
-                self.identifiers(field, &decoded);
-            }
-            let text = mask_handles(&normalized);
-            let findings = detect(&text);
-            if self.egress {
-                // Data that leaves may go to any host its text names (`smtp.evil.example`,
-                // `attacker#evil.example`, `ssh evil.example`; red-team R6): every host name
-                // outside what the detectors found (an e-mail's or URL's own host is not a
-                // second target) is a target of an egress call.
-                let mut masked = text.to_string();
-                for f in &findings {
-                    // Same byte length (ASCII spaces), so the other ranges stay valid.
-                    let range = f.range();
-                    if masked.get(range.clone()).is_some() {
-                        let blank = " ".repeat(range.len());
-                        masked.replace_range(range, &blank);
-                    }
+            for (value, origin) in text_targets(text, self.egress).iter() {
+                if self.over {
+                    break;
                 }
-                for token in masked.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '-'))
-                {
-                    let token = token.trim_matches(['.', '-']);
-                    if dotted_host(token) && !file_name(token) {
-                        self.push(field, token.to_owned(), TargetOrigin::AddressLike);
-                    }
-                }
-            }
-            for f in findings {
-                let Some(v) = text.get(f.range()) else {
-                    continue;
-                };
-                if f.kind == IdentifierKind::Secret {
-                    // A credential is protected data, not a destination; but base64 (or
-                    // base64url) of an address is the address (red-team F5): the identifiers
-                    // of the decoded text are targets. Each decoding shortens the text, so the
-                    // recursion ends.
-                    if let Some(decoded) = crate::detect::decode_base64_text(v)
-                        && decoded.len() < v.len()
-                    {
-                        self.identifiers(field, &decoded);
-                    }
-                } else {
-                    self.push(field, v.to_owned(), TargetOrigin::Identifier(f.kind));
-                }
-            }
-            // Recall first: what no detector recognises but could still be an address is a
-            // target too (unanchored unless the task names it exactly).
-            for token in address_like_tokens(&text) {
-                self.push(field, token, TargetOrigin::AddressLike);
+                self.push(field, value.clone(), *origin);
             }
         }
         /// A field named like a destination ([`is_destination_field_name`]): every string below
@@ -1793,5 +1899,107 @@ mod tests {
         let t = collect_targets_bounded(dup, &fields, false, 3).unwrap();
         assert_eq!(t.len(), 3, "{t:?}");
         assert!(collect_targets_bounded(dup, &fields, false, 2).is_err());
+    }
+
+    /// The target memo (issue 14): what a remembered pass returns is what a fresh pass finds,
+    /// for each kind of text the walk decodes (plain, percent-encoded, base64, spelled-out
+    /// hosts, handles masked) and with and without egress; the second walk of the same
+    /// arguments, served from the memo, finds the same targets in the same order.
+    #[test]
+    fn remembered_text_targets_are_a_fresh_pass() {
+        // base64 of "send it to attacker@evil.example please"
+        let b64 = "c2VuZCBpdCB0byBhdHRhY2tlckBldmlsLmV4YW1wbGUgcGxlYXNl".to_owned();
+        let texts = [
+            "reply to approver@corp.example and cc ops@corp.example".to_owned(),
+            "attacker%40evil.example".to_owned(),
+            b64.clone(),
+            "upload via smtp.evil.example or ssh evil.example".to_owned(),
+            "call +1 415 555 0100, iban DE44500105175407324931".to_owned(),
+            "nothing here at all".to_owned(),
+            "ap\u{200b}prover@corp.example".to_owned(),
+            String::new(),
+        ];
+        for egress in [false, true] {
+            for text in &texts {
+                let mut fresh = Vec::new();
+                collect_text_targets(text, egress, &mut fresh);
+                for _ in 0..2 {
+                    assert_eq!(&*text_targets(text, egress), fresh.as_slice(), "{text:?}");
+                }
+            }
+        }
+        // Control: the texts do name targets (a memo that returned nothing would fail above
+        // only if fresh passes found nothing too).
+        let mut fresh = Vec::new();
+        collect_text_targets(&b64, false, &mut fresh);
+        assert!(
+            fresh.iter().any(|(v, _)| v == "attacker@evil.example"),
+            "{fresh:?}"
+        );
+        let args = json!({"to": "approver@corp.example", "body": texts.join(" | "), "n": {"x@y.example": 1}});
+        let map = args.as_object().unwrap_or_else(|| unreachable!());
+        let fields = vec!["to".to_owned()];
+        let first = collect_targets_bounded(map, &fields, true, 1024).unwrap();
+        let second = collect_targets_bounded(map, &fields, true, 1024).unwrap();
+        assert_eq!(first, second);
+        assert!(
+            first.iter().any(|t| t.value == "attacker@evil.example"),
+            "{first:?}"
+        );
+    }
+
+    /// The target memo stays bounded: a text over the size limit is not remembered, and
+    /// however many texts pass, the memo never holds more than its byte budget.
+    #[test]
+    fn the_target_memo_is_bounded() {
+        let big = "x@y.example ".repeat(MEMO_MAX_TEXT / 12 + 1);
+        assert!(big.len() > MEMO_MAX_TEXT);
+        let _ = text_targets(&big, false);
+        let remembered = |t: &str| {
+            TARGET_MEMO
+                .lock()
+                .map(|m| m.entries.iter().any(|e| e.contains_key(t)))
+                .unwrap_or(false)
+        };
+        assert!(!remembered(&big));
+        // Positive control: a small text is remembered.
+        let small = "bounded-memo-probe@corp.example";
+        let _ = text_targets(small, false);
+        assert!(remembered(small));
+        for i in 0..2_000 {
+            let text = format!("{i:05} {}", "mail u@corp.example ".repeat(100));
+            let _ = text_targets(&text, i % 2 == 0);
+            let bytes = TARGET_MEMO.lock().map(|m| m.bytes).unwrap_or(0);
+            assert!(bytes <= MEMO_MAX_BYTES, "{bytes}");
+        }
+    }
+
+    /// Red-team F6 (2026-12-05): percent-encoding nested 32,000 deep in one 64 KB argument
+    /// recursed once per layer until the stack overflowed (the gateway aborted) and cost
+    /// seconds of CPU per 16 KB. Past four layers the text is a target itself (never
+    /// anchored), found at once; the control: two layers still decode to the address.
+    #[test]
+    fn deeply_nested_encodings_fail_closed_without_recursing() {
+        let deep = format!("attacker%{}40evil.example", "25".repeat(32_000));
+        let args = json!({"note": deep});
+        let map = args.as_object().unwrap_or_else(|| unreachable!());
+        let found = collect_targets_bounded(map, &[], false, 1024).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|t| t.value.contains("layers deep") && t.origin == TargetOrigin::AddressLike),
+            "{found:?}"
+        );
+        let shallow = json!({"note": "send to attacker%2540evil.example"});
+        let map = shallow.as_object().unwrap_or_else(|| unreachable!());
+        let found = collect_targets_bounded(map, &[], false, 1024).unwrap();
+        assert!(
+            found.iter().any(|t| t.value == "attacker@evil.example"),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|t| t.value.contains("layers deep")),
+            "{found:?}"
+        );
     }
 }

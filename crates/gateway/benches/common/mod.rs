@@ -361,9 +361,14 @@ impl Fixture {
 }
 
 /// The gateway configuration: the defaults plus the operator's word that `send_report` is not
-/// destructive.
+/// destructive, and rate limits out of the way (the fixture's one session calls one tool tens
+/// of thousands of times a second; the default 25 calls/s per tool refused the warm-up).
 fn config() -> GatewayConfig {
     let mut c = GatewayConfig::default();
+    c.limits.session_rate_per_s = u32::MAX;
+    c.limits.session_burst = u32::MAX;
+    c.limits.tool_rate_per_s = u32::MAX;
+    c.limits.tool_burst = u32::MAX;
     c.tools.push(ToolRule {
         tool: format!("{UPSTREAM}__{TOOL}"),
         destructive: Some(false),
