@@ -312,7 +312,11 @@ fn needs_preparation(v: &Value, markers: &Markers, cfg: &SummaryConfig, depth: u
                 .any(|item| needs_preparation(item, markers, cfg, depth + 1))
                 || !split_marker_spans(items, markers, cfg.max_entries).is_empty()
         }
-        Value::Object(map) => map.iter().take(cfg.max_entries).any(|(k, item)| {
+        // Every member, not the first `max_entries`: the rendering may show later members
+        // and the names of the ones it cuts (red-team 2026-12-05 F1: an 11-field record whose
+        // first 8 members were plain reached the runtime with a full-width phone number and
+        // e-mail in clear in its later members).
+        Value::Object(map) => map.iter().any(|(k, item)| {
             needs_normalization(k) || needs_preparation(item, markers, cfg, depth + 1)
         }),
         Value::Null | Value::Bool(_) | Value::Number(_) => false,
