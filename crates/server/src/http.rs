@@ -698,6 +698,20 @@ async fn call(
     body: Result<Json<CallBody>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
+    // `{"mode": "speculative"}` without the namespace was taken for no metadata at all, so a
+    // pre-commit call ran as a committed one and skipped its privacy contract (a trial of
+    // the README, which showed the bare names): refused with the names to use.
+    if let Some(k) = body
+        .meta
+        .keys()
+        .find(|k| matches!(k.as_str(), "mode" | "branch" | "confidence" | "approval"))
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_meta",
+            format!("`meta` key `{k}` needs its namespace: write `dev.secureclaw/{k}`"),
+        ));
+    }
     let mut meta = CallMeta::from_meta(&body.meta)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_meta", e))?;
     if let Some(a) = body.approval {

@@ -744,6 +744,23 @@ async fn speculative_calls_over_http() {
         Some(json!({"tool": "office__lookup", "arguments": {}, "meta": {"dev.secureclaw/mode": "maybe"}}))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert!(body.to_string().contains("dev.secureclaw/mode"), "{body}");
+    // Bare names (as an old README showed them) and unknown keys of our namespace are
+    // refused, never taken for a committed call; the namespaced keys above are the control.
+    for meta in [
+        json!({"mode": "speculative", "branch": "b9", "confidence": 0.1}),
+        json!({"dev.secureclaw/mode": "speculative", "dev.secureclaw/confidnce": 0.1}),
+    ] {
+        let (s, body) = send(
+            &e.app,
+            "POST",
+            "/v1/call",
+            Some(&sid),
+            Some(json!({"tool": "office__lookup", "arguments": {}, "meta": meta})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_meta", "{body}");
+    }
     let (s, _) = send(
         &e.app,
         "POST",

@@ -87,6 +87,16 @@ impl CallMeta {
     /// approval that is not a string.
     pub fn from_meta(meta: &Map<String, Value>) -> Result<Self, String> {
         let mut out = CallMeta::default();
+        // A key in our namespace that we do not know is a mistake that would otherwise pass
+        // silently (`dev.secureclaw/confidnce` leaving a speculative call committed): refused.
+        if let Some(k) = meta.keys().find(|k| {
+            k.starts_with("dev.secureclaw/")
+                && ![META_APPROVAL, META_MODE, META_BRANCH, META_CONFIDENCE].contains(&k.as_str())
+        }) {
+            return Err(format!(
+                "unknown key `{k}`: the keys are `{META_MODE}`, `{META_BRANCH}`, `{META_CONFIDENCE}` and `{META_APPROVAL}`"
+            ));
+        }
         if let Some(v) = meta.get(META_APPROVAL) {
             let s = v
                 .as_str()
