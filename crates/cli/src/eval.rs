@@ -161,8 +161,8 @@ pub struct LaneOutputArgs {
         default_missing_value = "EVALUATION.md"
     )]
     write_evaluation: Option<PathBuf>,
-    /// Exit 1 if a check fails, or if the selection carries no check (the lane's own help
-    /// lists its checks).
+    /// Exit 1 if a check fails, or if the selection carries no check (the run prints every
+    /// check with its verdict; EVALUATION.md lists each lane's checks).
     #[arg(long)]
     check: bool,
 }
