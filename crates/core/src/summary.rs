@@ -1897,8 +1897,10 @@ mod tests {
             let mut m = Minted::new();
             let (out, _) = summarize_text(&text, &cfg, &mut |p| m.mint(p));
             prop_assert!(!out.contains(&id), "{id} leaked: {out}");
-            // Vaulted when it starts inside the window (beyond it, never minted).
-            if prefix.chars().count() + 1 < max {
+            // Vaulted when it starts inside the window (beyond it, never minted). The window
+            // is counted on the normalized text D reads: NFKC can lengthen a prefix (U+0A33
+            // becomes two code points), which moved the identifier out of the window.
+            if crate::normalize::normalize(&prefix).chars().count() + 1 < max {
                 prop_assert!(m.seen.iter().any(|p| p.value.contains(&id)), "{id} not vaulted");
             }
             let mut obj = Map::new();
